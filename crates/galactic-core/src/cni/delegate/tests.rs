@@ -1,0 +1,144 @@
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+/// Writes an executable shell script named `name` into `dir`.
+fn script(dir: &Path, name: &str, body: &str) {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn delegate<'a>(name: &'a str, path: &'a [PathBuf]) -> Delegate<'a> {
+    Delegate {
+        plugin_type: name,
+        search_path: path,
+        timeout: Duration::from_secs(10),
+    }
+}
+
+#[test]
+fn add_returns_the_delegates_result_and_passes_stdin_and_env_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("record");
+    script(
+        dir.path(),
+        "fake-ipam",
+        &format!(
+            "cat > {rec}.stdin; echo \"$CNI_COMMAND $PATH\" > {rec}.env\n\
+             echo '{{\"cniVersion\":\"1.0.0\",\"ips\":[{{\"address\":\"10.0.0.2/32\"}}]}}'",
+            rec = record.display()
+        ),
+    );
+    let path = vec![dir.path().join("missing-dir"), dir.path().to_path_buf()];
+    // Odd spacing and key order must survive: the delegate sees our exact bytes (C76).
+    let stdin = b"{ \"cniVersion\":\"1.0.0\",  \"name\":\"n\" ,\"type\":\"x\",\"ipam\":{\"type\":\"fake-ipam\"}}";
+    let result = delegate("fake-ipam", &path).add(stdin).unwrap();
+    assert_eq!(result.ips[0].address.to_string(), "10.0.0.2/32");
+    assert_eq!(
+        std::fs::read(record.with_extension("stdin")).unwrap(),
+        stdin
+    );
+    assert_eq!(
+        std::fs::read_to_string(record.with_extension("env"))
+            .unwrap()
+            .trim(),
+        format!("ADD {}", std::env::var("PATH").unwrap()),
+        "CNI_COMMAND replaced, the rest of the environment inherited"
+    );
+}
+
+#[test]
+fn the_delegates_error_code_reaches_the_caller_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    script(
+        dir.path(),
+        "busy-ipam",
+        r#"echo '{"cniVersion":"1.0.0","code":11,"msg":"store busy","details":"lock"}'; exit 1"#,
+    );
+    let path = vec![dir.path().to_path_buf()];
+    for command in [
+        Command::Add,
+        Command::Del,
+        Command::Check,
+        Command::Status,
+        Command::Gc,
+    ] {
+        let err = match command {
+            Command::Add => delegate("busy-ipam", &path).add(b"{}").unwrap_err(),
+            other => delegate("busy-ipam", &path).call(other, b"{}").unwrap_err(),
+        };
+        assert_eq!(err.code, Code::TRY_AGAIN_LATER, "{command}");
+        assert_eq!(err.msg, "store busy");
+        assert_eq!(err.details.as_deref(), Some("lock"));
+    }
+}
+
+#[test]
+fn empty_output_is_success_for_del_and_check_but_not_add() {
+    let dir = tempfile::tempdir().unwrap();
+    script(dir.path(), "quiet", "cat >/dev/null");
+    let path = vec![dir.path().to_path_buf()];
+    delegate("quiet", &path).call(Command::Del, b"{}").unwrap();
+    delegate("quiet", &path)
+        .call(Command::Check, b"{}")
+        .unwrap();
+    assert_eq!(
+        delegate("quiet", &path).add(b"{}").unwrap_err().code,
+        Code::DECODE
+    );
+}
+
+#[test]
+fn a_missing_or_unsafe_delegate_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("not-exec"), "x").unwrap();
+    let path = vec![dir.path().to_path_buf()];
+    let err = delegate("galactic-ipam", &path).add(b"{}").unwrap_err();
+    assert_eq!(err.code, Code::INVALID_CONFIG);
+    assert!(
+        err.msg.contains("galactic-ipam") && err.msg.contains("CNI_PATH"),
+        "{}",
+        err.msg
+    );
+    assert!(
+        delegate("not-exec", &path).find().is_err(),
+        "non-executable files are skipped"
+    );
+    assert!(delegate("../bin/sh", &path)
+        .find()
+        .unwrap_err()
+        .msg
+        .contains("plain"));
+}
+
+#[test]
+fn a_crash_without_cni_output_carries_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    script(dir.path(), "crashy", "echo 'segfault-ish' >&2; exit 3");
+    let path = vec![dir.path().to_path_buf()];
+    let err = delegate("crashy", &path)
+        .call(Command::Del, b"{}")
+        .unwrap_err();
+    assert_eq!(err.code, Code::INTERNAL);
+    assert!(err.msg.contains("status 3"));
+    assert_eq!(err.details.as_deref(), Some("segfault-ish"));
+}
+
+#[test]
+fn a_hung_delegate_is_stopped_with_try_again_later() {
+    let dir = tempfile::tempdir().unwrap();
+    script(dir.path(), "hang", "exec sleep 30");
+    let path = vec![dir.path().to_path_buf()];
+    let d = Delegate {
+        plugin_type: "hang",
+        search_path: &path,
+        timeout: Duration::from_millis(300),
+    };
+    let started = std::time::Instant::now();
+    let err = d.call(Command::Check, b"{}").unwrap_err();
+    assert_eq!(err.code, Code::TRY_AGAIN_LATER);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "killed, not waited for"
+    );
+}

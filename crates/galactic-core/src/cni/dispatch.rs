@@ -1,0 +1,287 @@
+//! Command dispatch: environment → stdin → version negotiation → the plugin's handler → stdout.
+//!
+//! stdout carries exactly one JSON value (the ADD result or a CNI error) or nothing (successful
+//! DEL/CHECK/STATUS/GC); every diagnostic goes to the log file or stderr.
+
+use super::conf::{decode_object, NetConf};
+use super::env::{CniEnv, Command};
+use super::error::{CniError, Code};
+use super::result::CniResult;
+use super::version::{version_reply, SpecVersion};
+use crate::config::NodeConfig;
+use crate::log;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// What a plugin binary implements. Each handler gets a fully validated [`Request`].
+pub trait Plugin {
+    /// The binary's name, as it appears in logs.
+    fn name(&self) -> &'static str;
+    /// ADD: attach, returning the result to print.
+    fn add(&self, req: &Request) -> Result<CniResult, CniError>;
+    /// DEL: detach. Errors are logged and DEL still succeeds, except code 11 (try again later),
+    /// which reaches the runtime so that it retries instead of leaking state.
+    fn del(&self, req: &Request) -> Result<(), CniError>;
+    /// CHECK: verify the attachment described by `prevResult`.
+    fn check(&self, req: &Request) -> Result<(), CniError>;
+    /// STATUS: `Ok` when ready to service ADD; code 50/51 otherwise.
+    fn status(&self, req: &Request) -> Result<(), CniError>;
+    /// GC: release what belongs to attachments not in `cni.dev/valid-attachments`.
+    fn gc(&self, req: &Request) -> Result<(), CniError>;
+}
+
+/// One validated invocation.
+#[derive(Debug)]
+pub struct Request {
+    /// The validated `CNI_*` environment.
+    pub env: CniEnv,
+    /// The exact stdin bytes (passed unchanged to delegates).
+    pub stdin: Vec<u8>,
+    /// The decoded configuration envelope.
+    pub conf: NetConf,
+    /// The resolved node configuration.
+    pub node: NodeConfig,
+    /// Set on DEL only, when stdin could not be fully decoded: DEL still runs on what is known,
+    /// so an unparseable config never skips a release.
+    pub decode_error: Option<CniError>,
+}
+
+/// What the process prints and how it exits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The JSON value for stdout, if any.
+    pub stdout: Option<Value>,
+    /// Whether the exit status is 0.
+    pub success: bool,
+}
+
+/// Runs `plugin` for this process: reads the environment and stdin, prints the reply.
+pub fn run<P: Plugin>(plugin: &P) -> ExitCode {
+    install_panic_hook();
+    let mut stdin = Vec::new();
+    let read = std::io::stdin().read_to_end(&mut stdin);
+    let reply = match read {
+        Ok(_) => execute(plugin, |k| std::env::var(k).ok(), stdin),
+        Err(e) => error_reply(
+            SpecVersion::LATEST.as_str(),
+            &CniError::io(format!("cannot read stdin: {e}")),
+        ),
+    };
+    if let Some(value) = &reply.stdout {
+        let mut out = std::io::stdout().lock();
+        // Nothing sensible can be done when stdout itself is gone; the exit code still tells.
+        let _ = writeln!(out, "{value}").and_then(|()| out.flush());
+    }
+    if reply.success {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The whole protocol as a function of the environment and stdin (testable without a process).
+pub fn execute<P: Plugin>(
+    plugin: &P,
+    lookup: impl Fn(&str) -> Option<String>,
+    stdin: Vec<u8>,
+) -> Reply {
+    let command = match lookup("CNI_COMMAND").filter(|c| !c.is_empty()) {
+        None => {
+            return error_reply(
+                SpecVersion::LATEST.as_str(),
+                &CniError::invalid_env(
+                    "CNI_COMMAND is not set (ADD, DEL, CHECK, VERSION, STATUS or GC)",
+                ),
+            )
+        }
+        Some(raw) => match Command::parse(&raw) {
+            Ok(command) => command,
+            Err(e) => return error_reply(SpecVersion::LATEST.as_str(), &e),
+        },
+    };
+    if command == Command::Version {
+        return version(&stdin);
+    }
+    let version = declared_version(&stdin);
+    match prepare(plugin, command, &lookup, stdin) {
+        Ok(req) => handle(plugin, req),
+        Err(e) => error_reply(&version, &e),
+    }
+}
+
+/// VERSION needs nothing but `CNI_COMMAND` and tolerates empty or odd stdin (C54, C56).
+fn version(stdin: &[u8]) -> Reply {
+    let requested = serde_json::from_slice::<Value>(stdin).ok();
+    let requested = requested
+        .as_ref()
+        .and_then(|v| v.get("cniVersion"))
+        .and_then(Value::as_str);
+    Reply {
+        stdout: Some(version_reply(requested)),
+        success: true,
+    }
+}
+
+/// The version an error reply should carry: the config's, when it is one we speak.
+fn declared_version(stdin: &[u8]) -> String {
+    serde_json::from_slice::<Value>(stdin)
+        .ok()
+        .and_then(|v| {
+            v.get("cniVersion")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .and_then(|v| SpecVersion::parse(Some(&v)).ok())
+        .unwrap_or(SpecVersion::LATEST)
+        .as_str()
+        .to_owned()
+}
+
+/// Validates everything a handler may rely on.
+fn prepare<P: Plugin>(
+    plugin: &P,
+    command: Command,
+    lookup: &impl Fn(&str) -> Option<String>,
+    stdin: Vec<u8>,
+) -> Result<Request, CniError> {
+    let env = CniEnv::from_lookup(command, lookup)?;
+    let (conf, decode_error) = match NetConf::decode(&stdin) {
+        Ok(conf) => (conf, None),
+        Err(e) if command == Command::Del => (lenient_conf(&stdin), Some(e)),
+        Err(e) => return Err(e),
+    };
+    if matches!(command, Command::Status | Command::Gc) && !conf.version.has_status_and_gc() {
+        return Err(CniError::incompatible_version(format!(
+            "{command} needs cniVersion 1.1.0; the configuration says {}",
+            conf.version.as_str()
+        )));
+    }
+    let node = match NodeConfig::resolve(&conf.raw, lookup) {
+        Ok(node) => node,
+        Err(e) if command == Command::Del => {
+            log::stderr_warn(plugin.name(), &format!("DEL continues with defaults: {e}"));
+            NodeConfig::defaults()
+        }
+        Err(e) => return Err(CniError::invalid_config(e.to_string())),
+    };
+    log::init(plugin.name(), &node, log_context(command, &env, &conf));
+    if let Some(e) = &decode_error {
+        log::warn(
+            "DEL: configuration not fully decoded; releasing what is known",
+            json!({"err": e.to_string()}),
+        );
+    }
+    log::debug(
+        "configuration received",
+        json!({"stdin": String::from_utf8_lossy(&stdin)}),
+    );
+    Ok(Request {
+        env,
+        stdin,
+        conf,
+        node,
+        decode_error,
+    })
+}
+
+/// The best-effort envelope DEL runs on when stdin does not decode.
+fn lenient_conf(stdin: &[u8]) -> NetConf {
+    let raw = decode_object(stdin).unwrap_or(Value::Object(Default::default()));
+    let text = |key: &str| {
+        raw.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    NetConf {
+        version: SpecVersion::parse(raw.get("cniVersion").and_then(Value::as_str))
+            .unwrap_or(SpecVersion::LATEST),
+        name: text("name"),
+        plugin_type: text("type"),
+        raw,
+    }
+}
+
+fn log_context(command: Command, env: &CniEnv, conf: &NetConf) -> Value {
+    json!({
+        "command": command.as_str(),
+        "containerID": env.container_id.as_ref().map(|c| c.as_str()),
+        "ifName": env.ifname.as_ref().map(|i| i.as_str()),
+        "network": conf.name,
+        "vpcAttachment": conf.raw.get("vpcattachment"),
+    })
+}
+
+/// Runs the handler and turns its outcome into the reply; logs one line per operation.
+fn handle<P: Plugin>(plugin: &P, req: Request) -> Reply {
+    let started = Instant::now();
+    let command = req.env.command;
+    let version = req.conf.version.as_str();
+    let outcome = match command {
+        Command::Add => plugin.add(&req).map(|mut result| {
+            result.cni_version = version.to_owned();
+            Some(result)
+        }),
+        Command::Del => plugin.del(&req).map(|()| None),
+        Command::Check => plugin.check(&req).map(|()| None),
+        Command::Status => plugin.status(&req).map(|()| None),
+        Command::Gc => plugin.gc(&req).map(|()| None),
+        Command::Version => unreachable_version(),
+    };
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    match outcome {
+        Ok(result) => {
+            log::info(
+                &format!("{command}: done"),
+                json!({"durationMs": elapsed_ms}),
+            );
+            Reply {
+                stdout: result.and_then(|r| serde_json::to_value(r).ok()),
+                success: true,
+            }
+        }
+        Err(e) if command == Command::Del && e.code != Code::TRY_AGAIN_LATER => {
+            log::error(
+                "DEL: step failed; reporting success so the runtime is not blocked",
+                json!({"durationMs": elapsed_ms, "code": e.code, "err": e.to_string()}),
+            );
+            Reply {
+                stdout: None,
+                success: true,
+            }
+        }
+        Err(e) => {
+            log::error(
+                &format!("{command}: failed"),
+                json!({"durationMs": elapsed_ms, "code": e.code, "err": e.to_string()}),
+            );
+            error_reply(version, &e)
+        }
+    }
+}
+
+/// VERSION is answered before a request exists; this arm exists only to keep `match` total.
+fn unreachable_version() -> Result<Option<CniResult>, CniError> {
+    Err(CniError::internal("VERSION reached the handler stage"))
+}
+
+fn error_reply(version: &str, err: &CniError) -> Reply {
+    Reply {
+        stdout: Some(err.to_json(version)),
+        success: false,
+    }
+}
+
+/// A panic is a bug, but the runtime must still get one CNI error on stdout, not a torn stream.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let err = CniError::internal(format!("internal error (a bug; please report it): {info}"));
+        eprintln!("{info}");
+        println!("{}", err.to_json(SpecVersion::LATEST.as_str()));
+    }));
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,19 @@
+//! The CNI protocol layer: what every plugin binary speaks to its runtime.
+//!
+//! A plugin implements [`Plugin`] and hands control to [`run`]; everything about environment
+//! variables, stdin, version negotiation, result printing and error codes lives here once.
+
+pub mod conf;
+pub mod delegate;
+mod dispatch;
+pub mod env;
+pub mod error;
+pub mod result;
+pub mod version;
+
+pub use conf::{Attachment, NetConf};
+pub use dispatch::{run, Plugin, Request};
+pub use env::{CniArgs, CniEnv, Command, ContainerId, IfName};
+pub use error::{CniError, Code};
+pub use result::{CniResult, Dns, Interface, IpConfig, Route};
+pub use version::SpecVersion;

@@ -1,0 +1,266 @@
+//! VPC and attachment identifiers and every name derived from them.
+//!
+//! Compatible with the upstream Go implementation, so that names on a node and in the cluster stay
+//! the same after a switch: base62 digits `0-9a-zA-Z` (most significant first), interface names
+//! `G{vpc:9}{att:3}H|G` and `G{vpc:9}V` (left-padded with `0`), CRD names from the lowercase hex
+//! value, route targets `ASN:low32(vpc)`.
+//!
+//! Unlike upstream, ids are range-checked when parsed (VPC ≤ 48 bits, attachment ≤ 16 bits), so an
+//! over-long id is a config error (code 7) instead of a netlink failure half-way through an ADD.
+//! Names are built from the canonical digits (no leading zeros), which equals upstream's padding
+//! of the raw string whenever upstream could build the name at all.
+
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::marker::PhantomData;
+
+const ALPHABET: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+/// Why an identifier was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentError {
+    /// The field is absent or empty.
+    #[error("{field} is required and must be a non-empty base62 string")]
+    Empty {
+        /// The config field.
+        field: &'static str,
+    },
+    /// A character outside `0-9a-zA-Z`.
+    #[error("invalid base62 value for field '{field}': {value:?}")]
+    NotBase62 {
+        /// The config field.
+        field: &'static str,
+        /// The value, made printable.
+        value: String,
+    },
+    /// The value does not fit the identifier's width.
+    #[error("{field} {value:?} is out of range: a {field} is a {bits}-bit value (at most {max} in base62)")]
+    TooLarge {
+        /// The config field.
+        field: &'static str,
+        /// The value.
+        value: String,
+        /// The identifier's width.
+        bits: u32,
+        /// The largest value, in base62.
+        max: String,
+    },
+}
+
+/// The value of one base62 digit.
+fn digit(c: u8) -> Option<u64> {
+    match c {
+        b'0'..=b'9' => Some(u64::from(c - b'0')),
+        b'a'..=b'z' => Some(u64::from(c - b'a') + 10),
+        b'A'..=b'Z' => Some(u64::from(c - b'A') + 36),
+        _ => None,
+    }
+}
+
+/// Encodes `value` in base62 without leading zeros (`0` is `"0"`).
+pub fn base62_encode(mut value: u64) -> String {
+    let mut out = Vec::new();
+    loop {
+        // `value % 62` is below 62, so the index is in range.
+        out.push(ALPHABET[(value % 62) as usize]);
+        value /= 62;
+        if value == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Decodes base62 of any length to lowercase hex without leading zeros (upstream's
+/// `Base62ToHex`, arbitrary precision). `None` for an empty or non-base62 input.
+pub fn base62_to_hex(raw: &str) -> Option<String> {
+    if raw.is_empty() {
+        return None;
+    }
+    // Little-endian base-256 accumulator: value = value * 62 + digit.
+    let mut bytes: Vec<u8> = Vec::new();
+    for c in raw.bytes() {
+        let mut carry = digit(c)?;
+        for b in bytes.iter_mut() {
+            let v = u64::from(*b) * 62 + carry;
+            *b = (v & 0xff) as u8;
+            carry = v >> 8;
+        }
+        while carry > 0 {
+            bytes.push((carry & 0xff) as u8);
+            carry >>= 8;
+        }
+    }
+    let hex: String = bytes.iter().rev().map(|b| format!("{b:02x}")).collect();
+    let trimmed = hex.trim_start_matches('0');
+    Some(if trimmed.is_empty() {
+        "0".into()
+    } else {
+        trimmed.into()
+    })
+}
+
+/// Converts hex (any case) to base62 (upstream's `HexToBase62`), for values up to 64 bits.
+pub fn hex_to_base62(hex: &str) -> Option<String> {
+    u64::from_str_radix(&hex.to_ascii_lowercase(), 16)
+        .ok()
+        .map(base62_encode)
+}
+
+/// What distinguishes one identifier kind from another.
+pub trait IdKind {
+    /// The config field name used in messages.
+    const FIELD: &'static str;
+    /// Width of the value.
+    const BITS: u32;
+    /// Digits in interface names.
+    const WIDTH: usize;
+}
+
+/// Marker for VPC ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Vpc;
+impl IdKind for Vpc {
+    const FIELD: &'static str = "vpc";
+    const BITS: u32 = 48;
+    const WIDTH: usize = 9;
+}
+
+/// Marker for VPC attachment ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Att;
+impl IdKind for Att {
+    const FIELD: &'static str = "vpcattachment";
+    const BITS: u32 = 16;
+    const WIDTH: usize = 3;
+}
+
+/// A validated base62 identifier: the raw text as configured and its value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Id<K> {
+    raw: String,
+    value: u64,
+    kind: PhantomData<K>,
+}
+
+/// A VPC id (48 bits).
+pub type VpcId = Id<Vpc>;
+/// A VPC attachment id (16 bits).
+pub type AttachmentId = Id<Att>;
+
+impl<K: IdKind> Id<K> {
+    /// Parses and range-checks `raw`.
+    pub fn parse(raw: &str) -> Result<Self, IdentError> {
+        if raw.is_empty() {
+            return Err(IdentError::Empty { field: K::FIELD });
+        }
+        let max = (1u64 << K::BITS) - 1;
+        let mut value: u64 = 0;
+        for c in raw.bytes() {
+            let d = digit(c).ok_or_else(|| IdentError::NotBase62 {
+                field: K::FIELD,
+                value: printable(raw),
+            })?;
+            value = value
+                .checked_mul(62)
+                .and_then(|v| v.checked_add(d))
+                .filter(|v| *v <= max)
+                .ok_or_else(|| IdentError::TooLarge {
+                    field: K::FIELD,
+                    value: raw.to_owned(),
+                    bits: K::BITS,
+                    max: base62_encode(max),
+                })?;
+        }
+        Ok(Self {
+            raw: raw.to_owned(),
+            value,
+            kind: PhantomData,
+        })
+    }
+
+    /// The text as configured (used verbatim in tenant identifiers).
+    pub fn raw(&self) -> &str {
+        &self.raw
+    }
+
+    /// The numeric value.
+    pub fn value(&self) -> u64 {
+        self.value
+    }
+
+    /// Lowercase hex without leading zeros.
+    pub fn hex(&self) -> String {
+        format!("{:x}", self.value)
+    }
+
+    /// Canonical base62, left-padded with `0` to the name width.
+    pub fn padded(&self) -> String {
+        format!("{:0>width$}", base62_encode(self.value), width = K::WIDTH)
+    }
+}
+
+impl<K: IdKind> fmt::Display for Id<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.raw)
+    }
+}
+
+/// Replaces a value containing anything outside printable ASCII, as upstream does in messages.
+fn printable(raw: &str) -> String {
+    if raw.bytes().all(|b| (0x20..=0x7e).contains(&b)) {
+        raw.to_owned()
+    } else {
+        "<binary>".to_owned()
+    }
+}
+
+/// The VPC's VRF device: `G{vpc:9}V`.
+pub fn vrf_name(vpc: &VpcId) -> String {
+    format!("G{}V", vpc.padded())
+}
+
+/// The attachment's host-side interface (veth host end or tap): `G{vpc:9}{att:3}H`.
+pub fn host_ifname(vpc: &VpcId, att: &AttachmentId) -> String {
+    format!("G{}{}H", vpc.padded(), att.padded())
+}
+
+/// The attachment's guest veth end before it is named `CNI_IFNAME`: `G{vpc:9}{att:3}G`.
+pub fn guest_ifname(vpc: &VpcId, att: &AttachmentId) -> String {
+    format!("G{}{}G", vpc.padded(), att.padded())
+}
+
+/// The VPC's BGP route target, identical on every node: `ASN:low32(vpc)`.
+pub fn route_target(local_asn: u32, vpc: &VpcId) -> String {
+    // Truncation to the low 32 bits is the definition.
+    format!("{local_asn}:{}", vpc.value() as u32)
+}
+
+/// A CRD name segment for an id: its lowercase hex, or `x` + 12 hex chars of SHA-256 when the
+/// id is not base62 (keeps names RFC 1123 valid; `A` and `a` are different values).
+pub fn name_segment(raw: &str) -> String {
+    base62_to_hex(raw).unwrap_or_else(|| {
+        let digest = Sha256::digest(raw.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        format!("x{}", &hex[..12])
+    })
+}
+
+/// `BGPVRFInstance` name, one per (VPC, node): `{hexvpc}-{node}`.
+pub fn bgp_vrf_instance_name(vpc_raw: &str, node: &str) -> String {
+    format!("{}-{node}", name_segment(vpc_raw))
+}
+
+/// `BGPAdvertisement` name, one per (VPC, attachment): `{hexvpc}-{hexatt}`.
+pub fn bgp_advertisement_name(vpc_raw: &str, att_raw: &str) -> String {
+    format!("{}-{}", name_segment(vpc_raw), name_segment(att_raw))
+}
+
+/// The tenant identifier label value: the raw ids joined by `-`.
+pub fn tenant_identifier(vpc: &VpcId, att: &AttachmentId) -> String {
+    format!("{}-{}", vpc.raw(), att.raw())
+}
+
+#[cfg(test)]
+mod tests;

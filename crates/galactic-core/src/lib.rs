@@ -1,0 +1,17 @@
+//! Everything two or more Galactic CNI plugins share.
+//!
+//! - [`cni`]: the CNI protocol (1.0.0/1.1.0): command dispatch, environment, configuration envelope,
+//!   results, error codes and IPAM delegation by exec.
+//! - [`ident`]: VPC and attachment identifiers, base62/hex codecs, interface and resource names.
+//! - [`config`]: the node-level configuration and its resolution order.
+//! - [`log`]: JSON-lines logging to the node's log file.
+//! - [`rollback`]: the undo stack every ADD uses.
+
+pub mod cni;
+pub mod config;
+pub mod ident;
+pub mod log;
+pub mod rollback;
+
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -1,0 +1,58 @@
+use super::*;
+use serde_json::json;
+
+// The sink is process-global, so everything that initialises it runs in this one test.
+#[test]
+fn lines_are_json_with_context_filtered_by_level_and_rotated_past_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_file = dir.path().join("sub/galactic.log");
+    let node = NodeConfig {
+        log_file: log_file.clone(),
+        log_level: Level::Info,
+        log_max_bytes: 4096,
+        warnings: vec!["unknown log_level \"loud\"".into()],
+        ..NodeConfig::defaults()
+    };
+    init(
+        "galactic-test",
+        &node,
+        json!({"command": "ADD", "containerID": "c1", "ifName": null}),
+    );
+    debug("hidden", Value::Null);
+    info("ADD: done", json!({"durationMs": 1.5}));
+
+    let text = std::fs::read_to_string(&log_file).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines[0]["level"], "WARN");
+    assert_eq!(lines[1]["msg"], "ADD: done");
+    assert_eq!(lines[1]["plugin"], "galactic-test");
+    assert_eq!(lines[1]["containerID"], "c1");
+    assert_eq!(lines[1]["durationMs"], 1.5);
+    assert!(lines[1].get("ifName").is_none(), "null context is dropped");
+    assert!(lines[1]["time"].as_str().unwrap().ends_with('Z'));
+
+    for i in 0..100 {
+        info("filler line to cross the cap", json!({"i": i}));
+    }
+    let rotated = dir.path().join("sub/galactic.log.1");
+    assert!(rotated.exists(), "rotated file exists");
+    assert!(std::fs::metadata(&log_file).unwrap().len() <= 4096 + 512);
+    let all =
+        std::fs::read_to_string(&rotated).unwrap() + &std::fs::read_to_string(&log_file).unwrap();
+    assert!(
+        all.lines()
+            .all(|l| serde_json::from_str::<Value>(l).is_ok()),
+        "no torn lines"
+    );
+}
+
+#[test]
+fn level_names_parse_case_insensitively() {
+    assert_eq!(Level::parse(" WARNING "), Some(Level::Warn));
+    assert_eq!(Level::parse("Debug"), Some(Level::Debug));
+    assert_eq!(Level::parse("verbose"), None);
+}
