@@ -1,1 +1,37 @@
-fn main() {}
+//! `cargo xtask <command>`: the workspace's build, staging, demo, test and benchmark entry points.
+
+mod smoke;
+mod stage;
+
+use anyhow::{bail, Result};
+use std::path::PathBuf;
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [options]
+
+commands:
+  build-and-stage   build the plugins and install them into a CNI bin dir (see --help)
+  smoke             build-and-stage into a temporary root and round-trip VERSION/STATUS
+                    through every staged plugin
+";
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let command = args.next().unwrap_or_default();
+    let rest: Vec<String> = args.collect();
+    match command.as_str() {
+        "build-and-stage" => stage::build_and_stage(&stage::Options::parse(&rest)?),
+        "smoke" => smoke::run(&rest),
+        "" | "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown command {other:?}\n{USAGE}"),
+    }
+}
+
+/// The workspace root (xtask lives one level below it).
+pub fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}

@@ -1,0 +1,235 @@
+//! `build-and-stage`: build the plugins and install them where a CNI runtime finds them.
+//!
+//! Every file is installed atomically (a temporary file in the target directory, then a rename),
+//! so a runtime never executes a half-written binary, and only when its content changed, so a
+//! second run changes nothing.
+
+use anyhow::{bail, Context, Result};
+use galactic_core::config::NodeConfig;
+use serde_json::{Map, Value};
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The chain's plugin binaries.
+pub const PLUGINS: [&str; 5] = [
+    "galactic-cni",
+    "galactic-tap-cni",
+    "galactic-ipam",
+    "galactic-route",
+    "galactic-bgp",
+];
+
+/// Upstream type names kept working as copies of our masters: (alias, binary).
+pub const ALIASES: [(&str, &str); 2] = [
+    ("galactic-veth", "galactic-cni"),
+    ("galactic-tap", "galactic-tap-cni"),
+];
+
+const HELP: &str = "\
+usage: cargo xtask build-and-stage [--release] [--bin-dir DIR] [--node-config PATH]
+                                   [--set KEY=VALUE]... [--aliases]
+                                   [--conflist FILE [--conf-dir DIR]]
+
+  --release          build with the release profile (default: debug)
+  --bin-dir DIR      CNI bin dir to install into (default /opt/cni/bin)
+  --node-config PATH node config to write (default /etc/galactic/node.json)
+  --set KEY=VALUE    node config key to set (repeatable), e.g. --set publisher=local
+  --aliases          also install galactic-veth and galactic-tap (upstream type names)
+  --conflist FILE    chain conflist to install into the runtime's conf dir
+  --conf-dir DIR     the runtime's conf dir (default /etc/cni/net.d)
+";
+
+/// Parsed options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub release: bool,
+    pub bin_dir: PathBuf,
+    pub node_config: PathBuf,
+    pub set: Vec<(String, String)>,
+    pub aliases: bool,
+    pub conflist: Option<PathBuf>,
+    pub conf_dir: PathBuf,
+}
+
+impl Options {
+    pub fn parse(args: &[String]) -> Result<Self> {
+        let mut opts = Options {
+            release: false,
+            bin_dir: PathBuf::from("/opt/cni/bin"),
+            node_config: PathBuf::from(galactic_core::config::DEFAULT_NODE_CONFIG),
+            set: Vec::new(),
+            aliases: false,
+            conflist: None,
+            conf_dir: PathBuf::from("/etc/cni/net.d"),
+        };
+        let mut it = args.iter();
+        while let Some(arg) = it.next() {
+            let mut value = |name: &str| {
+                it.next()
+                    .cloned()
+                    .with_context(|| format!("{name} needs a value\n{HELP}"))
+            };
+            match arg.as_str() {
+                "--release" => opts.release = true,
+                "--aliases" => opts.aliases = true,
+                "--bin-dir" => opts.bin_dir = value(arg)?.into(),
+                "--node-config" => opts.node_config = value(arg)?.into(),
+                "--conflist" => opts.conflist = Some(value(arg)?.into()),
+                "--conf-dir" => opts.conf_dir = value(arg)?.into(),
+                "--set" => {
+                    let pair = value(arg)?;
+                    let (k, v) = pair
+                        .split_once('=')
+                        .with_context(|| format!("--set takes KEY=VALUE, got {pair:?}"))?;
+                    opts.set.push((k.to_owned(), v.to_owned()));
+                }
+                "-h" | "--help" => {
+                    print!("{HELP}");
+                    std::process::exit(0);
+                }
+                other => bail!("unknown option {other:?}\n{HELP}"),
+            }
+        }
+        Ok(opts)
+    }
+}
+
+/// Builds, then stages binaries, node config and (optionally) the conflist.
+pub fn build_and_stage(opts: &Options) -> Result<()> {
+    let built = build(opts.release)?;
+    let mut changed = Vec::new();
+    for plugin in PLUGINS {
+        if install(&built.join(plugin), &opts.bin_dir.join(plugin), 0o755)? {
+            changed.push(plugin.to_owned());
+        }
+    }
+    if opts.aliases {
+        for (alias, plugin) in ALIASES {
+            if install(&built.join(plugin), &opts.bin_dir.join(alias), 0o755)? {
+                changed.push(alias.to_owned());
+            }
+        }
+    }
+    if write_node_config(&opts.node_config, &opts.set)? {
+        changed.push(opts.node_config.display().to_string());
+    }
+    if let Some(conflist) = &opts.conflist {
+        let target = install_conflist(conflist, &opts.conf_dir)?;
+        if target.1 {
+            changed.push(target.0.display().to_string());
+        }
+    }
+    if changed.is_empty() {
+        eprintln!("staged into {}: already up to date", opts.bin_dir.display());
+    } else {
+        eprintln!(
+            "staged into {}: updated {}",
+            opts.bin_dir.display(),
+            changed.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Runs cargo for the plugin binaries; returns the directory holding them.
+fn build(release: bool) -> Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let root = crate::workspace_root();
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root).args(["build", "--quiet", "--bins"]);
+    for plugin in PLUGINS {
+        cmd.args(["--package", plugin]);
+    }
+    if release {
+        cmd.arg("--release");
+    }
+    let status = cmd.status().context("run cargo build")?;
+    if !status.success() {
+        bail!("cargo build failed ({status})");
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    Ok(target.join(if release { "release" } else { "debug" }))
+}
+
+/// Installs `source` as `target` atomically unless the content is already the same.
+/// Returns whether anything changed.
+pub fn install(source: &Path, target: &Path, mode: u32) -> Result<bool> {
+    let bytes = fs::read(source).with_context(|| format!("read {}", source.display()))?;
+    write_atomic(target, &bytes, mode)
+}
+
+/// Writes `bytes` to `target` through a temporary file + rename in the same directory.
+pub fn write_atomic(target: &Path, bytes: &[u8], mode: u32) -> Result<bool> {
+    let unchanged = fs::read(target).is_ok_and(|old| old == bytes)
+        && fs::metadata(target).is_ok_and(|m| m.permissions().mode() & 0o7777 == mode);
+    if unchanged {
+        return Ok(false);
+    }
+    let dir = target.parent().context("target has no parent directory")?;
+    fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    let name = target
+        .file_name()
+        .context("target has no file name")?
+        .to_string_lossy();
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    fs::write(&tmp, bytes).with_context(|| format!("write {}", tmp.display()))?;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
+    fs::File::open(&tmp)?.sync_all()?;
+    fs::rename(&tmp, target).with_context(|| format!("rename into {}", target.display()))?;
+    Ok(true)
+}
+
+/// Merges `set` into the node config at `path` (creating it), validates the result with the
+/// plugins' own resolver, and writes it when it changed.
+fn write_node_config(path: &Path, set: &[(String, String)]) -> Result<bool> {
+    let mut config: Map<String, Value> = match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| {
+            format!(
+                "existing node config {} is not a JSON object",
+                path.display()
+            )
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Map::new(),
+        Err(e) => return Err(e).with_context(|| format!("read {}", path.display())),
+    };
+    for (key, value) in set {
+        config.insert(key.clone(), Value::String(value.clone()));
+    }
+    let text = serde_json::to_string_pretty(&Value::Object(config))? + "\n";
+    // Validate with the plugins' own resolver before anything is installed.
+    let mut check = tempfile::NamedTempFile::new()?;
+    check.write_all(text.as_bytes())?;
+    NodeConfig::resolve_from(
+        &Value::Object(Map::new()),
+        &|_: &str| None,
+        check.path(),
+        None,
+    )
+    .context("the node config would be invalid")?;
+    write_atomic(path, text.as_bytes(), 0o644)
+}
+
+/// Installs the chain conflist after checking its shape. Returns (target, changed).
+fn install_conflist(source: &Path, conf_dir: &Path) -> Result<(PathBuf, bool)> {
+    let bytes = fs::read(source).with_context(|| format!("read {}", source.display()))?;
+    let conflist: Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not JSON", source.display()))?;
+    let plugins = conflist.get("plugins").and_then(Value::as_array);
+    if conflist.get("name").and_then(Value::as_str).is_none()
+        || plugins.is_none_or(|p| p.is_empty())
+    {
+        bail!(
+            "{} is not a conflist (needs \"name\" and a non-empty \"plugins\")",
+            source.display()
+        );
+    }
+    let name = source.file_name().context("conflist has no file name")?;
+    let target = conf_dir.join(name);
+    let changed = write_atomic(&target, &bytes, 0o644)?;
+    Ok((target, changed))
+}
