@@ -1,7 +1,10 @@
 //! `cargo xtask <command>`: the workspace's build, staging, demo, test and benchmark entry points.
 
+mod bench_startup;
 mod smoke;
 mod stage;
+mod stats;
+mod test;
 
 use anyhow::{bail, Result};
 use std::path::PathBuf;
@@ -13,6 +16,8 @@ commands:
   build-and-stage   build the plugins and install them into a CNI bin dir (see --help)
   smoke             build-and-stage into a temporary root and round-trip VERSION/STATUS
                     through every staged plugin
+  test              every test, privileged ones included (fails under CI=true without root)
+  bench-startup     median start-up cost of every release plugin vs. the spawn floor
 ";
 
 fn main() -> Result<()> {
@@ -22,6 +27,8 @@ fn main() -> Result<()> {
     match command.as_str() {
         "build-and-stage" => stage::build_and_stage(&stage::Options::parse(&rest)?),
         "smoke" => smoke::run(&rest),
+        "bench-startup" => bench_startup::run(&rest),
+        "test" => test::run(&rest),
         "" | "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())

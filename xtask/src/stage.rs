@@ -99,6 +99,8 @@ impl Options {
 
 /// Builds, then stages binaries, node config and (optionally) the conflist.
 pub fn build_and_stage(opts: &Options) -> Result<()> {
+    // Validate the node config before anything is built or installed.
+    let node_config = node_config_text(&opts.node_config, &opts.set)?;
     let built = build(opts.release)?;
     let mut changed = Vec::new();
     for plugin in PLUGINS {
@@ -113,7 +115,7 @@ pub fn build_and_stage(opts: &Options) -> Result<()> {
             }
         }
     }
-    if write_node_config(&opts.node_config, &opts.set)? {
+    if write_atomic(&opts.node_config, node_config.as_bytes(), 0o644)? {
         changed.push(opts.node_config.display().to_string());
     }
     if let Some(conflist) = &opts.conflist {
@@ -132,6 +134,11 @@ pub fn build_and_stage(opts: &Options) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Builds the release plugins; returns the directory holding them.
+pub fn build_release() -> Result<PathBuf> {
+    build(true)
 }
 
 /// Runs cargo for the plugin binaries; returns the directory holding them.
@@ -184,9 +191,9 @@ pub fn write_atomic(target: &Path, bytes: &[u8], mode: u32) -> Result<bool> {
     Ok(true)
 }
 
-/// Merges `set` into the node config at `path` (creating it), validates the result with the
-/// plugins' own resolver, and writes it when it changed.
-fn write_node_config(path: &Path, set: &[(String, String)]) -> Result<bool> {
+/// Merges `set` into the node config at `path` (or a new one) and validates the result with the
+/// plugins' own resolver; returns the text to install.
+fn node_config_text(path: &Path, set: &[(String, String)]) -> Result<String> {
     let mut config: Map<String, Value> = match fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes).with_context(|| {
             format!(
@@ -211,7 +218,7 @@ fn write_node_config(path: &Path, set: &[(String, String)]) -> Result<bool> {
         None,
     )
     .context("the node config would be invalid")?;
-    write_atomic(path, text.as_bytes(), 0o644)
+    Ok(text)
 }
 
 /// Installs the chain conflist after checking its shape. Returns (target, changed).
