@@ -6,6 +6,7 @@
 //! - [`config`]: the node-level configuration and its resolution order.
 //! - [`log`]: JSON-lines logging to the node's log file.
 //! - [`rollback`]: the undo stack every ADD uses.
+//! - `kube` (feature `kube`): Kubernetes client, custom resource types, retry, NAD helpers.
 
 pub mod cni;
 pub mod config;
@@ -13,5 +14,11 @@ pub mod ident;
 pub mod log;
 pub mod rollback;
 
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
+
+#[cfg(feature = "kube")]
+pub mod kube;
+
+#[cfg(feature = "net")]
+pub mod net;

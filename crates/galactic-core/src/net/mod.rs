@@ -1,0 +1,83 @@
+//! Kernel networking for the master and route plugins.
+//!
+//! - [`netns`]: network-namespace handles, and running code inside one on a dedicated thread;
+//! - [`netlink`]: one thin, typed, synchronous layer over rtnetlink (links, addresses, routes,
+//!   rules, neighbours) whose sockets are opened inside the namespace they act on;
+//! - [`sysctl`]: per-interface and node-wide `net.*` settings;
+//! - [`tap`]: persistent tap devices (created through `/dev/net/tun`);
+//! - [`firewall`]: the forward-accept rules this project owns in nftables;
+//! - [`domain`]: a VPC's routing domain, with a VRF or a policy-routing (table + rules) backend.
+//!
+//! Namespace switches never happen on a thread that returns to a pool: see [`netns::run_in`].
+
+pub mod domain;
+pub mod firewall;
+pub mod netlink;
+pub mod netns;
+pub mod sysctl;
+pub mod tap;
+
+use std::io;
+
+/// A kernel networking failure, with what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    /// The object does not exist.
+    #[error("{what}: not found")]
+    NotFound {
+        /// What was looked up.
+        what: String,
+    },
+    /// The kernel refused with an errno.
+    #[error("{what}: {source}")]
+    Kernel {
+        /// What was being done.
+        what: String,
+        /// The errno as an I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// Something local (a file, a thread, a socket) failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The kernel lacks something this operation needs.
+    #[error("{what}: unsupported by this kernel")]
+    Unsupported {
+        /// What is missing.
+        what: String,
+    },
+    /// The node is in a state this operation cannot proceed from.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl NetError {
+    /// Wraps an errno-carrying error.
+    pub fn kernel(what: impl Into<String>, source: io::Error) -> Self {
+        let what = what.into();
+        match source.raw_os_error() {
+            Some(libc::ENODEV) | Some(libc::ENOENT) | Some(libc::ESRCH) => Self::NotFound { what },
+            Some(libc::EOPNOTSUPP) => Self::Unsupported { what },
+            _ => Self::Kernel { what, source },
+        }
+    }
+
+    /// Whether the error means "already exists".
+    pub fn is_exists(&self) -> bool {
+        matches!(self, Self::Kernel { source, .. } if source.raw_os_error() == Some(libc::EEXIST))
+    }
+
+    /// Whether the error means "not found".
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests;

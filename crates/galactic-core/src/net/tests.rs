@@ -1,0 +1,170 @@
+//! The netlink layer against real kernel objects in throwaway namespaces.
+
+use super::netlink::{AddrFlags, Netlink, RouteKind, RouteSpec, RuleSpec};
+use super::netns::Netns;
+use crate::testing::privileged::{privileged, TestNetns};
+
+fn open(ns: &TestNetns) -> (Netns, Netlink) {
+    let netns = Netns::open(&ns.path()).unwrap();
+    let nl = Netlink::in_netns(&netns).unwrap();
+    (netns, nl)
+}
+
+#[test]
+fn veth_peer_is_created_directly_in_the_pod_namespace() {
+    if !privileged("veth_peer_is_created_directly_in_the_pod_namespace") {
+        return;
+    }
+    let host = TestNetns::new("nlhost");
+    let pod = TestNetns::new("nlpod");
+    let (_h, nl) = open(&host);
+    let pod_ns = Netns::open(&pod.path()).unwrap();
+    nl.create_veth("G000000001001H", "eth0", &pod_ns, Some(1400))
+        .unwrap();
+
+    let host_link = nl.require_link("G000000001001H").unwrap();
+    assert_eq!(host_link.mtu, 1400);
+    assert_eq!(host_link.kind.as_deref(), Some("veth"));
+    let pod_nl = Netlink::in_netns(&pod_ns).unwrap();
+    let guest = pod_nl.require_link("eth0").unwrap();
+    assert_eq!(guest.mtu, 1400);
+    assert!(
+        nl.link("eth0").unwrap().is_none(),
+        "the peer never appears in the host"
+    );
+    assert!(nl
+        .create_veth("G000000001001H", "eth0", &pod_ns, None)
+        .unwrap_err()
+        .is_exists());
+
+    nl.delete_link("G000000001001H").unwrap();
+    nl.delete_link("G000000001001H").unwrap();
+    assert!(
+        pod_nl.link("eth0").unwrap().is_none(),
+        "the peer goes with it"
+    );
+}
+
+#[test]
+fn addresses_routes_rules_and_neighbours_round_trip() {
+    if !privileged("addresses_routes_rules_and_neighbours_round_trip") {
+        return;
+    }
+    let host = TestNetns::new("nlobj");
+    let pod = TestNetns::new("nlobjpod");
+    let (_h, nl) = open(&host);
+    nl.create_veth("GH", "eth0", &Netns::open(&pod.path()).unwrap(), None)
+        .unwrap();
+    let link = nl.require_link("GH").unwrap();
+    nl.set_up(link.index).unwrap();
+
+    for addr in ["fd66:1::1/128", "10.66.0.1/32"] {
+        let flags = AddrFlags {
+            nodad: true,
+            noprefixroute: true,
+        };
+        nl.add_address(link.index, addr.parse().unwrap(), flags)
+            .unwrap();
+        nl.add_address(link.index, addr.parse().unwrap(), flags)
+            .unwrap();
+    }
+    let addrs = nl.addresses(link.index).unwrap();
+    assert!(
+        addrs.contains(&"fd66:1::1/128".parse().unwrap()),
+        "{addrs:?}"
+    );
+    assert!(
+        addrs.contains(&"10.66.0.1/32".parse().unwrap()),
+        "{addrs:?}"
+    );
+    let v6 = host.ip_json(&["-6", "addr", "show", "dev", "GH"]);
+    let flags = v6[0]["addr_info"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["local"] == "fd66:1::1")
+        .unwrap();
+    assert_eq!(flags["nodad"], true);
+    assert_eq!(flags["noprefixroute"], true);
+
+    for dst in ["fd66:1::1:0:0/96", "10.66.0.2/32"] {
+        let spec = RouteSpec::device(dst.parse().unwrap(), 1001, link.index);
+        nl.replace_route(&spec).unwrap();
+        nl.replace_route(&spec).unwrap();
+    }
+    let unreachable = RouteSpec {
+        kind: RouteKind::Unreachable,
+        dev: None,
+        scope_link: false,
+        ..RouteSpec::device("0.0.0.0/0".parse().unwrap(), 1001, 0)
+    };
+    nl.replace_route(&unreachable).unwrap();
+    let v4 = nl.routes(false, 1001).unwrap();
+    assert_eq!(v4.len(), 2, "{v4:?}");
+    assert!(v4
+        .iter()
+        .any(|r| r.dst.to_string() == "10.66.0.2/32" && r.dev == Some(link.index)));
+    assert!(v4.iter().any(|r| r.kind == RouteKind::Unreachable));
+    assert_eq!(nl.routes(true, 1001).unwrap().len(), 1);
+
+    let rule = RuleSpec {
+        v6: false,
+        priority: 1000,
+        iif: Some("GH".into()),
+        from: None,
+        table: 1001,
+    };
+    let from = RuleSpec {
+        v6: true,
+        priority: 1001,
+        iif: Some("lo".into()),
+        from: Some("fd66:1::1/128".parse().unwrap()),
+        table: 1001,
+    };
+    for spec in [&rule, &from] {
+        nl.add_rule(spec).unwrap();
+        nl.add_rule(spec).unwrap();
+    }
+    assert_eq!(
+        nl.rules(false)
+            .unwrap()
+            .iter()
+            .filter(|r| **r == rule)
+            .count(),
+        1
+    );
+    assert_eq!(
+        nl.rules(true)
+            .unwrap()
+            .iter()
+            .filter(|r| **r == from)
+            .count(),
+        1
+    );
+    nl.delete_rule(&rule).unwrap();
+    nl.delete_rule(&rule).unwrap();
+    assert!(!nl.rules(false).unwrap().contains(&rule));
+
+    nl.replace_neighbour(
+        link.index,
+        "10.66.0.2".parse().unwrap(),
+        "02:00:00:00:00:01",
+    )
+    .unwrap();
+    nl.replace_neighbour(
+        link.index,
+        "10.66.0.2".parse().unwrap(),
+        "02:00:00:00:00:01",
+    )
+    .unwrap();
+    let neigh = nl.permanent_neighbours(link.index).unwrap();
+    assert_eq!(
+        neigh,
+        vec![("10.66.0.2".parse().unwrap(), "02:00:00:00:00:01".to_owned())]
+    );
+
+    let spec = RouteSpec::device("10.66.0.2/32".parse().unwrap(), 1001, link.index);
+    nl.delete_route(&spec).unwrap();
+    nl.delete_route(&spec).unwrap();
+    assert_eq!(nl.routes(false, 1001).unwrap().len(), 1);
+}

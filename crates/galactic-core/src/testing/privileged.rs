@@ -1,0 +1,133 @@
+//! Throwaway network namespaces for privileged tests.
+//!
+//! Every kernel test runs against namespaces it creates and deletes (also when it fails: cleanup
+//! is in `Drop`), so the machine's own links, routes, rules and sysctls are never touched. The
+//! plugin's "host" is itself such a namespace: plugin processes are started inside it.
+//!
+//! Without root, privileged tests report themselves as skipped, except under `CI=true`, where a
+//! missing capability fails the test instead: CI must never skip them silently.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Whether privileged tests can run here. Panics under `CI=true` when they cannot.
+pub fn privileged(test: &str) -> bool {
+    let reason = if !nix::unistd::geteuid().is_root() {
+        Some("not running as root")
+    } else if Command::new("ip")
+        .arg("-V")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        Some("the `ip` command (iproute2) is missing")
+    } else {
+        None
+    };
+    match reason {
+        None => true,
+        Some(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("{test}: privileged test cannot run under CI=true: {why}")
+        }
+        Some(why) => {
+            eprintln!("SKIPPED {test}: {why}");
+            false
+        }
+    }
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A named network namespace (`ip netns add`), deleted on drop with everything in it.
+pub struct TestNetns {
+    name: String,
+}
+
+impl TestNetns {
+    /// Creates a fresh namespace with `lo` up; `tag` makes the name readable in `ip netns list`.
+    pub fn new(tag: &str) -> Self {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("gt-{tag}-{}-{n}", std::process::id());
+        run(&["ip", "netns", "add", &name]);
+        let ns = Self { name };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// The namespace name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its path (what a runtime passes as `CNI_NETNS`).
+    pub fn path(&self) -> PathBuf {
+        Path::new("/var/run/netns").join(&self.name)
+    }
+
+    /// Runs `ip -n <ns> ARGS`, panicking on failure; returns stdout.
+    pub fn ip(&self, args: &[&str]) -> String {
+        let mut full = vec!["ip", "-n", &self.name];
+        full.extend_from_slice(args);
+        run(&full)
+    }
+
+    /// Runs `ip -n <ns> ARGS`; returns (success, stdout+stderr) without panicking.
+    pub fn try_ip(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new("ip")
+            .args(["-n", &self.name])
+            .args(args)
+            .output()
+            .expect("run ip");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.success(), text)
+    }
+
+    /// Runs an arbitrary command inside the namespace (`ip netns exec`).
+    pub fn exec(&self, argv: &[&str]) -> std::process::Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .args(argv)
+            .output()
+            .expect("run ip netns exec")
+    }
+
+    /// `ip -j …` parsed as JSON.
+    pub fn ip_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut full = vec!["-j"];
+        full.extend_from_slice(args);
+        let text = self.ip(&full);
+        if text.trim().is_empty() {
+            return serde_json::Value::Array(vec![]);
+        }
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("ip -j {args:?}: {e}: {text}"))
+    }
+
+    /// Reads a sysctl inside the namespace.
+    pub fn sysctl(&self, key: &str) -> String {
+        let out = self.exec(&["sysctl", "-n", key]);
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+}
+
+impl Drop for TestNetns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+    }
+}
+
+fn run(argv: &[&str]) -> String {
+    let out = Command::new(argv[0])
+        .args(&argv[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{argv:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
