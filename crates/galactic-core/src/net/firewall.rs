@@ -1,1 +1,181 @@
+//! Forward-accept rules this project owns in nftables.
+//!
+//! A node whose FORWARD policy is DROP (iptables-nft or native nftables) would drop every packet
+//! between pods. An accept in a table of our own would not help: every base chain on the forward
+//! hook must accept. So each forward base chain gets, at its top, `iifname H accept` and
+//! `oifname H accept` for the attachment's host interface, tagged with the comment
+//! `galactic:<H>`. The comment is the ownership mark: rules are found, never duplicated, and
+//! removed by it alone. Chains and tables are never created or deleted here.
+//!
+//! `nft` (Debian package nftables) is driven through its JSON output; without it there is no
+//! nftables ruleset this code could change, which is reported to the caller.
 
+use super::NetError;
+use serde_json::Value;
+use std::process::Command;
+
+const TAG: &str = "galactic:";
+
+/// A forward base chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Chain {
+    family: String,
+    table: String,
+    name: String,
+}
+
+/// One rule of ours: its chain, handle and the interface it is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Owned {
+    chain: Chain,
+    handle: u64,
+    ifname: String,
+}
+
+/// Whether `nft` is installed.
+pub fn available() -> bool {
+    Command::new("nft")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Makes sure every forward base chain accepts traffic from and to `ifname`. Idempotent.
+pub fn allow(ifname: &str) -> Result<(), NetError> {
+    let ruleset = ruleset()?;
+    let owned = owned_rules(&ruleset);
+    for chain in forward_chains(&ruleset) {
+        if owned.iter().any(|r| r.chain == chain && r.ifname == ifname) {
+            continue;
+        }
+        // Inserted (at the top) in reverse so the final order is iifname, then oifname.
+        for direction in ["oifname", "iifname"] {
+            nft(&[
+                "insert",
+                "rule",
+                &chain.family,
+                &chain.table,
+                &chain.name,
+                direction,
+                &quote(ifname),
+                "accept",
+                "comment",
+                &quote(&format!("{TAG}{ifname}")),
+            ])?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes every rule of ours for `ifname`. Missing rules are success.
+pub fn remove(ifname: &str) -> Result<(), NetError> {
+    let ruleset = ruleset()?;
+    for rule in owned_rules(&ruleset)
+        .into_iter()
+        .filter(|r| r.ifname == ifname)
+    {
+        nft(&[
+            "delete",
+            "rule",
+            &rule.chain.family,
+            &rule.chain.table,
+            &rule.chain.name,
+            "handle",
+            &rule.handle.to_string(),
+        ])?;
+    }
+    Ok(())
+}
+
+/// Whether every forward base chain has both rules for `ifname` (for CHECK).
+pub fn is_allowed(ifname: &str) -> Result<bool, NetError> {
+    let ruleset = ruleset()?;
+    let owned = owned_rules(&ruleset);
+    Ok(forward_chains(&ruleset).iter().all(|chain| {
+        owned
+            .iter()
+            .filter(|r| &r.chain == chain && r.ifname == ifname)
+            .count()
+            >= 2
+    }))
+}
+
+/// Interfaces that have rules of ours (for GC).
+pub fn owned_interfaces() -> Result<Vec<String>, NetError> {
+    let mut names: Vec<String> = owned_rules(&ruleset()?)
+        .into_iter()
+        .map(|r| r.ifname)
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+fn quote(text: &str) -> String {
+    format!("\"{text}\"")
+}
+
+fn ruleset() -> Result<Vec<Value>, NetError> {
+    let out = nft(&["-j", "list", "ruleset"])?;
+    let parsed: Value = serde_json::from_str(&out).map_err(|e| NetError::Io {
+        what: "parse `nft -j list ruleset`".into(),
+        source: std::io::Error::other(e),
+    })?;
+    Ok(parsed
+        .get("nftables")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default())
+}
+
+fn forward_chains(ruleset: &[Value]) -> Vec<Chain> {
+    ruleset
+        .iter()
+        .filter_map(|item| item.get("chain"))
+        .filter(|c| c.get("hook").and_then(Value::as_str) == Some("forward"))
+        .filter_map(|c| {
+            Some(Chain {
+                family: c.get("family")?.as_str()?.to_owned(),
+                table: c.get("table")?.as_str()?.to_owned(),
+                name: c.get("name")?.as_str()?.to_owned(),
+            })
+        })
+        .collect()
+}
+
+fn owned_rules(ruleset: &[Value]) -> Vec<Owned> {
+    ruleset
+        .iter()
+        .filter_map(|item| item.get("rule"))
+        .filter_map(|r| {
+            let ifname = r.get("comment")?.as_str()?.strip_prefix(TAG)?.to_owned();
+            Some(Owned {
+                chain: Chain {
+                    family: r.get("family")?.as_str()?.to_owned(),
+                    table: r.get("table")?.as_str()?.to_owned(),
+                    name: r.get("chain")?.as_str()?.to_owned(),
+                },
+                handle: r.get("handle")?.as_u64()?,
+                ifname,
+            })
+        })
+        .collect()
+}
+
+fn nft(args: &[&str]) -> Result<String, NetError> {
+    let what = || format!("nft {}", args.join(" "));
+    let out = Command::new("nft")
+        .args(args)
+        .output()
+        .map_err(|source| NetError::Io {
+            what: what(),
+            source,
+        })?;
+    if !out.status.success() {
+        return Err(NetError::Io {
+            what: what(),
+            source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}

@@ -168,3 +168,85 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
     nl.delete_route(&spec).unwrap();
     assert_eq!(nl.routes(false, 1001).unwrap().len(), 1);
 }
+
+#[test]
+fn firewall_rules_are_owned_idempotent_and_removed_by_tag() {
+    if !privileged("firewall_rules_are_owned_idempotent_and_removed_by_tag") {
+        return;
+    }
+    assert!(
+        super::firewall::available(),
+        "nft (Debian package nftables) is required"
+    );
+    let host = TestNetns::new("fw");
+    let nft = |args: &str| {
+        let out = host.exec(&["nft", args]);
+        assert!(
+            out.status.success(),
+            "nft {args}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    nft("add table ip filter");
+    nft("add chain ip filter FORWARD { type filter hook forward priority 0; policy drop; }");
+    nft("add table inet other");
+    nft(
+        "add chain inet other forward_other { type filter hook forward priority 10; policy drop; }",
+    );
+    let ns = Netns::open(&host.path()).unwrap();
+    super::netns::run_in(&ns, || {
+        use super::firewall::*;
+        allow("G000000001001H").unwrap();
+        allow("G000000001001H").unwrap();
+        allow("G000000001002H").unwrap();
+        assert!(is_allowed("G000000001001H").unwrap());
+        assert_eq!(
+            owned_interfaces().unwrap(),
+            vec!["G000000001001H", "G000000001002H"]
+        );
+        remove("G000000001001H").unwrap();
+        remove("G000000001001H").unwrap();
+        assert!(!is_allowed("G000000001001H").unwrap());
+        assert_eq!(owned_interfaces().unwrap(), vec!["G000000001002H"]);
+    })
+    .unwrap();
+    let out = String::from_utf8_lossy(&host.exec(&["nft", "list", "ruleset"]).stdout).into_owned();
+    assert_eq!(
+        out.matches("G000000001002H").count(),
+        4 * 2,
+        "2 rules x 2 chains, name twice each: {out}"
+    );
+    assert!(
+        out.contains("policy drop"),
+        "chains and policies untouched: {out}"
+    );
+}
+
+#[test]
+fn tap_is_persistent_with_the_requested_options() {
+    if !privileged("tap_is_persistent_with_the_requested_options") {
+        return;
+    }
+    let host = TestNetns::new("tap");
+    let ns = Netns::open(&host.path()).unwrap();
+    let opts = super::tap::TapOptions {
+        owner: Some(54321),
+        group: None,
+        multi_queue: true,
+        vnet_hdr: true,
+    };
+    super::netns::run_in(&ns, || super::tap::create("G000000001001H", &opts))
+        .unwrap()
+        .unwrap();
+    let link = host.ip_json(&["-d", "link", "show", "G000000001001H"]);
+    let info = &link[0]["linkinfo"]["info_data"];
+    assert_eq!(info["type"], "tap", "{link}");
+    assert_eq!(info["pi"], false);
+    assert_eq!(info["vnet_hdr"], true);
+    assert_eq!(info["multi_queue"], true);
+    assert_eq!(info["persist"], true);
+    assert_eq!(
+        info["user"], "54321",
+        "an unnamed uid is printed as a number: {info}"
+    );
+}
