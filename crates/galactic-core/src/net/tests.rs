@@ -246,7 +246,7 @@ fn tap_is_persistent_with_the_requested_options() {
     assert_eq!(info["multi_queue"], true);
     assert_eq!(info["persist"], true);
     assert_eq!(
-        info["user"], "54321",
+        info["user"], 54321,
         "an unnamed uid is printed as a number: {info}"
     );
 }
