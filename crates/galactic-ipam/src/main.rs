@@ -1,36 +1,14 @@
-//! `galactic-ipam`: see the crate description. Its operations arrive with the issue that builds them;
-//! until then ADD refuses with a clear error and STATUS reports the plugin as not available,
-//! so a runtime never believes an attachment was made.
+//! `galactic-ipam`: a CNI plugin when run without arguments (as every runtime runs it), an
+//! operator tool with them (`galactic-ipam --help`).
 
-use galactic_core::cni::{run, CniError, CniResult, Plugin, Request};
+use galactic_ipam::{cli, plugin::IpamPlugin};
 use std::process::ExitCode;
 
-struct NotYetBuilt;
-
-const WHY: &str = "galactic-ipam: this build does not implement attachments yet";
-
-impl Plugin for NotYetBuilt {
-    fn name(&self) -> &'static str {
-        "galactic-ipam"
-    }
-    fn add(&self, _req: &Request) -> Result<CniResult, CniError> {
-        Err(CniError::internal(WHY))
-    }
-    fn del(&self, _req: &Request) -> Result<(), CniError> {
-        // Nothing is ever created, so there is nothing to release.
-        Ok(())
-    }
-    fn check(&self, _req: &Request) -> Result<(), CniError> {
-        Err(CniError::internal(WHY))
-    }
-    fn status(&self, _req: &Request) -> Result<(), CniError> {
-        Err(CniError::not_available(WHY))
-    }
-    fn gc(&self, _req: &Request) -> Result<(), CniError> {
-        Ok(())
-    }
-}
-
 fn main() -> ExitCode {
-    run(&NotYetBuilt)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.is_empty() {
+        galactic_core::cni::run(&IpamPlugin)
+    } else {
+        cli::main(&args)
+    }
 }

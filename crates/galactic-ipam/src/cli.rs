@@ -1,0 +1,136 @@
+//! Operator commands, used when the binary is run with arguments (a CNI runtime never passes
+//! any): `migrate --annotations FILE [--data-dir DIR]` and `verify [--data-dir DIR]`.
+
+use crate::config::DEFAULT_LOCK_TIMEOUT;
+use crate::legacy;
+use crate::store::Store;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The store directory when `--data-dir` is not given (the CNI default with the default node
+/// state directory).
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/galactic/ipam";
+
+const USAGE: &str = "\
+usage: galactic-ipam migrate --annotations FILE [--data-dir DIR]
+           import the allocations recorded as BGPAdvertisement annotations; FILE is the output
+           of `kubectl get bgpadvertisements -A -o json`. Safe to repeat.
+       galactic-ipam verify [--data-dir DIR]
+           check the store's consistency (read-only); exit status 1 when a problem is found
+Without arguments galactic-ipam is a CNI plugin (CNI_COMMAND selects the operation).
+DIR defaults to /var/lib/galactic/ipam.
+";
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad arguments.
+    #[error("{0}\n{USAGE}")]
+    Usage(String),
+    /// The annotations file cannot be read or parsed.
+    #[error("cannot read annotations {path}: {why}")]
+    Input {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        why: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
+struct Args {
+    command: String,
+    annotations: Option<PathBuf>,
+    data_dir: PathBuf,
+}
+
+fn parse_args(args: &[String]) -> Result<Args, CliError> {
+    let mut it = args.iter();
+    let command = it.next().cloned().unwrap_or_default();
+    let mut parsed = Args {
+        command,
+        annotations: None,
+        data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+    };
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| CliError::Usage(format!("{flag} needs a value")))
+        };
+        match flag.as_str() {
+            "--annotations" => parsed.annotations = Some(PathBuf::from(value()?)),
+            "--data-dir" => parsed.data_dir = PathBuf::from(value()?),
+            other => return Err(CliError::Usage(format!("unknown option {other:?}"))),
+        }
+    }
+    Ok(parsed)
+}
+
+/// Runs the command in `args` (without the program name); prints a JSON report on stdout.
+pub fn main(args: &[String]) -> ExitCode {
+    match run(args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e @ CliError::Usage(_)) => {
+            eprintln!("{e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("galactic-ipam: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &[String]) -> Result<bool, CliError> {
+    let args = parse_args(args)?;
+    match args.command.as_str() {
+        "migrate" => migrate(&args).map(|()| true),
+        "verify" => verify(&args),
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(true)
+        }
+        other => Err(CliError::Usage(format!("unknown command {other:?}"))),
+    }
+}
+
+fn migrate(args: &Args) -> Result<(), CliError> {
+    let path = args
+        .annotations
+        .clone()
+        .ok_or_else(|| CliError::Usage("migrate needs --annotations FILE".into()))?;
+    let input = |why: String| CliError::Input {
+        path: path.clone(),
+        why,
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| input(e.to_string()))?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| input(e.to_string()))?;
+    let parsed = legacy::read_annotations(&json);
+    let mut store = Store::open_or_create(&args.data_dir, DEFAULT_LOCK_TIMEOUT)?;
+    let mut report = store.import(&parsed.records)?;
+    report.skipped = parsed.skipped;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report).unwrap_or_default()
+    );
+    Ok(())
+}
+
+fn verify(args: &Args) -> Result<bool, CliError> {
+    let Some(mut store) = Store::open_existing(&args.data_dir, DEFAULT_LOCK_TIMEOUT)? else {
+        return Err(CliError::Usage(format!(
+            "no store at {}",
+            args.data_dir.display()
+        )));
+    };
+    let report = store.verify()?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report).unwrap_or_default()
+    );
+    Ok(report.problems.is_empty())
+}

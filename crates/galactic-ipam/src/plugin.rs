@@ -1,0 +1,193 @@
+//! The CNI verbs. Each handler parses what it needs, does one store transaction at most, logs
+//! the outcome and returns; codes are assigned in [`crate::error`].
+
+use crate::config::{self, Context, IpamConfig, Mode, StoreSettings};
+use crate::error::IpamError;
+use crate::result::{self, Assigned};
+use crate::store::{AttachmentKey, DelKey, GcScope, Store};
+use galactic_core::cni::{CniError, CniResult, Plugin, Request};
+use galactic_core::log;
+use serde_json::json;
+use std::collections::HashSet;
+
+/// The galactic-ipam plugin.
+#[derive(Debug, Default)]
+pub struct IpamPlugin;
+
+impl Plugin for IpamPlugin {
+    fn name(&self) -> &'static str {
+        "galactic-ipam"
+    }
+
+    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
+        let cfg = parse(req)?;
+        let key = attachment_key(req)?;
+        let (assigned, routes) = match &cfg.mode {
+            Mode::Addresses(list) => (list.iter().map(Assigned::from).collect(), true),
+            Mode::Static(ip) => (result::static_ip(*ip), false),
+            Mode::Pools(pools) => {
+                let mut store = open(&cfg.store)?;
+                let alloc = store
+                    .allocate(&key, pools, &cfg.store.legacy_dir)
+                    .map_err(IpamError::from)?;
+                log::info(
+                    "ADD: allocation",
+                    json!({
+                        "new": alloc.created,
+                        "addresses": alloc.leases.iter().map(|l| l.address.to_string()).collect::<Vec<_>>(),
+                        "pools": pools.iter().map(|p| p.key()).collect::<Vec<_>>(),
+                    }),
+                );
+                (alloc.leases.iter().map(Assigned::from).collect(), true)
+            }
+        };
+        Ok(result::build(assigned, routes))
+    }
+
+    fn del(&self, req: &Request) -> Result<(), CniError> {
+        // DEL never depends on today's config beyond finding the store: what to release was
+        // recorded at ADD. An invalid or undecodable config still releases.
+        let settings = config::store_settings_lenient(&req.conf.raw, &req.node.state_dir);
+        let key = del_key(req)?;
+        let Some(mut store) = Store::open_existing(&settings.data_dir, settings.lock_timeout)
+            .map_err(IpamError::from)?
+        else {
+            log::debug(
+                "DEL: no store yet; nothing to release",
+                json!({"dataDir": settings.data_dir}),
+            );
+            return Ok(());
+        };
+        let released = store
+            .release(&key, &settings.legacy_dir)
+            .map_err(IpamError::from)?;
+        log::info(
+            "DEL: released",
+            json!({"addresses": released.iter().map(|l| l.address.to_string()).collect::<Vec<_>>()}),
+        );
+        Ok(())
+    }
+
+    fn check(&self, req: &Request) -> Result<(), CniError> {
+        let cfg = parse(req)?;
+        let key = attachment_key(req)?;
+        let expected: Vec<Assigned> = match &cfg.mode {
+            Mode::Addresses(list) => list.iter().map(Assigned::from).collect(),
+            Mode::Static(ip) => result::static_ip(*ip),
+            Mode::Pools(_) => recorded(&cfg.store, &key)?,
+        };
+        if let Some(prev) = req.conf.prev_result()? {
+            let diffs = result::differences(&expected, &prev);
+            if !diffs.is_empty() {
+                return Err(IpamError::Mismatch(diffs).into());
+            }
+        }
+        log::debug(
+            "CHECK: allocation matches",
+            json!({"addresses": expected.len()}),
+        );
+        Ok(())
+    }
+
+    fn status(&self, req: &Request) -> Result<(), CniError> {
+        let cfg = parse(req)?;
+        if let Mode::Pools(pools) = &cfg.mode {
+            Store::open_or_create(&cfg.store.data_dir, cfg.store.lock_timeout)
+                .and_then(|mut store| store.probe(pools))
+                .map_err(|e| IpamError::from(e).into_status())?;
+        }
+        Ok(())
+    }
+
+    fn gc(&self, req: &Request) -> Result<(), CniError> {
+        let Some(valid) = req.conf.valid_attachments()? else {
+            // A missing list is not an empty one: without the runtime's word on what is alive,
+            // releasing anything could hand a live address out twice (C69; docs/ipam.md).
+            log::info("GC: no valid-attachments list; nothing released", json!({}));
+            return Ok(());
+        };
+        let valid: HashSet<(String, String)> = valid
+            .into_iter()
+            .map(|a| (a.container_id, a.ifname))
+            .collect();
+        // Pools only scope imported records; an invalid config still collects native ones.
+        let pools = match parse(req) {
+            Ok(IpamConfig {
+                mode: Mode::Pools(pools),
+                ..
+            }) => pools,
+            _ => Vec::new(),
+        };
+        let settings = config::store_settings_lenient(&req.conf.raw, &req.node.state_dir);
+        let Some(mut store) = Store::open_existing(&settings.data_dir, settings.lock_timeout)
+            .map_err(IpamError::from)?
+        else {
+            return Ok(());
+        };
+        let scope = GcScope {
+            network: &req.conf.name,
+            valid: &valid,
+            pools: &pools,
+        };
+        let released = store
+            .gc(&scope, &settings.legacy_dir)
+            .map_err(IpamError::from)?;
+        log::info(
+            "GC: released stale allocations",
+            json!({"count": released.len()}),
+        );
+        Ok(())
+    }
+}
+
+fn parse(req: &Request) -> Result<IpamConfig, CniError> {
+    let env = std::env::var(config::ENABLE_LOCAL_IPAM_ENV).ok();
+    let ctx = Context {
+        state_dir: &req.node.state_dir,
+        enable_local_ipam: config::local_ipam_enabled(env.as_deref()),
+    };
+    config::parse(&req.conf.raw, ctx).map_err(|e| IpamError::from(e).into_cni())
+}
+
+fn open(settings: &StoreSettings) -> Result<Store, CniError> {
+    Store::open_or_create(&settings.data_dir, settings.lock_timeout)
+        .map_err(|e| IpamError::from(e).into_cni())
+}
+
+fn attachment_key(req: &Request) -> Result<AttachmentKey, CniError> {
+    Ok(AttachmentKey {
+        network: req.conf.name.clone(),
+        container_id: req.env.container_id()?.as_str().to_owned(),
+        ifname: req.env.ifname()?.as_str().to_owned(),
+    })
+}
+
+/// The full key when the config decoded; otherwise container and interface alone, which still
+/// name one attachment (an interface name is unique inside the container's namespace).
+fn del_key(req: &Request) -> Result<DelKey, CniError> {
+    let key = attachment_key(req)?;
+    Ok(if req.decode_error.is_none() && !key.network.is_empty() {
+        DelKey::Exact(key)
+    } else {
+        DelKey::AnyNetwork {
+            container_id: key.container_id,
+            ifname: key.ifname,
+        }
+    })
+}
+
+fn recorded(settings: &StoreSettings, key: &AttachmentKey) -> Result<Vec<Assigned>, CniError> {
+    let missing = || IpamError::NoAllocation {
+        network: key.network.clone(),
+        container_id: key.container_id.clone(),
+        ifname: key.ifname.clone(),
+    };
+    let mut store = Store::open_existing(&settings.data_dir, settings.lock_timeout)
+        .map_err(IpamError::from)?
+        .ok_or_else(missing)?;
+    let leases = store
+        .lookup(key)
+        .map_err(IpamError::from)?
+        .ok_or_else(missing)?;
+    Ok(leases.iter().map(Assigned::from).collect())
+}
