@@ -6,11 +6,14 @@
 //! - [`config`]: the node-level configuration and its resolution order.
 //! - [`log`]: JSON-lines logging to the node's log file.
 //! - [`rollback`]: the undo stack every ADD uses.
+//! - [`lockfile`]: node-wide locks with a bounded wait.
+//! - `net` (feature `net`): links, addresses, routes, rules, namespaces, routing domains.
 //! - `kube` (feature `kube`): Kubernetes client, custom resource types, retry, NAD helpers.
 
 pub mod cni;
 pub mod config;
 pub mod ident;
+pub mod lockfile;
 pub mod log;
 pub mod rollback;
 

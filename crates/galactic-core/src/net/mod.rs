@@ -55,6 +55,9 @@ pub enum NetError {
     /// The node is in a state this operation cannot proceed from.
     #[error("{0}")]
     Conflict(String),
+    /// A node-wide lock could not be had in time: retry later.
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl NetError {

@@ -11,7 +11,7 @@ use futures_util::TryStreamExt;
 use ipnetwork::IpNetwork;
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
 use netlink_packet_route::link::{
-    InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    InfoData, InfoKind, InfoVeth, InfoVrf, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
 };
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
@@ -45,6 +45,8 @@ pub struct Link {
     pub controller: Option<u32>,
     /// Administratively up.
     pub up: bool,
+    /// For a VRF device: the table it is bound to.
+    pub vrf_table: Option<u32>,
 }
 
 /// Flags for an address.
@@ -375,19 +377,17 @@ impl Netlink {
 
     /// Routes of one family in `table`.
     pub fn routes(&self, v6: bool, table: u32) -> Result<Vec<RouteSpec>, NetError> {
-        // The kernel dumps every table of the family; the table filter is applied here.
+        Ok(self.all_routes(v6)?.into_iter().filter(|r| r.table == table).collect())
+    }
+
+    /// Routes of one family in every table.
+    pub fn all_routes(&self, v6: bool) -> Result<Vec<RouteSpec>, NetError> {
         let mut filter = RouteMessage::default();
         filter.header.address_family = family(v6);
         let request = self.handle.route().get(filter).execute();
-        let msgs: Vec<RouteMessage> = self
-            .runtime
-            .block_on(request.try_collect())
-            .map_err(nl(format!("list routes of table {table}")))?;
-        Ok(msgs
-            .iter()
-            .filter_map(route_from)
-            .filter(|r| r.table == table)
-            .collect())
+        let msgs: Vec<RouteMessage> =
+            self.runtime.block_on(request.try_collect()).map_err(nl("list routes"))?;
+        Ok(msgs.iter().filter_map(route_from).collect())
     }
 
     /// Installs `spec`, replacing a route with the same destination, table and type.
@@ -498,6 +498,7 @@ fn link_from(msg: LinkMessage) -> Link {
         kind: None,
         controller: None,
         up: msg.header.flags.contains(LinkFlags::Up),
+        vrf_table: None,
     };
     for attr in msg.attributes {
         match attr {
@@ -508,10 +509,18 @@ fn link_from(msg: LinkMessage) -> Link {
             LinkAttribute::Mtu(mtu) => link.mtu = mtu,
             LinkAttribute::Controller(index) => link.controller = Some(index),
             LinkAttribute::LinkInfo(infos) => {
-                link.kind = infos.into_iter().find_map(|i| match i {
-                    LinkInfo::Kind(kind) => Some(kind_name(&kind)),
-                    _ => None,
-                })
+                for info in infos {
+                    match info {
+                        LinkInfo::Kind(kind) => link.kind = Some(kind_name(&kind)),
+                        LinkInfo::Data(InfoData::Vrf(vrf)) => {
+                            link.vrf_table = vrf.iter().find_map(|v| match v {
+                                InfoVrf::TableId(t) => Some(*t),
+                                _ => None,
+                            })
+                        }
+                        _ => {}
+                    }
+                }
             }
             _ => {}
         }

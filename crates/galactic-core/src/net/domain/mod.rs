@@ -1,0 +1,284 @@
+//! A VPC's routing domain on this node: its own routing table, shared by every attachment of the
+//! VPC, created on first use.
+//!
+//! Two backends give each VPC its own table:
+//! - `vrf`: a VRF device `G{vpc:9}V` bound to the table; host interfaces are enslaved to it.
+//! - `table`: the table plus policy rules (`iif <host end> lookup T` at 1000, `iif lo from <gw>
+//!   lookup T` at 1001), with the node's `local` rule moved after them (see [`table`]). For kernels
+//!   without VRF; its weaker isolation is documented in `docs/routing-domains.md`.
+//!
+//! State (under `<state_dir>/routing/`, all changes under the node-wide `lock`):
+//! ```text
+//! routing/
+//!   lock                 flock: serialises domain creation, table allocation, teardown
+//!   backend              "vrf" | "table": the result of the one-time `auto` probe
+//!   vpc-<hex>.json       {"vpc","backend","table","gateways":[...]}: one per domain we created
+//! ```
+//! A table id is only ever taken from ids no route, rule or VRF on the node uses, and only a table
+//! recorded here is ever flushed.
+
+mod table;
+mod vrf;
+
+use super::netlink::{Link, Netlink};
+use super::NetError;
+use crate::config::RoutingDomainMode;
+use crate::ident::VpcId;
+use crate::lockfile::{self, LockGuard};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Lowest table id handed out: keeps clear of the small ids administrators and tools use.
+pub const FIRST_TABLE: u32 = 1000;
+/// Highest table id handed out.
+pub const LAST_TABLE: u32 = 0x7fff_ffff;
+/// Bound on waiting for the node-wide routing lock.
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The backend of a routing domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// VRF device.
+    Vrf,
+    /// Table plus policy rules.
+    Table,
+}
+
+/// A routing domain as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Domain {
+    /// The VPC id as configured.
+    pub vpc: String,
+    /// Backend.
+    pub backend: Backend,
+    /// The VPC's routing table.
+    pub table: u32,
+    /// Gateway addresses of the VPC on this node (table mode routes and rules follow them).
+    pub gateways: BTreeSet<IpAddr>,
+}
+
+/// The node's routing-domain state directory.
+#[derive(Debug, Clone)]
+pub struct Domains {
+    dir: PathBuf,
+}
+
+impl Domains {
+    /// The state under `<state_dir>/routing`.
+    pub fn new(state_dir: &Path) -> Self {
+        Self { dir: state_dir.join("routing") }
+    }
+
+    /// Takes the node-wide routing lock.
+    pub fn lock(&self) -> Result<LockGuard, NetError> {
+        lockfile::acquire(&self.dir.join("lock"), LOCK_TIMEOUT).map_err(|e| match e {
+            lockfile::LockError::Timeout { .. } => NetError::Busy(e.to_string()),
+            lockfile::LockError::Io { path, source } => NetError::Io {
+                what: format!("lock {}", path.display()),
+                source,
+            },
+        })
+    }
+
+    fn record_path(&self, vpc: &VpcId) -> PathBuf {
+        self.dir.join(format!("vpc-{}.json", vpc.hex()))
+    }
+
+    /// The domain of `vpc`, if one was created.
+    pub fn get(&self, vpc: &VpcId) -> Result<Option<Domain>, NetError> {
+        read_json(&self.record_path(vpc))
+    }
+
+    /// Every recorded domain.
+    pub fn all(&self) -> Result<Vec<Domain>, NetError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(NetError::Io { what: format!("list {}", self.dir.display()), source }),
+        };
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("vpc-") && name.ends_with(".json") {
+                out.extend(read_json::<Domain>(&entry.path())?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn save(&self, vpc: &VpcId, domain: &Domain) -> Result<(), NetError> {
+        write_json_atomic(&self.record_path(vpc), domain)
+    }
+
+    fn forget(&self, vpc: &VpcId) -> Result<(), NetError> {
+        match std::fs::remove_file(self.record_path(vpc)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(NetError::Io {
+                what: format!("remove domain record of VPC {vpc}"),
+                source: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The backend for `mode`: `auto` probes once (creating and deleting a scratch VRF) and
+    /// remembers the answer. Call with the lock held.
+    pub fn backend(&self, nl: &Netlink, mode: RoutingDomainMode) -> Result<Backend, NetError> {
+        match mode {
+            RoutingDomainMode::Vrf => return Ok(Backend::Vrf),
+            RoutingDomainMode::Table => return Ok(Backend::Table),
+            RoutingDomainMode::Auto => {}
+        }
+        let path = self.dir.join("backend");
+        if let Some(known) = read_json::<Backend>(&path)? {
+            return Ok(known);
+        }
+        let probed = if vrf::supported(nl)? { Backend::Vrf } else { Backend::Table };
+        crate::log::info("routing domain backend probed", serde_json::json!({"backend": probed}));
+        write_json_atomic(&path, &probed)?;
+        Ok(probed)
+    }
+
+    /// Returns the VPC's domain, creating it (table allocation, backend objects) on first use.
+    /// `created` tells whether this call created it. Call with the lock held.
+    pub fn ensure(&self, nl: &Netlink, vpc: &VpcId, backend: Backend) -> Result<(Domain, bool), NetError> {
+        if let Some(domain) = self.get(vpc)? {
+            match domain.backend {
+                Backend::Vrf => vrf::ensure(nl, vpc, domain.table)?,
+                Backend::Table => table::ensure(nl, domain.table)?,
+            }
+            return Ok((domain, false));
+        }
+        let table = self.free_table(nl)?;
+        match backend {
+            Backend::Vrf => vrf::ensure(nl, vpc, table)?,
+            Backend::Table => table::ensure(nl, table)?,
+        }
+        let domain = Domain { vpc: vpc.raw().to_owned(), backend, table, gateways: BTreeSet::new() };
+        self.save(vpc, &domain)?;
+        Ok((domain, true))
+    }
+
+    /// Adds `gateways` to the VPC's domain (table mode: local routes and reply rules). Refuses a
+    /// gateway another VPC on this node already uses: without per-VPC marks, table mode cannot
+    /// tell the two apart. Returns the gateways this call added. Call with the lock held.
+    pub fn add_gateways(&self, nl: &Netlink, vpc: &VpcId, gateways: &[IpAddr]) -> Result<Vec<IpAddr>, NetError> {
+        let Some(mut domain) = self.get(vpc)? else {
+            return Err(NetError::NotFound { what: format!("routing domain of VPC {vpc}") });
+        };
+        let new: Vec<IpAddr> = gateways.iter().copied().filter(|g| !domain.gateways.contains(g)).collect();
+        if new.is_empty() {
+            if domain.backend == Backend::Table {
+                for gw in &domain.gateways {
+                    table::add_gateway(nl, domain.table, *gw)?;
+                }
+            }
+            return Ok(Vec::new());
+        }
+        if domain.backend == Backend::Table {
+            self.refuse_shared_gateways(vpc, &new)?;
+            for gw in &new {
+                table::add_gateway(nl, domain.table, *gw)?;
+            }
+        }
+        domain.gateways.extend(new.iter().copied());
+        self.save(vpc, &domain)?;
+        Ok(new)
+    }
+
+    fn refuse_shared_gateways(&self, vpc: &VpcId, new: &[IpAddr]) -> Result<(), NetError> {
+        for other in self.all()?.into_iter().filter(|d| d.vpc != vpc.raw()) {
+            if let Some(gw) = new.iter().find(|g| other.gateways.contains(g)) {
+                return Err(NetError::Conflict(format!(
+                    "gateway {gw} is already used by VPC {} on this node; table-mode routing domains need \
+                     node-unique gateway addresses per VPC",
+                    other.vpc
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes `gateways` from the domain (rollback of an ADD that added them).
+    pub fn remove_gateways(&self, nl: &Netlink, vpc: &VpcId, gateways: &[IpAddr]) -> Result<(), NetError> {
+        let Some(mut domain) = self.get(vpc)? else { return Ok(()) };
+        for gw in gateways {
+            if domain.backend == Backend::Table {
+                table::remove_gateway(nl, domain.table, *gw)?;
+            }
+            domain.gateways.remove(gw);
+        }
+        self.save(vpc, &domain)
+    }
+
+    /// Tears the VPC's domain down: its table, rules, VRF and record. Only for a domain with no
+    /// attachment left (the caller checks, under the lock).
+    pub fn remove(&self, nl: &Netlink, vpc: &VpcId) -> Result<(), NetError> {
+        let Some(domain) = self.get(vpc)? else { return Ok(()) };
+        match domain.backend {
+            Backend::Vrf => vrf::remove(nl, vpc, domain.table)?,
+            Backend::Table => table::remove(nl, &domain)?,
+        }
+        self.forget(vpc)
+    }
+
+    /// Lowest table id in [`FIRST_TABLE`, `LAST_TABLE`] that no route, rule, VRF or record uses.
+    fn free_table(&self, nl: &Netlink) -> Result<u32, NetError> {
+        let mut used: BTreeSet<u32> = self.all()?.iter().map(|d| d.table).collect();
+        used.extend(table::tables_in_use(nl)?);
+        used.extend(vrf::tables_in_use(nl)?);
+        (FIRST_TABLE..=LAST_TABLE)
+            .find(|t| !used.contains(t))
+            .ok_or_else(|| NetError::Conflict("no free routing table id on this node".into()))
+    }
+}
+
+/// Attaches a host interface to the domain.
+pub fn attach(nl: &Netlink, domain: &Domain, vpc: &VpcId, host: &Link) -> Result<(), NetError> {
+    match domain.backend {
+        Backend::Vrf => vrf::attach(nl, vpc, host),
+        Backend::Table => table::attach(nl, domain.table, &host.name),
+    }
+}
+
+/// Detaches a host interface (its rules; a VRF slave leaves with its link). Missing is success.
+pub fn detach(nl: &Netlink, domain: &Domain, host_ifname: &str) -> Result<(), NetError> {
+    match domain.backend {
+        Backend::Vrf => Ok(()),
+        Backend::Table => table::detach(nl, domain.table, host_ifname),
+    }
+}
+
+/// What is wrong with the domain and the host interface's membership; empty when healthy.
+pub fn check(nl: &Netlink, domain: &Domain, vpc: &VpcId, host: &Link) -> Result<Vec<String>, NetError> {
+    match domain.backend {
+        Backend::Vrf => vrf::check(nl, vpc, domain.table, host),
+        Backend::Table => table::check(nl, domain, host),
+    }
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, NetError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| NetError::Io {
+            what: format!("parse {}", path.display()),
+            source: std::io::Error::other(e),
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(NetError::Io { what: format!("read {}", path.display()), source }),
+    }
+}
+
+/// Writes JSON through a temporary file and a rename, so readers never see a torn record.
+pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), NetError> {
+    let io = |source| NetError::Io { what: format!("write {}", path.display()), source };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let text = serde_json::to_vec_pretty(value).map_err(|e| io(std::io::Error::other(e)))?;
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&tmp, text).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
