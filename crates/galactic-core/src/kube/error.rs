@@ -1,0 +1,124 @@
+//! Errors of the Kubernetes layer, and their CNI codes.
+
+use super::retry::ErrorClass;
+use crate::cni::{CniError, Code};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What went wrong talking to the API server.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// The kubeconfig file cannot be read or used.
+    #[error("cannot use kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// The client could not be built (TLS, proxy settings).
+    #[error("cannot build a Kubernetes client from {path}: {source}")]
+    Client {
+        /// The kubeconfig it came from.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// The async runtime could not start.
+    #[error("cannot start the Kubernetes client runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// A call failed (after retries when the failure was transient).
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being done, to which object.
+        what: String,
+        /// How the failure was classified.
+        class: ErrorClass,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A call did not answer in time (after retries).
+    #[error("{what}: no answer within {timeout:?} ({attempts} attempts)")]
+    Timeout {
+        /// What was being done.
+        what: String,
+        /// The per-call timeout.
+        timeout: Duration,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+    /// An object the API returned does not have the expected shape.
+    #[error("{what}: unexpected object: {why}")]
+    Shape {
+        /// What was read.
+        what: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The attachment's conflist does not publish the attachment (code 7).
+    #[error("chain completeness check: NetworkAttachmentDefinition {namespace}/{name}: {source}")]
+    ChainIncomplete {
+        /// NAD namespace.
+        namespace: String,
+        /// NAD name.
+        name: String,
+        /// What is missing.
+        #[source]
+        source: super::nad::ChainError,
+    },
+    /// No Node matched a local address.
+    #[error("node name auto-detection: {0}")]
+    NodeNotDetected(String),
+}
+
+impl KubeError {
+    /// The classification of an API failure (`None` for other errors).
+    pub fn class(&self) -> Option<ErrorClass> {
+        match self {
+            Self::Api { class, .. } => Some(*class),
+            Self::Timeout { .. } => Some(ErrorClass::Transient),
+            _ => None,
+        }
+    }
+
+    /// Whether the object does not exist (HTTP 404).
+    pub fn is_not_found(&self) -> bool {
+        self.class() == Some(ErrorClass::NotFound)
+    }
+
+    /// Whether the failure is a 409 (stale resourceVersion or an existing name).
+    pub fn is_conflict(&self) -> bool {
+        self.class() == Some(ErrorClass::Conflict)
+    }
+
+    /// The HTTP status of an API error response, if there was one.
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            Self::Api {
+                source: kube::Error::Api(status),
+                ..
+            } => Some(status.code),
+            _ => None,
+        }
+    }
+}
+
+impl From<KubeError> for CniError {
+    /// Transient failures that outlived the retries are code 11 (the runtime retries the ADD);
+    /// configuration problems are code 7; everything else is code 999 with the full message.
+    fn from(err: KubeError) -> Self {
+        let code = match &err {
+            KubeError::Kubeconfig { .. } | KubeError::ChainIncomplete { .. } => {
+                Code::INVALID_CONFIG
+            }
+            KubeError::NodeNotDetected(_) => Code::INVALID_ENVIRONMENT,
+            _ if err.class() == Some(ErrorClass::Transient) => Code::TRY_AGAIN_LATER,
+            _ if err.status_code() == Some(422) => Code::INVALID_CONFIG,
+            _ => Code::INTERNAL,
+        };
+        CniError::new(code, err.to_string())
+    }
+}

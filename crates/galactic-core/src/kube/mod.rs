@@ -1,0 +1,37 @@
+//! Kubernetes: the client built from the node's kubeconfig, the custom resource types galactic
+//! reads and writes, transient-error retry, and the NetworkAttachmentDefinition helpers the masters
+//! call.
+//!
+//! Every plugin process is short-lived and synchronous, so [`KubeClient`] owns a current-thread
+//! Tokio runtime and exposes blocking calls; each call has its own timeout and is retried with
+//! exponential backoff when the failure is transient (5xx, 429, timeouts, refused or dropped
+//! connections). Permanent failures (validation, 403, 404, 409) are returned at once: a 409 is
+//! resolved by the caller re-reading and re-applying, never by blind retry.
+//!
+//! With the `kube-fixture` feature, [`fixture`] provides a small stateful API server for tests.
+
+mod client;
+mod crd;
+mod error;
+mod nad;
+mod node;
+mod retry;
+
+#[cfg(feature = "kube-fixture")]
+pub mod fixture;
+
+pub use client::{ClientOptions, KubeClient};
+pub use crd::{
+    crds, AddressFamily, Afi, BGPAdvertisement, BGPAdvertisementSpec, BGPRouter, BGPRouterSpec,
+    BGPVRFInstance, BGPVRFInstanceSpec, NetworkAttachmentDefinition,
+    NetworkAttachmentDefinitionSpec, Nptv6, Role, RouteTargetValue, RouterRef, RouterSelector,
+    SRv6Function, Safi, TargetRef, COMMUNITY_PATTERN, GROUP, PREFIX_PATTERN, ROUTE_TARGET_PATTERN,
+    VERSION,
+};
+pub use error::KubeError;
+pub use nad::{
+    annotate_nad_host_interface, check_chain, verify_chain_complete, ChainError,
+    HOST_INTERFACE_ANNOTATION, MASTER_TYPES,
+};
+pub use node::{detect_node_name, local_addresses, match_node};
+pub use retry::{classify, ErrorClass, RetryPolicy};
