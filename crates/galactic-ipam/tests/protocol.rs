@@ -8,7 +8,12 @@ use std::path::Path;
 fn speaks_the_cni_protocol() {
     protocol_suite(
         Path::new(env!("CARGO_BIN_EXE_galactic-ipam")),
-        json!({"name": "net1", "type": "galactic-ipam", "vpc": "1", "vpcattachment": "1"}),
-        ExpectStatus::NotAvailable,
+        json!({"name": "net1", "type": "galactic-ipam", "ipam": {
+            "type": "galactic-ipam",
+            "ipv6_subnet": "fd00:10:ff01::/64",
+            "ipv4_subnet": "10.20.0.0/24",
+            "legacy_dir": "/nonexistent/galactic-ipam-protocol-test",
+        }}),
+        ExpectStatus::Ready,
     );
 }

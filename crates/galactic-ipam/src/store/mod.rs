@@ -202,6 +202,12 @@ impl Store {
     }
 }
 
+impl Drop for Store {
+    fn drop(&mut self) {
+        schema::trim_wal(&self.conn, &self.path, self.timeout);
+    }
+}
+
 /// Wraps a SQLite error without classification (the caller's context has none to add).
 pub(crate) fn sqlite(path: &Path, source: rusqlite::Error) -> StoreError {
     classify(path, Duration::ZERO, source)

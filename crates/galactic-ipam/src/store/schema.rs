@@ -12,9 +12,10 @@ use std::time::Duration;
 pub const SCHEMA_VERSION: i64 = 1;
 /// `PRAGMA application_id`: "GIPA", so a foreign SQLite file is never mistaken for a store.
 pub const APPLICATION_ID: i64 = 0x4749_5041;
-/// WAL pages after which a committing process checkpoints. Small, so that the next process's WAL
-/// recovery (it rebuilds the WAL index when it is the only opener) reads little.
-const WAL_AUTOCHECKPOINT_PAGES: i64 = 64;
+/// WAL size past which a closing process checkpoints and truncates it (see [`tune`]).
+pub const WAL_TRUNCATE_BYTES: u64 = 256 * 1024;
+/// WAL size past which that checkpoint waits for the lock instead of leaving it to a later process.
+pub const WAL_FORCE_BYTES: u64 = 8 * 1024 * 1024;
 
 const DDL: &str = "
 CREATE TABLE meta (
@@ -114,14 +115,39 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// Per-connection settings. Durability policy (docs/decisions/0003-ipam-store.md):
 /// `synchronous = NORMAL` in WAL mode: a commit is in the OS page cache before it returns, so a
 /// killed process loses nothing; after power loss the database stays consistent and at most the
-/// last commits are lost, which only concerns pods that died with the node. Checkpoint-on-close
-/// is off (its fsync would dominate every short-lived process); the committing process
-/// checkpoints every `WAL_AUTOCHECKPOINT_PAGES` pages instead, so the WAL stays small.
+/// last commits are lost, which only concerns pods that died with the node.
+///
+/// Checkpoints: every process is short-lived, and the first opener rebuilds the WAL index from
+/// the WAL itself, forgetting what was already checkpointed. Checkpoint-on-close (an fsync per
+/// process) and SQLite's automatic checkpoints (which would re-copy the whole WAL after every
+/// rebuild) are therefore both off; instead a closing process that sees the WAL past
+/// [`WAL_TRUNCATE_BYTES`] checkpoints it and truncates it to zero ([`trim_wal`]), so the WAL the
+/// next process reads stays small and the fsync is paid once per few dozen operations.
 pub fn tune(conn: &Connection) -> rusqlite::Result<()> {
     conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES)?;
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
     Ok(())
+}
+
+/// Checkpoints and truncates the WAL when it has grown past [`WAL_TRUNCATE_BYTES`]. Without
+/// waiting, unless it is past [`WAL_FORCE_BYTES`]: a busy store means another process is at work
+/// and will close soon; it or a later one trims.
+pub fn trim_wal(conn: &Connection, path: &Path, timeout: Duration) {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let size = fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    if size < WAL_TRUNCATE_BYTES {
+        return;
+    }
+    let wait = if size >= WAL_FORCE_BYTES {
+        timeout
+    } else {
+        Duration::ZERO
+    };
+    let _ = conn.busy_timeout(wait);
+    // Best effort: a checkpoint that cannot run now leaves a valid WAL behind.
+    let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
 }
 
 /// Checks that the file is one of ours, of a schema this build understands, in WAL mode.
