@@ -1,36 +1,11 @@
-//! `galactic-cni`: see the crate description. Its operations arrive with the issue that builds them;
-//! until then ADD refuses with a clear error and STATUS reports the plugin as not available,
-//! so a runtime never believes an attachment was made.
+//! `galactic-cni`: the veth master plugin. Attaches a container to its VPC's routing domain
+//! through a veth pair whose guest end is created directly in the container's namespace; IPAM is
+//! delegated by exec. The flow lives in `galactic_core::master`.
 
-use galactic_core::cni::{run, CniError, CniResult, Plugin, Request};
+use galactic_core::cni::run;
+use galactic_core::master::Master;
 use std::process::ExitCode;
 
-struct NotYetBuilt;
-
-const WHY: &str = "galactic-cni: this build does not implement attachments yet";
-
-impl Plugin for NotYetBuilt {
-    fn name(&self) -> &'static str {
-        "galactic-cni"
-    }
-    fn add(&self, _req: &Request) -> Result<CniResult, CniError> {
-        Err(CniError::internal(WHY))
-    }
-    fn del(&self, _req: &Request) -> Result<(), CniError> {
-        // Nothing is ever created, so there is nothing to release.
-        Ok(())
-    }
-    fn check(&self, _req: &Request) -> Result<(), CniError> {
-        Err(CniError::internal(WHY))
-    }
-    fn status(&self, _req: &Request) -> Result<(), CniError> {
-        Err(CniError::not_available(WHY))
-    }
-    fn gc(&self, _req: &Request) -> Result<(), CniError> {
-        Ok(())
-    }
-}
-
 fn main() -> ExitCode {
-    run(&NotYetBuilt)
+    run(&Master::VETH)
 }

@@ -12,6 +12,7 @@
 
 pub mod cni;
 pub mod config;
+pub mod failpoint;
 pub mod ident;
 pub mod lockfile;
 pub mod log;
@@ -23,5 +24,7 @@ pub mod testing;
 #[cfg(feature = "kube")]
 pub mod kube;
 
+#[cfg(feature = "net")]
+pub mod master;
 #[cfg(feature = "net")]
 pub mod net;

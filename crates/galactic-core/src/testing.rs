@@ -93,6 +93,7 @@ pub struct Invocation<'a> {
     binary: &'a Path,
     env: Vec<(String, String)>,
     stdin: Vec<u8>,
+    netns: Option<String>,
 }
 
 impl<'a> Invocation<'a> {
@@ -113,7 +114,15 @@ impl<'a> Invocation<'a> {
             binary,
             env,
             stdin: Vec::new(),
+            netns: None,
         }
+    }
+
+    /// Runs the plugin inside the named network namespace (`ip netns exec`): the plugin's
+    /// "host" in privileged tests.
+    pub fn in_netns(mut self, name: &str) -> Self {
+        self.netns = Some(name.to_owned());
+        self
     }
 
     /// Adds the per-attachment variables (container id, netns, ifname, CNI_PATH).
@@ -152,7 +161,15 @@ impl<'a> Invocation<'a> {
     /// Runs the process to completion.
     pub fn run(self) -> Outcome {
         use std::io::Write;
-        let mut child = Command::new(self.binary)
+        let mut command = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(self.binary);
+                c
+            }
+            None => Command::new(self.binary),
+        };
+        let mut child = command
             .env_clear()
             .envs(self.env)
             .stdin(Stdio::piped())
@@ -261,4 +278,26 @@ pub fn protocol_suite(binary: &Path, stanza: Value, status: ExpectStatus) {
             "{line}"
         );
     }
+}
+
+/// Path of a workspace binary next to the running test's own binaries, built on first use when
+/// this test run did not build it (e.g. `cargo test -p galactic-cni` needs `galactic-ipam`).
+pub fn workspace_binary(name: &str) -> PathBuf {
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile directory")
+        .to_path_buf();
+    let path = dir.join(name);
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--quiet", "--bin", name, "--package", name])
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build {name} failed");
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
 }

@@ -269,6 +269,14 @@ impl Netlink {
             .map_err(nl(format!("set link {index} up")))
     }
 
+    /// Sets a link's MTU.
+    pub fn set_mtu(&self, index: u32, mtu: u32) -> Result<(), NetError> {
+        let msg = LinkUnspec::new_with_index(index).mtu(mtu).build();
+        self.runtime
+            .block_on(self.handle.link().set(msg).execute())
+            .map_err(nl(format!("set MTU {mtu} on link {index}")))
+    }
+
     /// Enslaves a link to a controller (VRF).
     pub fn set_controller(&self, index: u32, controller: u32) -> Result<(), NetError> {
         let msg = LinkUnspec::new_with_index(index)
@@ -377,7 +385,11 @@ impl Netlink {
 
     /// Routes of one family in `table`.
     pub fn routes(&self, v6: bool, table: u32) -> Result<Vec<RouteSpec>, NetError> {
-        Ok(self.all_routes(v6)?.into_iter().filter(|r| r.table == table).collect())
+        Ok(self
+            .all_routes(v6)?
+            .into_iter()
+            .filter(|r| r.table == table)
+            .collect())
     }
 
     /// Routes of one family in every table.
@@ -385,8 +397,10 @@ impl Netlink {
         let mut filter = RouteMessage::default();
         filter.header.address_family = family(v6);
         let request = self.handle.route().get(filter).execute();
-        let msgs: Vec<RouteMessage> =
-            self.runtime.block_on(request.try_collect()).map_err(nl("list routes"))?;
+        let msgs: Vec<RouteMessage> = self
+            .runtime
+            .block_on(request.try_collect())
+            .map_err(nl("list routes"))?;
         Ok(msgs.iter().filter_map(route_from).collect())
     }
 

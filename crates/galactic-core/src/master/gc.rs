@@ -1,0 +1,139 @@
+//! GC and STATUS for both masters.
+//!
+//! GC removes the host side of every attachment of this network that the runtime no longer
+//! lists, delegates GC to IPAM, then removes routing domains no attachment uses. Ownership comes
+//! from the attachment records, never from interface names. Without a valid-attachments list GC
+//! removes nothing (`docs/decisions/0002`).
+
+use super::cni_error;
+use super::conf::MasterConf;
+use super::del::teardown_host;
+use super::record::{Kind, Records};
+use crate::cni::delegate::{Delegate, DEFAULT_TIMEOUT};
+use crate::cni::{CniError, Command, Request};
+use crate::ident::VpcId;
+use crate::log;
+use crate::net::domain::Domains;
+use crate::net::netlink::Netlink;
+use serde_json::json;
+use std::collections::HashSet;
+
+pub fn gc(req: &Request) -> Result<(), CniError> {
+    let Some(valid) = req.conf.valid_attachments()? else {
+        log::info("GC: no valid-attachments list; nothing removed", json!({}));
+        return delegate_gc(req);
+    };
+    let valid: HashSet<(String, String)> = valid
+        .into_iter()
+        .map(|a| (a.container_id, a.ifname))
+        .collect();
+    let host = Netlink::current().map_err(cni_error("open the host netlink socket"))?;
+    let records = Records::new(&req.node.state_dir);
+    let domains = Domains::new(&req.node.state_dir);
+    let mut errors = Vec::new();
+    for record in records
+        .all()
+        .map_err(cni_error("list attachment records"))?
+    {
+        if record.network != req.conf.name
+            || valid.contains(&(record.container_id.clone(), record.ifname.clone()))
+        {
+            continue;
+        }
+        let removed = teardown_host(&host, &domains, &record)
+            .and_then(|()| records.remove(&record.host_ifname));
+        match removed {
+            Ok(()) => log::info(
+                "GC: removed stale attachment",
+                json!({"hostIfname": record.host_ifname, "containerID": record.container_id}),
+            ),
+            Err(e) => errors.push(format!("{}: {e}", record.host_ifname)),
+        }
+    }
+    if let Err(e) = delegate_gc(req) {
+        errors.push(format!("IPAM GC: {e}"));
+    }
+    if let Err(e) = remove_unused_domains(&host, &domains, &records) {
+        errors.push(format!("routing domains: {e}"));
+    }
+    match errors.is_empty() {
+        true => Ok(()),
+        false => Err(CniError::io(format!(
+            "GC could not remove everything: {}",
+            errors.join("; ")
+        ))),
+    }
+}
+
+fn delegate_gc(req: &Request) -> Result<(), CniError> {
+    let Some(plugin_type) = MasterConf::parse(req).ok().and_then(|c| c.ipam_type) else {
+        return Ok(());
+    };
+    Delegate {
+        plugin_type: &plugin_type,
+        search_path: &req.env.path,
+        timeout: DEFAULT_TIMEOUT,
+    }
+    .call(Command::Gc, &req.stdin)
+}
+
+/// Removes every recorded domain whose VPC has no attachment record left.
+fn remove_unused_domains(
+    host: &Netlink,
+    domains: &Domains,
+    records: &Records,
+) -> Result<(), crate::net::NetError> {
+    let _lock = domains.lock()?;
+    let in_use: HashSet<String> = records.all()?.into_iter().map(|r| r.vpc).collect();
+    for d in domains.all()? {
+        if in_use.contains(&d.vpc) {
+            continue;
+        }
+        if let Ok(vpc) = VpcId::parse(&d.vpc) {
+            domains.remove(host, &vpc)?;
+            log::info(
+                "GC: removed unused routing domain",
+                json!({"vpc": d.vpc, "table": d.table}),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Ready when the kernel side works (netlink; /dev/net/tun for taps), the state directory is
+/// writable and the IPAM delegate (if any) is found and ready itself.
+pub fn status(kind: Kind, req: &Request) -> Result<(), CniError> {
+    let not_ready = |what: String| CniError::not_available(what);
+    Netlink::current().map_err(|e| not_ready(format!("netlink is not usable: {e}")))?;
+    if kind == Kind::Tap && !std::path::Path::new("/dev/net/tun").exists() {
+        return Err(not_ready(
+            "/dev/net/tun is missing: taps cannot be created".into(),
+        ));
+    }
+    let probe = req
+        .node
+        .state_dir
+        .join(format!(".status-probe.{}", std::process::id()));
+    std::fs::create_dir_all(&req.node.state_dir)
+        .and_then(|()| std::fs::write(&probe, b"ok"))
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            not_ready(format!(
+                "state directory {} is not writable: {e}",
+                req.node.state_dir.display()
+            ))
+        })?;
+    let conf = MasterConf::parse(req)?;
+    match conf.ipam_type.as_deref() {
+        Some(plugin_type) => {
+            let delegate = Delegate {
+                plugin_type,
+                search_path: &req.env.path,
+                timeout: DEFAULT_TIMEOUT,
+            };
+            delegate.find().map_err(|e| not_ready(e.msg))?;
+            delegate.call(Command::Status, &req.stdin)
+        }
+        None => Ok(()),
+    }
+}
