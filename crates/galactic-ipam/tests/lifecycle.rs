@@ -316,12 +316,17 @@ fn walk(root: &std::path::Path) -> Vec<String> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
+        for entry in std::fs::read_dir(&dir).expect("readable") {
+            let path = entry.expect("entry").path();
             if path.is_dir() {
                 stack.push(path);
             } else {
-                out.push(path.strip_prefix(root).unwrap().display().to_string());
+                out.push(
+                    path.strip_prefix(root)
+                        .expect("under root")
+                        .display()
+                        .to_string(),
+                );
             }
         }
     }

@@ -130,10 +130,8 @@ fn import_one(
         .and_then(|mut s| s.query_row([&record.container_id], |r| r.get(0)))
         .map_err(err)?;
     let own = Span::single(record.address.ip());
-    let span = match overlapping(tx, path, &own)? {
-        Some(existing) => existing,
-        None => own,
-    };
+    let holder = overlapping(tx, path, &own)?;
+    let span = holder.unwrap_or(own);
     let present: bool = tx
         .prepare_cached(
             "SELECT EXISTS (SELECT 1 FROM lease WHERE start = ?1 AND attachment_id = ?2)",
@@ -148,7 +146,7 @@ fn import_one(
         report.already_present += 1;
         return Ok(());
     }
-    if span != own {
+    if holder.is_some() {
         report.shared += 1;
     }
     tx.prepare_cached(

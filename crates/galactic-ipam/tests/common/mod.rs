@@ -150,8 +150,8 @@ pub fn assert_disjoint(results: &[Value]) {
     assert_eq!(unique.len(), nets.len(), "duplicate prefix among {nets:?}");
     for (i, a) in nets.iter().enumerate() {
         for b in &nets[i + 1..] {
-            let a_net = ipnetwork::IpNetwork::new(a.network(), a.prefix()).unwrap();
-            let b_net = ipnetwork::IpNetwork::new(b.network(), b.prefix()).unwrap();
+            let a_net = ipnetwork::IpNetwork::new(a.network(), a.prefix()).expect("a prefix");
+            let b_net = ipnetwork::IpNetwork::new(b.network(), b.prefix()).expect("a prefix");
             assert!(
                 !(a_net.contains(b.ip()) || b_net.contains(a.ip())),
                 "{a} and {b} overlap"
