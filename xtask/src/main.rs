@@ -1,5 +1,6 @@
 //! `cargo xtask <command>`: the workspace's build, staging, demo, test and benchmark entry points.
 
+mod bench_ipam;
 mod bench_startup;
 mod smoke;
 mod stage;
@@ -27,6 +28,7 @@ fn main() -> Result<()> {
     match command.as_str() {
         "build-and-stage" => stage::build_and_stage(&stage::Options::parse(&rest)?),
         "smoke" => smoke::run(&rest),
+        "bench-ipam" => bench_ipam::run(&rest),
         "bench-startup" => bench_startup::run(&rest),
         "test" => test::run(&rest),
         "" | "help" | "--help" | "-h" => {

@@ -113,6 +113,32 @@ impl Store {
         })
     }
 
+    /// Bulk ADD for many attachments in one transaction (imports, benchmark pre-fill): the same
+    /// allocation as [`Store::allocate`] for each key, without one commit per key. Attachments
+    /// that already have an allocation keep it. Returns how many were newly allocated.
+    pub fn allocate_batch(
+        &mut self,
+        keys: &[AttachmentKey],
+        pools: &[Pool],
+        legacy_dir: &Path,
+    ) -> Result<usize, StoreError> {
+        self.write(|tx, path| {
+            legacy::ensure_markers_imported(tx, path, legacy_dir)?;
+            let mut created = 0;
+            for key in keys {
+                if find_exact(tx, path, key)?.is_some() {
+                    continue;
+                }
+                let id = insert_attachment(tx, path, key)?;
+                for pool in pools {
+                    allocate_in(tx, path, pool, id)?;
+                }
+                created += 1;
+            }
+            Ok(created)
+        })
+    }
+
     /// DEL: releases everything recorded for the attachment, plus imported records of the same
     /// container. Returns the released leases (empty when nothing was known: still success).
     pub fn release(&mut self, key: &DelKey, legacy_dir: &Path) -> Result<Vec<Lease>, StoreError> {
