@@ -1,36 +1,54 @@
-//! `galactic-bgp`: see the crate description. Its operations arrive with the issue that builds them;
-//! until then ADD refuses with a clear error and STATUS reports the plugin as not available,
-//! so a runtime never believes an attachment was made.
+//! `galactic-bgp`: the last plugin of a Galactic chain. It learns the attachment from
+//! `prevResult` and publishes it for BGP: the VPC's BGPVRFInstance on this node (VRF id
+//! allocation), the attachment's BGPAdvertisement, and the pod's EndpointSlice — to the
+//! Kubernetes API, or as files under the state directory (`publisher: local`). It passes
+//! `prevResult` on unchanged. See `docs/kubernetes.md`.
 
-use galactic_core::cni::{run, CniError, CniResult, Plugin, Request};
+mod annotations;
+mod conf;
+mod error;
+mod netns;
+mod ops;
+mod prev;
+mod publish;
+mod slice;
+mod store;
+mod usid;
+
+use galactic_core::cni::{run, CniError, CniResult, Code, Plugin, Request};
 use std::process::ExitCode;
 
-struct NotYetBuilt;
+struct GalacticBgp;
 
-const WHY: &str = "galactic-bgp: this build does not implement attachments yet";
-
-impl Plugin for NotYetBuilt {
+impl Plugin for GalacticBgp {
     fn name(&self) -> &'static str {
         "galactic-bgp"
     }
-    fn add(&self, _req: &Request) -> Result<CniResult, CniError> {
-        Err(CniError::internal(WHY))
+    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
+        // The eBPF uSID datapath plugs in here when it is built (a later issue).
+        ops::add(req, None).map_err(CniError::from)
     }
-    fn del(&self, _req: &Request) -> Result<(), CniError> {
-        // Nothing is ever created, so there is nothing to release.
-        Ok(())
+    fn del(&self, req: &Request) -> Result<(), CniError> {
+        ops::del(req).map_err(CniError::from)
     }
-    fn check(&self, _req: &Request) -> Result<(), CniError> {
-        Err(CniError::internal(WHY))
+    fn check(&self, req: &Request) -> Result<(), CniError> {
+        ops::check(req).map_err(CniError::from)
     }
-    fn status(&self, _req: &Request) -> Result<(), CniError> {
-        Err(CniError::not_available(WHY))
+    fn status(&self, req: &Request) -> Result<(), CniError> {
+        ops::status(req).map_err(|e| {
+            CniError::new(
+                Code::NOT_AVAILABLE,
+                format!("publication backend not ready: {e}"),
+            )
+        })
     }
     fn gc(&self, _req: &Request) -> Result<(), CniError> {
+        // Per-attachment state is the EndpointSlice (deleted by DEL, owned by its Pod); shared
+        // per-VPC objects are reclaimed by the router's GC, as upstream.
         Ok(())
     }
 }
 
 fn main() -> ExitCode {
-    run(&NotYetBuilt)
+    run(&GalacticBgp)
 }

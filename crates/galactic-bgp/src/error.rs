@@ -1,0 +1,90 @@
+//! galactic-bgp's errors and their CNI codes.
+
+use crate::store::StoreError;
+use galactic_core::cni::{CniError, Code};
+
+/// Why an operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BgpError {
+    /// The stanza is invalid (code 7).
+    #[error("{0}")]
+    Config(String),
+    /// `prevResult` is absent or inconsistent (code 6).
+    #[error("infer from prevResult: {0}")]
+    PrevResult(String),
+    /// A required environment value is missing (code 4).
+    #[error("{0}")]
+    Env(String),
+    /// The publication backend failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// No BGPRouter targets this node (code 7).
+    #[error("no BGPRouter found for node {node} in namespace {namespace}")]
+    NoRouter {
+        /// Node name.
+        node: String,
+        /// Namespace searched.
+        namespace: String,
+    },
+    /// More than one BGPRouter targets this node (code 7).
+    #[error(
+        "ambiguous BGP config: {count} BGPRouters target node {node} in namespace {namespace}"
+    )]
+    AmbiguousRouter {
+        /// How many.
+        count: usize,
+        /// Node name.
+        node: String,
+        /// Namespace.
+        namespace: String,
+    },
+    /// Every VRF id of the router is taken (code 999).
+    #[error("router {router} has no free VRF id in 1..4095 (all {used} in use)")]
+    VrfIdsExhausted {
+        /// The router.
+        router: String,
+        /// Ids in use.
+        used: usize,
+    },
+    /// Concurrent writers kept winning (code 11: the runtime retries the ADD).
+    #[error("{what}: still contended after {attempts} attempts")]
+    Contended {
+        /// What was being written.
+        what: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// An EndpointSlice of that name exists and is not ours (code 999).
+    #[error("EndpointSlice {namespace}/{name} already exists without a galactic.datum.net/tenant-id label; refusing to overwrite an object this plugin does not own")]
+    NotOwned {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// The router's SRv6 settings cannot give a uSID (code 7).
+    #[error("compute SRv6 uSID: {0}")]
+    Usid(#[from] crate::usid::UsidError),
+    /// CHECK found a difference (code 999).
+    #[error("CHECK: {0}")]
+    Check(String),
+}
+
+impl From<BgpError> for CniError {
+    fn from(err: BgpError) -> Self {
+        let code = match &err {
+            BgpError::Config(_)
+            | BgpError::NoRouter { .. }
+            | BgpError::AmbiguousRouter { .. }
+            | BgpError::Usid(_) => Code::INVALID_CONFIG,
+            BgpError::PrevResult(_) => Code::DECODE,
+            BgpError::Env(_) => Code::INVALID_ENVIRONMENT,
+            BgpError::Contended { .. } => Code::TRY_AGAIN_LATER,
+            BgpError::Store(e) => return e.to_cni(),
+            BgpError::VrfIdsExhausted { .. } | BgpError::NotOwned { .. } | BgpError::Check(_) => {
+                Code::INTERNAL
+            }
+        };
+        CniError::new(code, err.to_string())
+    }
+}

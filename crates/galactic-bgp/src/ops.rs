@@ -1,0 +1,428 @@
+//! ADD, DEL, CHECK and STATUS.
+
+use crate::annotations::{self, NETNS};
+use crate::conf::Stanza;
+use crate::error::BgpError;
+use crate::netns;
+use crate::prev::{self, Facts};
+use crate::publish::{self, AdvertisementInput, Router};
+use crate::slice::{self, PodRef, SliceInput};
+use crate::store::kube::KubeStore;
+use crate::store::local::LocalStore;
+use crate::store::{meta_str, Kind, ObjectStore, StoreError};
+use crate::usid::{self, Registration, UsidDatapath};
+use galactic_core::cni::{CniResult, Request};
+use galactic_core::config::{NodeConfig, Publisher};
+use galactic_core::ident::{
+    bgp_advertisement_name, bgp_vrf_instance_name, route_target, tenant_identifier,
+};
+use galactic_core::kube::{
+    detect_node_name, local_addresses, ClientOptions, KubeClient, RetryPolicy,
+};
+use galactic_core::log;
+use galactic_core::rollback::Rollback;
+use serde_json::{json, Value};
+use std::net::Ipv6Addr;
+use std::time::Duration;
+
+/// Longest wait for the local backend's lock before code 11.
+const LOCAL_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// The publication backend chosen by the node config.
+pub enum Backend {
+    /// The Kubernetes API.
+    Kube(KubeStore),
+    /// Files under the state directory.
+    Local(LocalStore),
+}
+
+impl Backend {
+    /// Opens the node's backend with `options` for the Kubernetes client.
+    pub fn open(node: &NodeConfig, options: ClientOptions) -> Result<Self, BgpError> {
+        Ok(match node.publisher {
+            Publisher::Kubernetes => {
+                let client = KubeClient::from_kubeconfig(&node.kubeconfig, options)
+                    .map_err(StoreError::Kube)?;
+                Self::Kube(KubeStore::new(client))
+            }
+            Publisher::Local => Self::Local(LocalStore::open(&node.state_dir, LOCAL_LOCK_WAIT)?),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &dyn ObjectStore {
+        match self {
+            Self::Kube(k) => k,
+            Self::Local(l) => l,
+        }
+    }
+
+    fn is_kube(&self) -> bool {
+        matches!(self, Self::Kube(_))
+    }
+}
+
+/// This node's name: the node config (or `NODE_NAME`), else the Node whose InternalIP is local
+/// (Kubernetes), else the host name (local backend).
+fn node_name(node: &NodeConfig, backend: &Backend) -> Result<String, BgpError> {
+    if let Some(name) = &node.node_name {
+        return Ok(name.clone());
+    }
+    let missing = |why: String| {
+        BgpError::Env(format!(
+            "node name is required (set node_name in the node config or NODE_NAME): {why}"
+        ))
+    };
+    match backend {
+        Backend::Kube(k) => {
+            let local = local_addresses().map_err(|e| missing(e.to_string()))?;
+            let name = detect_node_name(k.client(), &local).map_err(|e| missing(e.to_string()))?;
+            log::info(
+                "Auto-detected node name from Kubernetes API",
+                json!({"nodeName": name}),
+            );
+            Ok(name)
+        }
+        Backend::Local(_) => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_ascii_lowercase())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| missing("no host name".into())),
+    }
+}
+
+/// Everything an ADD or CHECK works from.
+struct Plan {
+    stanza: Stanza,
+    facts: Facts,
+    prev: CniResult,
+    pod: Option<PodRef>,
+}
+
+fn plan(req: &Request) -> Result<Plan, BgpError> {
+    let stanza = Stanza::parse(&req.conf.raw)?;
+    let prev = req
+        .conf
+        .prev_result()
+        .map_err(|e| BgpError::PrevResult(e.msg))?;
+    let facts = prev::infer(prev.as_ref())?;
+    Ok(Plan {
+        stanza,
+        facts,
+        prev: prev.unwrap_or_default(),
+        pod: PodRef::from_args(&req.env.args),
+    })
+}
+
+fn vrf_route_target(router: &Router, stanza: &Stanza) -> Option<String> {
+    router.asn.map(|asn| route_target(asn, &stanza.vpc))
+}
+
+fn sid_of(router: &Router, vrf_id: u32) -> Result<Option<Ipv6Addr>, BgpError> {
+    Ok(router
+        .srv6
+        .as_ref()
+        .map(|(locator, node_id)| usid::compute_sid(locator, *node_id, vrf_id))
+        .transpose()?)
+}
+
+/// The pod's uid for the owner reference: required from the API, optional locally.
+fn pod_uid(backend: &Backend, pod: &PodRef) -> Result<Option<String>, BgpError> {
+    match backend.store().get(Kind::Pod, &pod.namespace, &pod.name)? {
+        Some(object) => Ok(meta_str(&object, "uid").map(str::to_owned)),
+        None if backend.is_kube() => Err(BgpError::Store(StoreError::NotFound {
+            what: format!("get owning Pod {}/{}", pod.namespace, pod.name),
+        })),
+        None => Ok(None),
+    }
+}
+
+/// ADD: publish, then print `prevResult` unchanged.
+pub fn add(req: &Request, datapath: Option<&dyn UsidDatapath>) -> Result<CniResult, BgpError> {
+    let plan = plan(req)?;
+    let cid = req
+        .env
+        .container_id()
+        .map_err(|e| BgpError::Env(e.msg))?
+        .as_str()
+        .to_owned();
+    let netns = req
+        .env
+        .netns
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let backend = Backend::open(&req.node, ClientOptions::default())?;
+    if backend.is_kube() && plan.facts.v6.is_some() && plan.pod.is_none() {
+        return Err(BgpError::Env(
+            "publish EndpointSlice: CNI_ARGS has no K8S_POD_NAME/K8S_POD_NAMESPACE".into(),
+        ));
+    }
+    let store = backend.store();
+    let node = node_name(&req.node, &backend)?;
+    let ns = req.node.namespace.as_str();
+    let router = publish::lookup_router(store, ns, &node, backend.is_kube())?;
+    let rt = vrf_route_target(&router, &plan.stanza);
+    let vrf_name = bgp_vrf_instance_name(plan.stanza.vpc.raw(), &node);
+
+    let mut rollback = Rollback::new();
+    let vrf = publish::ensure_vrf_instance(store, ns, &vrf_name, &router, rt.as_deref())?;
+    if let Some(uid) = vrf.created_uid.clone() {
+        let name = vrf_name.clone();
+        rollback.push(format!("delete BGPVRFInstance {name}"), move || {
+            store.delete(Kind::VrfInstance, ns, &name, &uid)
+        });
+    }
+    let sid = sid_of(&router, vrf.vrf_id)?;
+    let prefixes = annotations::own_prefixes(&plan.facts);
+    if let Some(sid) = sid {
+        let registration = Registration {
+            sid,
+            vrf_id: vrf.vrf_id,
+            kind: plan.facts.kind,
+            host_ifname: &plan.facts.host_ifname,
+            prefixes: &prefixes,
+        };
+        match datapath {
+            Some(dp) => dp
+                .register(&registration)
+                .map_err(|e| BgpError::Config(format!("register eBPF uSID datapath: {e}")))?,
+            None => log::info(
+                "BGP: uSID computed; this build has no eBPF datapath registration",
+                json!({"sid": sid.to_string()}),
+            ),
+        }
+    }
+    let adv_name = bgp_advertisement_name(plan.stanza.vpc.raw(), plan.stanza.att.raw());
+    if plan.facts.has_addresses() {
+        let input = AdvertisementInput {
+            namespace: ns,
+            name: &adv_name,
+            router: &router,
+            route_target: rt.as_deref(),
+            vrf_id: vrf.vrf_id,
+            container_id: &cid,
+            netns: &netns,
+            facts: &plan.facts,
+        };
+        if let Some(uid) = publish::publish_advertisement(store, &input, &netns::alive)? {
+            let name = adv_name.clone();
+            rollback.push(format!("delete BGPAdvertisement {name}"), move || {
+                store.delete(Kind::Advertisement, ns, &name, &uid)
+            });
+        }
+    } else {
+        log::info(
+            "BGP: attachment has no addresses; no advertisement written",
+            json!({"name": adv_name}),
+        );
+    }
+    if let (Some(address), Some(pod)) = (plan.facts.v6, plan.pod.as_ref()) {
+        let uid = pod_uid(&backend, pod)?;
+        let tenant = tenant_identifier(&plan.stanza.vpc, &plan.stanza.att);
+        let address = match address.ip() {
+            std::net::IpAddr::V6(a) => a,
+            std::net::IpAddr::V4(_) => {
+                return Err(BgpError::PrevResult(
+                    "IPv6 entry holds an IPv4 address".into(),
+                ))
+            }
+        };
+        let input = SliceInput {
+            pod,
+            pod_uid: uid.as_deref(),
+            address,
+            tenant: &tenant,
+            sid,
+        };
+        if let Some(uid) = slice::apply(store, &input)? {
+            let pod = pod.clone();
+            rollback.push(
+                format!("delete EndpointSlice {}/{}", pod.namespace, pod.name),
+                move || store.delete(Kind::EndpointSlice, &pod.namespace, &pod.name, &uid),
+            );
+        }
+    }
+    rollback.commit();
+    log::info(
+        "ADD: BGP state published",
+        json!({"vrfInstance": vrf_name, "vrfID": vrf.vrf_id, "advertisement": adv_name, "nodeName": node}),
+    );
+    Ok(plan.prev)
+}
+
+/// DEL: delete the pod's EndpointSlice when it is this attachment's; shared objects stay (GC).
+/// Never fails: problems are logged.
+pub fn del(req: &Request) -> Result<(), BgpError> {
+    let Some(pod) = PodRef::from_args(&req.env.args) else {
+        log::debug(
+            "DEL: no K8S_POD_NAME/K8S_POD_NAMESPACE in CNI_ARGS; nothing to delete",
+            json!({}),
+        );
+        return Ok(());
+    };
+    let stanza = match Stanza::parse(&req.conf.raw) {
+        Ok(stanza) => stanza,
+        Err(e) => {
+            log::warn(
+                "DEL: stanza invalid; EndpointSlice left to its owner reference",
+                json!({"err": e.to_string()}),
+            );
+            return Ok(());
+        }
+    };
+    let tenant = tenant_identifier(&stanza.vpc, &stanza.att);
+    let outcome = Backend::open(&req.node, ClientOptions::default())
+        .and_then(|b| slice::delete_owned(b.store(), &pod, &tenant));
+    match outcome {
+        Ok(true) => log::info(
+            "DEL: EndpointSlice deleted",
+            json!({"pod": format!("{}/{}", pod.namespace, pod.name)}),
+        ),
+        Ok(false) => {}
+        Err(e) => log::error(
+            "DEL: failed to delete EndpointSlice, cleanup deferred to GC and its owner reference",
+            json!({"err": e.to_string()}),
+        ),
+    }
+    log::info(
+        "DEL: skipping shared resource cleanup (handled by GC)",
+        json!({}),
+    );
+    Ok(())
+}
+
+fn check_vrf(
+    store: &dyn ObjectStore,
+    ns: &str,
+    name: &str,
+    router: &Router,
+    rt: Option<&str>,
+) -> Result<u32, BgpError> {
+    let object = store
+        .get(Kind::VrfInstance, ns, name)?
+        .ok_or_else(|| BgpError::Check(format!("BGPVRFInstance {ns}/{name} does not exist")))?;
+    let routed = object
+        .pointer("/spec/routerRef/name")
+        .and_then(Value::as_str);
+    if routed != Some(router.name.as_str()) {
+        return Err(BgpError::Check(format!(
+            "BGPVRFInstance {name} refers to router {routed:?}, this node's is {}",
+            router.name
+        )));
+    }
+    if let Some(rt) = rt {
+        for field in ["importRouteTargets", "exportRouteTargets"] {
+            let has = object["spec"][field]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|v| v["value"] == rt));
+            if !has {
+                return Err(BgpError::Check(format!(
+                    "BGPVRFInstance {name} {field} lacks {rt}"
+                )));
+            }
+        }
+    }
+    object
+        .pointer("/spec/vrfID")
+        .and_then(Value::as_u64)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| BgpError::Check(format!("BGPVRFInstance {name} has no vrfID")))
+}
+
+fn check_advertisement(
+    store: &dyn ObjectStore,
+    ns: &str,
+    name: &str,
+    cid: &str,
+    facts: &Facts,
+) -> Result<(), BgpError> {
+    let object = store
+        .get(Kind::Advertisement, ns, name)?
+        .ok_or_else(|| BgpError::Check(format!("BGPAdvertisement {ns}/{name} does not exist")))?;
+    let published: Vec<&str> = object
+        .pointer("/spec/prefixes")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for prefix in annotations::own_prefixes(facts) {
+        if !published.contains(&prefix.as_str()) {
+            return Err(BgpError::Check(format!(
+                "BGPAdvertisement {name} does not advertise {prefix}"
+            )));
+        }
+    }
+    let key = format!("{NETNS}{}", annotations::cid41(cid));
+    if object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(&key))
+        .is_none()
+    {
+        return Err(BgpError::Check(format!(
+            "BGPAdvertisement {name} has no record of this container ({key})"
+        )));
+    }
+    Ok(())
+}
+
+/// CHECK: the VRF instance, the advertisement's content and the EndpointSlice match.
+pub fn check(req: &Request) -> Result<(), BgpError> {
+    let plan = plan(req)?;
+    let cid = req
+        .env
+        .container_id()
+        .map_err(|e| BgpError::Env(e.msg))?
+        .as_str()
+        .to_owned();
+    let backend = Backend::open(&req.node, ClientOptions::default())?;
+    let store = backend.store();
+    let node = node_name(&req.node, &backend)?;
+    let ns = req.node.namespace.as_str();
+    let router = publish::lookup_router(store, ns, &node, backend.is_kube())?;
+    let rt = vrf_route_target(&router, &plan.stanza);
+    let vrf_id = check_vrf(
+        store,
+        ns,
+        &bgp_vrf_instance_name(plan.stanza.vpc.raw(), &node),
+        &router,
+        rt.as_deref(),
+    )?;
+    if plan.facts.has_addresses() {
+        check_advertisement(
+            store,
+            ns,
+            &bgp_advertisement_name(plan.stanza.vpc.raw(), plan.stanza.att.raw()),
+            &cid,
+            &plan.facts,
+        )?;
+    }
+    if let (Some(std::net::IpAddr::V6(address)), Some(pod)) =
+        (plan.facts.v6.map(|n| n.ip()), plan.pod.as_ref())
+    {
+        let tenant = tenant_identifier(&plan.stanza.vpc, &plan.stanza.att);
+        let input = SliceInput {
+            pod,
+            pod_uid: None,
+            address,
+            tenant: &tenant,
+            sid: sid_of(&router, vrf_id)?,
+        };
+        slice::check(store, &input)?;
+    } else if backend.is_kube() && plan.facts.v6.is_some() {
+        return Err(BgpError::Env(
+            "EndpointSlice: no K8S_POD_NAME/K8S_POD_NAMESPACE in CNI_ARGS".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// STATUS: the API server answers (one quick attempt), or the state directory is writable.
+pub fn status(req: &Request) -> Result<(), BgpError> {
+    let options = ClientOptions {
+        call_timeout: Duration::from_secs(2),
+        retry: RetryPolicy::once(),
+    };
+    let backend = Backend::open(&req.node, options)?;
+    backend.store().probe(&req.node.namespace)?;
+    Ok(())
+}

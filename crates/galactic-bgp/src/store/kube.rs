@@ -1,0 +1,165 @@
+//! The Kubernetes backend: every operation is one API call through [`KubeClient`] (per-call
+//! timeout, transient retry); objects travel as `DynamicObject`s of the typed resources.
+
+use super::{Kind, ObjectStore, StoreError};
+use galactic_core::kube::{KubeClient, RetryPolicy};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    Preconditions,
+};
+use serde_json::Value;
+
+/// Publication through the Kubernetes API.
+pub struct KubeStore {
+    client: KubeClient,
+}
+
+fn resource(kind: Kind) -> ApiResource {
+    let (group, version, kind_name, plural) = kind.meta();
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: kind.api_version(),
+        kind: kind_name.into(),
+        plural: plural.into(),
+    }
+}
+
+fn to_dynamic(object: &Value) -> Result<DynamicObject, StoreError> {
+    serde_json::from_value(object.clone()).map_err(|e| StoreError::Shape {
+        what: "object to write".into(),
+        why: e.to_string(),
+    })
+}
+
+fn to_value(object: DynamicObject) -> Result<Value, StoreError> {
+    serde_json::to_value(object).map_err(|e| StoreError::Shape {
+        what: "object read".into(),
+        why: e.to_string(),
+    })
+}
+
+impl KubeStore {
+    /// A store over `client`.
+    pub fn new(client: KubeClient) -> Self {
+        Self { client }
+    }
+
+    /// The client (for node-name detection).
+    pub fn client(&self) -> &KubeClient {
+        &self.client
+    }
+
+    fn api(&self, client: kube::Client, kind: Kind, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(client, namespace, &resource(kind))
+    }
+}
+
+impl ObjectStore for KubeStore {
+    fn list(&self, kind: Kind, namespace: &str) -> Result<Vec<Value>, StoreError> {
+        let what = format!("list {} in {namespace}", kind.plural());
+        let list = self
+            .client
+            .call(&what, |c| {
+                let api = self.api(c, kind, namespace);
+                async move { api.list(&ListParams::default()).await }
+            })
+            .map_err(|e| StoreError::from_kube(e, false))?;
+        list.items.into_iter().map(to_value).collect()
+    }
+
+    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Result<Option<Value>, StoreError> {
+        let what = format!("get {} {namespace}/{name}", kind.kind());
+        let found = self
+            .client
+            .call(&what, |c| {
+                let api = self.api(c, kind, namespace);
+                async move { api.get_opt(name).await }
+            })
+            .map_err(|e| StoreError::from_kube(e, false))?;
+        found.map(to_value).transpose()
+    }
+
+    fn create(&self, kind: Kind, namespace: &str, object: &Value) -> Result<Value, StoreError> {
+        let dynamic = to_dynamic(object)?;
+        let what = format!(
+            "create {} {namespace}/{}",
+            kind.kind(),
+            dynamic.metadata.name.as_deref().unwrap_or_default()
+        );
+        let created = self
+            .client
+            .call(&what, |c| {
+                let (api, dynamic) = (self.api(c, kind, namespace), dynamic.clone());
+                async move { api.create(&PostParams::default(), &dynamic).await }
+            })
+            .map_err(|e| StoreError::from_kube(e, true))?;
+        to_value(created)
+    }
+
+    fn replace(&self, kind: Kind, namespace: &str, object: &Value) -> Result<Value, StoreError> {
+        let dynamic = to_dynamic(object)?;
+        let name = dynamic.metadata.name.clone().unwrap_or_default();
+        let what = format!("update {} {namespace}/{name}", kind.kind());
+        let replaced = self
+            .client
+            .call(&what, |c| {
+                let (api, dynamic, name) =
+                    (self.api(c, kind, namespace), dynamic.clone(), name.clone());
+                async move { api.replace(&name, &PostParams::default(), &dynamic).await }
+            })
+            .map_err(|e| StoreError::from_kube(e, false))?;
+        to_value(replaced)
+    }
+
+    fn merge_patch(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, StoreError> {
+        let what = format!("patch {} {namespace}/{name}", kind.kind());
+        let patched = self
+            .client
+            .call(&what, |c| {
+                let api = self.api(c, kind, namespace);
+                let patch = patch.clone();
+                async move {
+                    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                }
+            })
+            .map_err(|e| StoreError::from_kube(e, false))?;
+        to_value(patched)
+    }
+
+    fn delete(&self, kind: Kind, namespace: &str, name: &str, uid: &str) -> Result<(), StoreError> {
+        let what = format!("delete {} {namespace}/{name}", kind.kind());
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.client.call(&what, |c| {
+            let (api, params) = (self.api(c, kind, namespace), params.clone());
+            async move { api.delete(name, &params).await.map(drop) }
+        }) {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(StoreError::from_kube(e, false)),
+        }
+    }
+
+    fn probe(&self, namespace: &str) -> Result<(), StoreError> {
+        let what = format!("STATUS: list bgprouters in {namespace}");
+        self.client
+            .call_with(&what, RetryPolicy::once(), |c| {
+                let api = self.api(c, Kind::Router, namespace);
+                async move { api.list(&ListParams::default().limit(1)).await.map(drop) }
+            })
+            .map_err(StoreError::Kube)
+    }
+}

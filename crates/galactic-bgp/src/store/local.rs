@@ -1,0 +1,250 @@
+//! The local backend: the same documents as JSON files, for nodes without a cluster (the demo,
+//! Podman, nerdctl). A router on the node reads them from here.
+//!
+//! ```text
+//! <state_dir>/bgp/
+//!   lock                          flock(2); held by one plugin process for its whole operation
+//!   revision                      the last resourceVersion handed out (decimal)
+//!   <namespace>/
+//!     bgprouters/<name>.json      this node's router settings (written by the operator/demo)
+//!     bgpvrfinstances/<name>.json
+//!     bgpadvertisements/<name>.json
+//!     endpointslices/<name>.json  in the pod's namespace (CNI_ARGS K8S_POD_NAMESPACE)
+//!     pods/<name>.json            optional; gives EndpointSlices an owner reference
+//! ```
+//!
+//! Every write is a whole document written to a temporary file in the same directory and renamed
+//! over the old one, so a reader (or a crash) sees the old or the new document, never a torn one.
+//! No fsync: a power loss ends every container on the node, and the next ADD rewrites what it
+//! needs. Concurrent plugin processes serialise on `lock` with a bounded wait (code 11 past it),
+//! so read-modify-write sequences never lose an update.
+
+use super::{meta_str, Kind, ObjectStore, StoreError};
+use galactic_core::lockfile::{self, LockGuard};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Subdirectory of the state directory holding the documents.
+pub const DIR: &str = "bgp";
+
+/// Publication to files under the state directory; holds the lock while it lives.
+pub struct LocalStore {
+    root: PathBuf,
+    _lock: LockGuard,
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
+    let what = what.into();
+    move |source| StoreError::Io { what, source }
+}
+
+impl LocalStore {
+    /// Opens `<state_dir>/bgp`, waiting at most `wait` for the lock.
+    pub fn open(state_dir: &Path, wait: Duration) -> Result<Self, StoreError> {
+        let root = state_dir.join(DIR);
+        std::fs::create_dir_all(&root).map_err(io(format!("create {}", root.display())))?;
+        let lock = lockfile::acquire(&root.join("lock"), wait)?;
+        Ok(Self { root, _lock: lock })
+    }
+
+    fn dir(&self, kind: Kind, namespace: &str) -> PathBuf {
+        self.root.join(namespace).join(kind.plural())
+    }
+
+    fn path(&self, kind: Kind, namespace: &str, name: &str) -> PathBuf {
+        self.dir(kind, namespace).join(format!("{name}.json"))
+    }
+
+    fn read(path: &Path) -> Result<Option<Value>, StoreError> {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| StoreError::Corrupt {
+                        path: path.display().to_string(),
+                        why: e.to_string(),
+                    })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(format!("read {}", path.display()))(e)),
+        }
+    }
+
+    /// Writes `value` to `path` atomically (temporary file + rename).
+    fn write(path: &Path, value: &Value) -> Result<(), StoreError> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+        let tmp = dir.join(format!(
+            ".{}.tmp",
+            path.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default()
+        ));
+        let text = serde_json::to_vec_pretty(value).map_err(|e| StoreError::Shape {
+            what: path.display().to_string(),
+            why: e.to_string(),
+        })?;
+        std::fs::write(&tmp, text).map_err(io(format!("write {}", tmp.display())))?;
+        std::fs::rename(&tmp, path).map_err(io(format!("rename onto {}", path.display())))
+    }
+
+    fn next_revision(&self) -> Result<String, StoreError> {
+        let path = self.root.join("revision");
+        let current = match std::fs::read_to_string(&path) {
+            Ok(text) => text.trim().parse::<u64>().unwrap_or(0),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(io(format!("read {}", path.display()))(e)),
+        };
+        let next = (current + 1).to_string();
+        Self::write(&path, &json!(current + 1))?;
+        Ok(next)
+    }
+
+    fn uid() -> Result<String, StoreError> {
+        std::fs::read_to_string("/proc/sys/kernel/random/uuid")
+            .map(|s| s.trim().to_owned())
+            .map_err(io("read /proc/sys/kernel/random/uuid"))
+    }
+
+    fn what(kind: Kind, namespace: &str, name: &str) -> String {
+        format!("{} {namespace}/{name}", kind.kind())
+    }
+
+    fn name_of(kind: Kind, object: &Value) -> Result<String, StoreError> {
+        meta_str(object, "name")
+            .filter(|n| !n.is_empty() && !n.contains('/') && !n.starts_with('.'))
+            .map(str::to_owned)
+            .ok_or_else(|| StoreError::Shape {
+                what: kind.kind().into(),
+                why: "metadata.name is missing or not a valid file name".into(),
+            })
+    }
+}
+
+impl ObjectStore for LocalStore {
+    fn list(&self, kind: Kind, namespace: &str) -> Result<Vec<Value>, StoreError> {
+        let dir = self.dir(kind, namespace);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(format!("list {}", dir.display()))(e)),
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .filter(|p| {
+                !p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            })
+            .collect();
+        paths.sort();
+        let mut out = Vec::new();
+        for path in paths {
+            out.extend(Self::read(&path)?);
+        }
+        Ok(out)
+    }
+
+    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Result<Option<Value>, StoreError> {
+        Self::read(&self.path(kind, namespace, name))
+    }
+
+    fn create(&self, kind: Kind, namespace: &str, object: &Value) -> Result<Value, StoreError> {
+        let name = Self::name_of(kind, object)?;
+        let path = self.path(kind, namespace, &name);
+        if Self::read(&path)?.is_some() {
+            return Err(StoreError::Exists {
+                what: Self::what(kind, namespace, &name),
+            });
+        }
+        let mut object = object.clone();
+        object["apiVersion"] = json!(kind.api_version());
+        object["kind"] = json!(kind.kind());
+        let m = &mut object["metadata"];
+        m["namespace"] = json!(namespace);
+        m["uid"] = json!(Self::uid()?);
+        m["resourceVersion"] = json!(self.next_revision()?);
+        m["creationTimestamp"] =
+            json!(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
+        Self::write(&path, &object)?;
+        Ok(object)
+    }
+
+    fn replace(&self, kind: Kind, namespace: &str, object: &Value) -> Result<Value, StoreError> {
+        let name = Self::name_of(kind, object)?;
+        let path = self.path(kind, namespace, &name);
+        let what = Self::what(kind, namespace, &name);
+        let current =
+            Self::read(&path)?.ok_or_else(|| StoreError::NotFound { what: what.clone() })?;
+        if let Some(sent) = meta_str(object, "resourceVersion") {
+            if meta_str(&current, "resourceVersion") != Some(sent) {
+                return Err(StoreError::Conflict { what });
+            }
+        }
+        let mut next = object.clone();
+        for field in ["uid", "creationTimestamp", "namespace"] {
+            next["metadata"][field] = current["metadata"][field].clone();
+        }
+        next["metadata"]["resourceVersion"] = json!(self.next_revision()?);
+        Self::write(&path, &next)?;
+        Ok(next)
+    }
+
+    fn merge_patch(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, StoreError> {
+        let path = self.path(kind, namespace, name);
+        let mut current = Self::read(&path)?.ok_or_else(|| StoreError::NotFound {
+            what: Self::what(kind, namespace, name),
+        })?;
+        merge(&mut current, patch);
+        current["metadata"]["resourceVersion"] = json!(self.next_revision()?);
+        Self::write(&path, &current)?;
+        Ok(current)
+    }
+
+    fn delete(&self, kind: Kind, namespace: &str, name: &str, uid: &str) -> Result<(), StoreError> {
+        let path = self.path(kind, namespace, name);
+        match Self::read(&path)? {
+            None => Ok(()),
+            Some(current) if meta_str(&current, "uid") != Some(uid) => Err(StoreError::Conflict {
+                what: format!("delete {} (uid changed)", Self::what(kind, namespace, name)),
+            }),
+            Some(_) => {
+                std::fs::remove_file(&path).map_err(io(format!("remove {}", path.display())))
+            }
+        }
+    }
+
+    fn probe(&self, _namespace: &str) -> Result<(), StoreError> {
+        let probe = self.root.join(".status-probe");
+        std::fs::write(&probe, b"ok").map_err(io(format!("write {}", probe.display())))?;
+        std::fs::remove_file(&probe).map_err(io(format!("remove {}", probe.display())))
+    }
+}
+
+/// RFC 7386 JSON merge patch.
+fn merge(target: &mut Value, patch: &Value) {
+    let Value::Object(fields) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    if let Value::Object(map) = target {
+        for (key, value) in fields {
+            if value.is_null() {
+                map.remove(key);
+            } else {
+                merge(map.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+    }
+}

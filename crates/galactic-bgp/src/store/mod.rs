@@ -1,0 +1,193 @@
+//! Publication backends: where the BGPVRFInstance, BGPAdvertisement and EndpointSlice documents
+//! go. The publish algorithm ([`crate::publish`]) runs unchanged over either backend.
+//!
+//! - [`kube::KubeStore`]: the Kubernetes API (node config `publisher: kubernetes`).
+//! - [`local::LocalStore`]: JSON files under the node's state directory (`publisher: local`).
+
+pub mod kube;
+pub mod local;
+
+use galactic_core::cni::{CniError, Code};
+use galactic_core::kube::{ErrorClass, KubeError};
+use galactic_core::lockfile::LockError;
+use serde_json::Value;
+
+/// A resource the backends store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `network.datumapis.com/v1alpha1` BGPRouter (read only).
+    Router,
+    /// `network.datumapis.com/v1alpha1` BGPVRFInstance.
+    VrfInstance,
+    /// `network.datumapis.com/v1alpha1` BGPAdvertisement.
+    Advertisement,
+    /// `discovery.k8s.io/v1` EndpointSlice.
+    EndpointSlice,
+    /// `v1` Pod (read only).
+    Pod,
+}
+
+impl Kind {
+    /// `(group, version, kind, plural)`.
+    pub fn meta(self) -> (&'static str, &'static str, &'static str, &'static str) {
+        use galactic_core::kube::{GROUP, VERSION};
+        match self {
+            Self::Router => (GROUP, VERSION, "BGPRouter", "bgprouters"),
+            Self::VrfInstance => (GROUP, VERSION, "BGPVRFInstance", "bgpvrfinstances"),
+            Self::Advertisement => (GROUP, VERSION, "BGPAdvertisement", "bgpadvertisements"),
+            Self::EndpointSlice => ("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
+            Self::Pod => ("", "v1", "Pod", "pods"),
+        }
+    }
+
+    /// `apiVersion`.
+    pub fn api_version(self) -> String {
+        let (group, version, _, _) = self.meta();
+        if group.is_empty() {
+            version.to_owned()
+        } else {
+            format!("{group}/{version}")
+        }
+    }
+
+    /// `kind`.
+    pub fn kind(self) -> &'static str {
+        self.meta().2
+    }
+
+    /// URL / directory plural.
+    pub fn plural(self) -> &'static str {
+        self.meta().3
+    }
+}
+
+/// Why a backend operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Create of a name that exists.
+    #[error("{what}: already exists")]
+    Exists {
+        /// Operation and object.
+        what: String,
+    },
+    /// The object changed since it was read (stale resourceVersion or uid).
+    #[error("{what}: the object was modified concurrently")]
+    Conflict {
+        /// Operation and object.
+        what: String,
+    },
+    /// The object does not exist.
+    #[error("{what}: not found")]
+    NotFound {
+        /// Operation and object.
+        what: String,
+    },
+    /// The Kubernetes API failed.
+    #[error(transparent)]
+    Kube(KubeError),
+    /// A local file operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// Operation and path.
+        what: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A local document is not valid JSON.
+    #[error("{path}: not a JSON document: {why}")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// The parse error.
+        why: String,
+    },
+    /// The local state lock.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// A stored object does not have the expected shape.
+    #[error("{what}: unexpected object: {why}")]
+    Shape {
+        /// The object.
+        what: String,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+impl StoreError {
+    /// Maps a client error of `what`, separating 404 and 409 (as `conflict_is`) from the rest.
+    pub fn from_kube(err: KubeError, conflict_is_exists: bool) -> Self {
+        let what = err.to_string();
+        if err.is_not_found() {
+            Self::NotFound { what }
+        } else if err.is_conflict() && conflict_is_exists {
+            Self::Exists { what }
+        } else if err.is_conflict() {
+            Self::Conflict { what }
+        } else {
+            Self::Kube(err)
+        }
+    }
+
+    /// Whether this is [`StoreError::Exists`].
+    pub fn is_exists(&self) -> bool {
+        matches!(self, Self::Exists { .. })
+    }
+
+    /// Whether this is [`StoreError::Conflict`].
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Conflict { .. })
+    }
+
+    /// Whether this is [`StoreError::NotFound`].
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound { .. })
+    }
+
+    /// The CNI error for this failure: transient and contended failures are code 11 (the
+    /// runtime retries), invalid objects and kubeconfigs code 7, local I/O code 5.
+    pub fn to_cni(&self) -> CniError {
+        let msg = self.to_string();
+        let code = match self {
+            Self::Kube(e) if e.class() == Some(ErrorClass::Transient) => Code::TRY_AGAIN_LATER,
+            Self::Kube(e) if e.status_code() == Some(422) => Code::INVALID_CONFIG,
+            Self::Kube(KubeError::Kubeconfig { .. }) => Code::INVALID_CONFIG,
+            Self::Lock(LockError::Timeout { .. }) | Self::Conflict { .. } => Code::TRY_AGAIN_LATER,
+            Self::Io { .. } | Self::Lock(_) => Code::IO,
+            _ => Code::INTERNAL,
+        };
+        CniError::new(code, msg)
+    }
+}
+
+/// A document store with Kubernetes semantics (names per namespace, resourceVersion
+/// preconditions, uid-guarded deletes). Objects are whole Kubernetes JSON documents.
+pub trait ObjectStore {
+    /// Every object of `kind` in `namespace`.
+    fn list(&self, kind: Kind, namespace: &str) -> Result<Vec<Value>, StoreError>;
+    /// One object, `None` when absent.
+    fn get(&self, kind: Kind, namespace: &str, name: &str) -> Result<Option<Value>, StoreError>;
+    /// Creates `object`; [`StoreError::Exists`] when the name is taken. Returns it as stored.
+    fn create(&self, kind: Kind, namespace: &str, object: &Value) -> Result<Value, StoreError>;
+    /// Replaces an object; `metadata.resourceVersion` in `object` is a precondition
+    /// ([`StoreError::Conflict`]).
+    fn replace(&self, kind: Kind, namespace: &str, object: &Value) -> Result<Value, StoreError>;
+    /// Merge-patches an object (RFC 7386): fields absent from `patch` are kept.
+    fn merge_patch(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, StoreError>;
+    /// Deletes an object if its uid is `uid`; an absent object is fine.
+    fn delete(&self, kind: Kind, namespace: &str, name: &str, uid: &str) -> Result<(), StoreError>;
+    /// Readiness: the backend can be written (STATUS).
+    fn probe(&self, namespace: &str) -> Result<(), StoreError>;
+}
+
+/// `metadata.<field>` of a document.
+pub fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object.get("metadata")?.get(field)?.as_str()
+}
