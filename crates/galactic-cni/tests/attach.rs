@@ -713,3 +713,167 @@ fn invalid_configs_are_refused_before_anything_changes() {
     assert!(records(&host).is_empty());
     assert!(!pod.ns.try_ip(&["link", "show", "eth0"]).0);
 }
+
+#[test]
+fn gc_sweeps_rules_and_firewall_entries_no_record_owns() {
+    if !privileged("gc_sweeps_rules_and_firewall_entries_no_record_owns") {
+        return;
+    }
+    let host = host("vsweep");
+    let pod = Pod::new("vsweep");
+    assert!(host
+        .netns
+        .exec(&["nft", "add table ip filter"])
+        .status
+        .success());
+    assert!(host
+        .netns
+        .exec(&[
+            "nft",
+            "add chain ip filter FORWARD { type filter hook forward priority 0; }"
+        ])
+        .status
+        .success());
+    let c = conf(
+        "1.1.0",
+        "S",
+        "1",
+        pools(&host, "fd6f:1::/64", "10.111.0.0/24"),
+    );
+    let result = host.add(cni(), &pod, &c);
+    // What a crash between deleting a link and deleting its rules leaves behind, plus a foreign
+    // rule at the same priority for a table that is not ours.
+    let ghost = hname("S", "9");
+    host.netns.ip(&[
+        "-6", "rule", "add", "pref", "1000", "iif", &ghost, "lookup", "1000",
+    ]);
+    host.netns.ip(&[
+        "-4", "rule", "add", "pref", "1000", "iif", "foreign0", "lookup", "77",
+    ]);
+    let tagged = format!(
+        "insert rule ip filter FORWARD iifname \"{ghost}\" accept comment \"galactic:{ghost}\""
+    );
+    assert!(host.netns.exec(&["nft", &tagged]).status.success());
+
+    let mut gc = c.clone();
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": pod.id, "ifname": "eth0"}]);
+    host.invocation(cni(), "GC", &pod)
+        .stdin(gc.to_string())
+        .run()
+        .expect_quiet_success();
+    assert_eq!(
+        host_traces(&host, &ghost),
+        Vec::<String>::new(),
+        "detached rule and tagged entry swept"
+    );
+    assert!(
+        host.netns.ip(&["-4", "rule", "show"]).contains("foreign0"),
+        "a rule that is not ours stays"
+    );
+    host.call(cni(), "CHECK", &pod, &with_prev(&c, &result))
+        .expect_quiet_success();
+    host.call(cni(), "DEL", &pod, &with_prev(&c, &result))
+        .expect_quiet_success();
+}
+
+#[test]
+fn host_services_are_not_reachable_at_the_gateway_in_table_mode() {
+    if !privileged("host_services_are_not_reachable_at_the_gateway_in_table_mode") {
+        return;
+    }
+    let host = Host::new(
+        "vsvc",
+        json!({"routing_domain": "table"}),
+        &["galactic-ipam"],
+    );
+    let pod = Pod::new("vsvc");
+    let c = conf(
+        "1.1.0",
+        "H",
+        "1",
+        pools(&host, "fd70:1::/64", "10.112.0.0/24"),
+    );
+    let result = host.add(cni(), &pod, &c);
+    let listener = std::process::Command::new("ip")
+        .args(["netns", "exec", host.netns.name(), "python3", "-c",
+               "import socket,time\ns=socket.socket(socket.AF_INET6)\ns.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\ns.bind(('::', 18080))\ns.listen()\ntime.sleep(20)"])
+        .spawn()
+        .unwrap();
+    let connect = |ns: &str, addr: &str| {
+        let script = format!("import socket\ntry:\n socket.create_connection(('{addr}', 18080), timeout=2)\n print('connected')\nexcept OSError as e:\n print(type(e).__name__)");
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", ns, "python3", "-c", &script])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let mut ready = false;
+    for _ in 0..50 {
+        if connect(host.netns.name(), "127.0.0.1") == "connected" {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(ready, "the host listener is up");
+    for i in 0..2 {
+        let gw = result["ips"][i]["gateway"].as_str().unwrap();
+        assert_eq!(
+            connect(pod.ns.name(), gw),
+            "ConnectionRefusedError",
+            "host service via gateway {gw}"
+        );
+        assert!(pod.ping(gw), "pings to the gateway still work");
+    }
+    let mut listener = listener;
+    let _ = listener.kill();
+    let _ = listener.wait();
+    host.call(cni(), "DEL", &pod, &with_prev(&c, &result))
+        .expect_quiet_success();
+}
+
+#[test]
+fn vrf_backend_when_the_kernel_has_vrf() {
+    if !privileged("vrf_backend_when_the_kernel_has_vrf") {
+        return;
+    }
+    let probe = galactic_core::testing::privileged::TestNetns::new("vrfprobe");
+    let (supported, why) = probe.try_ip(&["link", "add", "Gprobe", "type", "vrf", "table", "4242"]);
+    if !supported {
+        // The development and CI kernel is built without CONFIG_NET_VRF; the table backend is
+        // exercised by every other test here.
+        eprintln!(
+            "SKIPPED vrf_backend_when_the_kernel_has_vrf: this kernel has no VRF support ({})",
+            why.trim()
+        );
+        return;
+    }
+    let host = Host::new("vvrf", json!({"routing_domain": "vrf"}), &["galactic-ipam"]);
+    let (a1, a2) = (Pod::new("vvrf1"), Pod::new("vvrf2"));
+    let c = |att: &str| {
+        conf(
+            "1.1.0",
+            "V",
+            att,
+            pools(&host, "fd71:1::/64", "10.113.0.0/24"),
+        )
+    };
+    let r1 = host.add(cni(), &a1, &c("1"));
+    let r2 = host.add(cni(), &a2, &c("2"));
+    let link = host
+        .netns
+        .ip_json(&["-d", "link", "show", &hname("V", "1")]);
+    assert_eq!(
+        link[0]["master"], "G00000000VV",
+        "host end enslaved to the VRF: {link}"
+    );
+    for i in 0..2 {
+        assert!(a1.ping(&ip_of(&r2, i)));
+    }
+    host.call(cni(), "CHECK", &a1, &with_prev(&c("1"), &r1))
+        .expect_quiet_success();
+    host.call(cni(), "DEL", &a1, &with_prev(&c("1"), &r1))
+        .expect_quiet_success();
+    host.call(cni(), "DEL", &a2, &with_prev(&c("2"), &r2))
+        .expect_quiet_success();
+}

@@ -13,7 +13,9 @@ use crate::cni::delegate::{Delegate, DEFAULT_TIMEOUT};
 use crate::cni::{CniError, Command, Request};
 use crate::ident::VpcId;
 use crate::log;
+use crate::net::domain::table::ATTACH_PRIORITY;
 use crate::net::domain::Domains;
+use crate::net::firewall;
 use crate::net::netlink::Netlink;
 use serde_json::json;
 use std::collections::HashSet;
@@ -50,6 +52,9 @@ pub fn gc(req: &Request) -> Result<(), CniError> {
             Err(e) => errors.push(format!("{}: {e}", record.host_ifname)),
         }
     }
+    if let Err(e) = sweep_orphans(&host, &domains, &records) {
+        errors.push(format!("orphaned rules: {e}"));
+    }
     if let Err(e) = delegate_gc(req) {
         errors.push(format!("IPAM GC: {e}"));
     }
@@ -75,6 +80,35 @@ fn delegate_gc(req: &Request) -> Result<(), CniError> {
         timeout: DEFAULT_TIMEOUT,
     }
     .call(Command::Gc, &req.stdin)
+}
+
+/// Removes policy rules and forward-accept rules of host interfaces no record owns: rules
+/// outlive their interface (a crash between the link deletion and the rule deletion leaves them
+/// "detached"). Ours are recognised by their table (one of our domains') or our comment tag.
+fn sweep_orphans(
+    host: &Netlink,
+    domains: &Domains,
+    records: &Records,
+) -> Result<(), crate::net::NetError> {
+    let owned: HashSet<String> = records.all()?.into_iter().map(|r| r.host_ifname).collect();
+    let tables: HashSet<u32> = domains.all()?.into_iter().map(|d| d.table).collect();
+    for v6 in [false, true] {
+        for rule in host.rules(v6)? {
+            let orphan = rule.priority == ATTACH_PRIORITY
+                && tables.contains(&rule.table)
+                && rule.iif.as_ref().is_some_and(|i| !owned.contains(i));
+            if orphan {
+                host.delete_rule(&rule)?;
+            }
+        }
+    }
+    for ifname in firewall::owned_interfaces()?
+        .into_iter()
+        .filter(|i| !owned.contains(i))
+    {
+        firewall::remove(&ifname)?;
+    }
+    Ok(())
 }
 
 /// Removes every recorded domain whose VPC has no attachment record left.

@@ -17,7 +17,7 @@
 //! A table id is only ever taken from ids no route, rule or VRF on the node uses, and only a table
 //! recorded here is ever flushed.
 
-mod table;
+pub mod table;
 mod vrf;
 
 use super::netlink::{Link, Netlink};
