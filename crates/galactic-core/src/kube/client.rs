@@ -74,6 +74,9 @@ impl KubeClient {
             config.connect_timeout = Some(options.call_timeout);
             config.read_timeout = Some(options.call_timeout);
             config.write_timeout = Some(options.call_timeout);
+            // One retry policy, ours: it knows every transient class, logs each retry and
+            // lets probes (STATUS) make a single attempt.
+            config.default_retry = false;
             kube::Client::try_from(config).map_err(|source| KubeError::Client {
                 path: path.into(),
                 source,

@@ -1,0 +1,650 @@
+//! galactic-bgp as a runtime runs it (a separate process), against the loopback API server and
+//! against the local backend, with prevResults shaped like the masters' results.
+
+// Helpers outside #[test] functions panic on fixture failures by design.
+#![allow(clippy::unwrap_used)]
+
+use galactic_core::kube::fixture::{ApiServer, Fault, FaultAction};
+use galactic_core::testing::{Invocation, Outcome, TestNode};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_galactic-bgp");
+const NS: &str = "galactic-system";
+
+/// A live netns path: this test process's own.
+fn live_netns() -> String {
+    format!("/proc/{}/ns/net", std::process::id())
+}
+
+fn veth_prev(v6: &str, v4: &str, netns: &str) -> Value {
+    json!({
+        "cniVersion": "1.1.0",
+        "interfaces": [
+            {"name": "G000000001001H", "mac": "02:00:00:00:00:01", "mtu": 1500},
+            {"name": "eth0", "mac": "02:00:00:00:00:02", "sandbox": netns, "socketPath": "/x"}
+        ],
+        "ips": [
+            {"address": v6, "gateway": "fd20:10:ff01::1", "interface": 1},
+            {"address": v4, "gateway": "172.21.1.1", "interface": 1}
+        ],
+        "routes": [{"dst": "::/0", "table": 100, "priority": 5}],
+        "futureKey": {"kept": true}
+    })
+}
+
+fn stanza(vpc: &str, att: &str, prev: &Value) -> String {
+    json!({"cniVersion": "1.1.0", "name": "net1", "type": "galactic-bgp",
+           "vpc": vpc, "vpcattachment": att, "prevResult": prev})
+    .to_string()
+}
+
+struct Cluster {
+    server: ApiServer,
+    node: TestNode,
+}
+
+fn router(name: &str, node: &str, srv6: bool) -> Value {
+    let mut spec = json!({"targetRef": {"kind": "Node", "name": node}, "roles": ["tenant"],
+                          "localASN": 65000, "routerID": "10.0.2.1"});
+    if srv6 {
+        spec["srv6Locator"] = json!("2001:db8:ff03::/48");
+        spec["nodeID"] = json!(1);
+    }
+    json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
+           "metadata": {"name": name, "namespace": NS}, "spec": spec})
+}
+
+impl Cluster {
+    fn new(node_name: &str) -> Self {
+        let server = ApiServer::start().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig).unwrap();
+        let node = TestNode::new(json!({"publisher": "kubernetes", "kubeconfig": kubeconfig,
+                                        "node_name": node_name, "namespace": NS}));
+        std::fs::copy(&kubeconfig, node.dir.path().join("kubeconfig.keep")).unwrap();
+        // The node config points at `kubeconfig` inside `dir`; keep it alive with the node.
+        std::mem::forget(dir);
+        server.fixture().insert(router("router-a", "node-a", true));
+        server.fixture().insert(router("router-b", "node-b", false));
+        Self { server, node }
+    }
+
+    fn pod(&self, name: &str) -> String {
+        let pod = self
+            .server
+            .fixture()
+            .insert(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "pods"}}));
+        pod["metadata"]["uid"].as_str().unwrap().to_owned()
+    }
+
+    fn get(&self, plural: &str, ns: &str, name: &str) -> Option<Value> {
+        self.server.fixture().get(plural, Some(ns), name)
+    }
+}
+
+fn call(
+    node: &TestNode,
+    command: &str,
+    cid: &str,
+    netns: &str,
+    pod: Option<&str>,
+    stdin: &str,
+) -> Outcome {
+    let mut inv = Invocation::new(Path::new(BIN), command, node).attachment(
+        cid,
+        netns,
+        "eth0",
+        node.dir.path(),
+    );
+    if let Some(pod) = pod {
+        inv = inv.var(
+            "CNI_ARGS",
+            &format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=pods;K8S_POD_NAME={pod}"),
+        );
+    }
+    inv.stdin(stdin.to_owned()).run()
+}
+
+fn add_ok(node: &TestNode, cid: &str, netns: &str, pod: Option<&str>, stdin: &str, prev: &Value) {
+    let out = call(node, "ADD", cid, netns, pod, stdin);
+    assert!(out.success, "{out:?}\nlog: {:?}", node.log_lines());
+    assert_eq!(out.json(), *prev, "prevResult passes through unchanged");
+}
+
+#[test]
+fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
+    let c = Cluster::new("node-a");
+    let uid = c.pod("p1");
+    let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    let conf = stanza("1", "1", &prev);
+    let cid = "c".repeat(64);
+    add_ok(&c.node, &cid, &live_netns(), Some("p1"), &conf, &prev);
+
+    let vrf = c
+        .get("bgpvrfinstances", NS, "1-node-a")
+        .expect("BGPVRFInstance 1-node-a");
+    assert_eq!(
+        vrf["spec"],
+        json!({"routerRef": {"name": "router-a"}, "vrfID": 1,
+        "importRouteTargets": [{"value": "65000:1"}], "exportRouteTargets": [{"value": "65000:1"}]})
+    );
+    let adv = c
+        .get("bgpadvertisements", NS, "1-1")
+        .expect("BGPAdvertisement 1-1");
+    let key = "c".repeat(41);
+    assert_eq!(
+        adv["metadata"]["annotations"],
+        json!({
+            format!("galactic.datum.net/netns.{key}"): live_netns(),
+            format!("galactic.datum.net/allocated-subnet-ipv6.{key}"): "fd20:10:ff01::100:0/96",
+            format!("galactic.datum.net/allocated-subnet-ipv4.{key}"): "172.21.1.2",
+        })
+    );
+    assert_eq!(
+        adv["spec"],
+        json!({"routerRef": {"name": "router-a"},
+        "addressFamily": {"afi": "l2vpn", "safi": "evpn"},
+        "prefixes": ["172.21.1.2/32", "fd20:10:ff01::/96"], "communities": ["65000:1"],
+        "vrfID": 1, "function": "End.DT46"})
+    );
+    let slice = c
+        .get("endpointslices", "pods", "p1")
+        .expect("EndpointSlice pods/p1");
+    assert_eq!(
+        slice["metadata"]["labels"],
+        json!({"galactic.datum.net/tenant-id": "1-1"})
+    );
+    assert_eq!(
+        slice["metadata"]["annotations"],
+        json!({"galactic.datum.net/tenant-id": "1-1",
+        "galactic.datum.net/srv6-sid": "2001:db8:ff03:1:e001::"})
+    );
+    assert_eq!(
+        slice["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "v1", "kind": "Pod", "name": "p1", "uid": uid}])
+    );
+    assert_eq!(slice["addressType"], "IPv6");
+    assert_eq!(
+        slice["endpoints"],
+        json!([{"addresses": ["fd20:10:ff01::100:0"], "conditions": {"ready": true},
+        "targetRef": {"kind": "Pod", "name": "p1", "namespace": "pods", "uid": uid}}])
+    );
+    call(&c.node, "CHECK", &cid, &live_netns(), Some("p1"), &conf).expect_quiet_success();
+
+    // Someone else owns nptv6 on the instance: a later ADD must keep it.
+    let fx = c.server.fixture();
+    let mut with_nptv6 = fx.remove("bgpvrfinstances", Some(NS), "1-node-a").unwrap();
+    with_nptv6["spec"]["nptv6"] =
+        json!({"ulaPrefix": "fd00::/48", "publicPrefix": "2001:db8::/48"});
+    fx.insert(with_nptv6);
+    c.pod("p2");
+    let prev2 = veth_prev("fd20:10:ff01::200:0/96", "172.21.1.3/24", &live_netns());
+    add_ok(
+        &c.node,
+        "second",
+        &live_netns(),
+        Some("p2"),
+        &stanza("1", "2", &prev2),
+        &prev2,
+    );
+    let vrf = c.get("bgpvrfinstances", NS, "1-node-a").unwrap();
+    assert_eq!(
+        vrf["spec"]["vrfID"], 1,
+        "same VPC on the same node reuses the VRF id"
+    );
+    assert_eq!(
+        vrf["spec"]["nptv6"]["ulaPrefix"], "fd00::/48",
+        "fields others own are kept"
+    );
+    assert_eq!(
+        c.get("bgpadvertisements", NS, "1-2").unwrap()["spec"]["vrfID"],
+        1
+    );
+    let prev3 = veth_prev("fd20:10:ff02::100:0/96", "172.22.1.2/24", &live_netns());
+    c.pod("p3");
+    add_ok(
+        &c.node,
+        "third",
+        &live_netns(),
+        Some("p3"),
+        &stanza("2", "1", &prev3),
+        &prev3,
+    );
+    assert_eq!(
+        c.get("bgpvrfinstances", NS, "2-node-a").unwrap()["spec"]["vrfID"],
+        2,
+        "another VPC gets the next id"
+    );
+
+    // DEL removes only the pod's EndpointSlice; twice is fine.
+    for _ in 0..2 {
+        call(&c.node, "DEL", &cid, &live_netns(), Some("p1"), &conf).expect_quiet_success();
+    }
+    assert!(c.get("endpointslices", "pods", "p1").is_none());
+    assert!(c.get("endpointslices", "pods", "p2").is_some());
+    assert!(
+        c.get("bgpadvertisements", NS, "1-1").is_some()
+            && c.get("bgpvrfinstances", NS, "1-node-a").is_some()
+    );
+    let msg = call(&c.node, "CHECK", &cid, &live_netns(), Some("p1"), &conf).expect_error(999);
+    assert!(msg.contains("EndpointSlice pods/p1"), "{msg}");
+}
+
+#[test]
+fn a_replacement_pod_with_a_recycled_prefix_does_not_wedge_add() {
+    let c = Cluster::new("node-a");
+    c.pod("old");
+    c.pod("new");
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let dead_netns = format!("/proc/{}/ns/net", child.id());
+    let prev_old = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &dead_netns);
+    add_ok(
+        &c.node,
+        "oldcontainer",
+        &dead_netns,
+        Some("old"),
+        &stanza("1", "1", &prev_old),
+        &prev_old,
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The replacement gets the same addresses; its predecessor never ran DEL.
+    let prev_new = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    add_ok(
+        &c.node,
+        "newcontainer",
+        &live_netns(),
+        Some("new"),
+        &stanza("1", "1", &prev_new),
+        &prev_new,
+    );
+    let adv = c.get("bgpadvertisements", NS, "1-1").unwrap();
+    assert_eq!(
+        adv["spec"]["prefixes"],
+        json!(["172.21.1.2/32", "fd20:10:ff01::/96"])
+    );
+    let keys: Vec<&String> = adv["metadata"]["annotations"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert!(
+        keys.iter().all(|k| k.ends_with(".newcontainer")),
+        "dead sibling pruned: {keys:?}"
+    );
+}
+
+#[test]
+fn concurrent_allocations_end_with_distinct_vrf_ids() {
+    let c = Cluster::new("node-a");
+    // Every create waits long enough that all allocators have listed first: they all pick 1.
+    c.server.fixture().inject(Fault::on(
+        "POST",
+        "/bgpvrfinstances",
+        4,
+        FaultAction::Delay(Duration::from_millis(300)),
+    ));
+    let vpcs = ["1", "2", "3", "4"];
+    let outcomes: Vec<Outcome> = std::thread::scope(|s| {
+        let handles: Vec<_> = vpcs.iter().map(|vpc| {
+            let node = &c.node;
+            s.spawn(move || {
+                let prev = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}],
+                                  "ips": [{"address": format!("10.{vpc}.0.2/32"), "interface": 0}]});
+                call(node, "ADD", &format!("c{vpc}"), &live_netns(), None, &stanza(vpc, "1", &prev))
+            })
+        }).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for out in &outcomes {
+        assert!(out.success, "{out:?}");
+    }
+    let mut ids: Vec<u64> = vpcs
+        .iter()
+        .map(|vpc| {
+            c.get("bgpvrfinstances", NS, &format!("{vpc}-node-a"))
+                .unwrap()["spec"]["vrfID"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    ids.sort();
+    assert_eq!(ids, [1, 2, 3, 4], "one router never hands out an id twice");
+    assert_eq!(
+        c.server.fixture().list("bgpvrfinstances", Some(NS)).len(),
+        6 - 2,
+        "no leftover instances"
+    );
+
+    // A second node has its own router, hence its own id space.
+    let other = TestNode::new(
+        json!({"publisher": "kubernetes", "namespace": NS, "node_name": "node-b",
+        "kubeconfig": c.node.dir.path().join("kubeconfig.keep")}),
+    );
+    let prev = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}], "ips": [{"address": "10.9.0.2/32"}]});
+    add_ok(
+        &other,
+        "b1",
+        &live_netns(),
+        None,
+        &stanza("1", "1", &prev),
+        &prev,
+    );
+    assert_eq!(
+        c.get("bgpvrfinstances", NS, "1-node-b").unwrap()["spec"]["routerRef"]["name"],
+        "router-b"
+    );
+}
+
+#[test]
+fn transient_errors_and_conflicts_are_retried() {
+    let c = Cluster::new("node-a");
+    c.pod("p1");
+    c.pod("p2");
+    let fx = c.server.fixture();
+    fx.inject(Fault::on("GET", "/bgprouters", 1, FaultAction::Status(503)));
+    fx.inject(Fault::on(
+        "POST",
+        "/bgpadvertisements",
+        1,
+        FaultAction::Status(500),
+    ));
+    fx.inject(Fault::on("POST", "/endpointslices", 1, FaultAction::Drop));
+    fx.inject(Fault::on("GET", "/pods/p1", 1, FaultAction::Status(429)));
+    let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    add_ok(
+        &c.node,
+        "one",
+        &live_netns(),
+        Some("p1"),
+        &stanza("1", "1", &prev),
+        &prev,
+    );
+    // A second container of the same attachment meets a stale write: re-read and re-apply.
+    fx.inject(Fault::on(
+        "PUT",
+        "/bgpadvertisements/1-1",
+        1,
+        FaultAction::Status(409),
+    ));
+    let prev2 = veth_prev("fd20:10:ff01::300:0/96", "172.21.1.9/24", &live_netns());
+    add_ok(
+        &c.node,
+        "two",
+        &live_netns(),
+        Some("p2"),
+        &stanza("1", "1", &prev2),
+        &prev2,
+    );
+    let statuses: Vec<(String, u16)> = fx
+        .requests()
+        .iter()
+        .filter(|r| r.status != 200)
+        .map(|r| (format!("{} {}", r.method, r.path), r.status))
+        .collect();
+    for code in [503, 500, 0, 429, 409] {
+        assert!(
+            statuses.iter().any(|(_, s)| *s == code),
+            "fault {code} was exercised: {statuses:?}"
+        );
+    }
+    let adv = c.get("bgpadvertisements", NS, "1-1").unwrap();
+    assert_eq!(
+        adv["spec"]["prefixes"],
+        json!(["172.21.1.2/32", "172.21.1.9/32", "fd20:10:ff01::/96"])
+    );
+    assert!(c.get("endpointslices", "pods", "p1").is_some());
+}
+
+#[test]
+fn a_permanent_error_rolls_back_only_what_this_add_created() {
+    let c = Cluster::new("node-a");
+    c.pod("p1");
+    let fx = c.server.fixture();
+    fx.inject(Fault::on(
+        "POST",
+        "/endpointslices",
+        1,
+        FaultAction::Status(403),
+    ));
+    let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    let conf = stanza("1", "1", &prev);
+    let out = call(&c.node, "ADD", "one", &live_netns(), Some("p1"), &conf);
+    out.expect_error(999);
+    assert!(
+        fx.list("bgpvrfinstances", Some(NS)).is_empty(),
+        "created VRF instance rolled back"
+    );
+    assert!(
+        fx.list("bgpadvertisements", Some(NS)).is_empty(),
+        "created advertisement rolled back"
+    );
+    // Objects that existed before the ADD stay.
+    add_ok(&c.node, "one", &live_netns(), Some("p1"), &conf, &prev);
+    c.pod("p2");
+    fx.inject(Fault::on(
+        "POST",
+        "/endpointslices",
+        1,
+        FaultAction::Status(403),
+    ));
+    let prev2 = veth_prev("fd20:10:ff01::200:0/96", "172.21.1.3/24", &live_netns());
+    call(
+        &c.node,
+        "ADD",
+        "two",
+        &live_netns(),
+        Some("p2"),
+        &stanza("1", "1", &prev2),
+    )
+    .expect_error(999);
+    assert!(
+        c.get("bgpvrfinstances", NS, "1-node-a").is_some()
+            && c.get("bgpadvertisements", NS, "1-1").is_some()
+    );
+    // A foreign EndpointSlice of the pod's name is never overwritten.
+    fx.insert(
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv6",
+        "metadata": {"name": "p2", "namespace": "pods"}, "endpoints": []}),
+    );
+    let msg = call(
+        &c.node,
+        "ADD",
+        "two",
+        &live_netns(),
+        Some("p2"),
+        &stanza("1", "1", &prev2),
+    )
+    .expect_error(999);
+    assert!(msg.contains("refusing to overwrite"), "{msg}");
+}
+
+#[test]
+fn bad_input_and_missing_cluster_state_get_clear_codes() {
+    let c = Cluster::new("node-a");
+    let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    let no_prev = json!({"cniVersion": "1.1.0", "name": "n", "type": "galactic-bgp", "vpc": "1", "vpcattachment": "1"}).to_string();
+    call(&c.node, "ADD", "x", &live_netns(), Some("p1"), &no_prev).expect_error(6);
+    let two_sandboxes = json!({"interfaces": [{"name": "h"}, {"name": "a", "sandbox": "/a"}, {"name": "b", "sandbox": "/b"}]});
+    call(
+        &c.node,
+        "ADD",
+        "x",
+        &live_netns(),
+        Some("p1"),
+        &stanza("1", "1", &two_sandboxes),
+    )
+    .expect_error(6);
+    call(
+        &c.node,
+        "ADD",
+        "x",
+        &live_netns(),
+        Some("p1"),
+        &stanza("1!", "1", &prev),
+    )
+    .expect_error(7);
+    let msg = call(
+        &c.node,
+        "ADD",
+        "x",
+        &live_netns(),
+        None,
+        &stanza("1", "1", &prev),
+    )
+    .expect_error(4);
+    assert!(msg.contains("K8S_POD_NAME"), "{msg}");
+    let lonely = TestNode::new(
+        json!({"publisher": "kubernetes", "namespace": NS, "node_name": "node-z",
+        "kubeconfig": c.node.dir.path().join("kubeconfig.keep")}),
+    );
+    let msg = call(
+        &lonely,
+        "ADD",
+        "x",
+        &live_netns(),
+        Some("p1"),
+        &stanza("1", "1", &prev),
+    )
+    .expect_error(7);
+    assert!(msg.contains("no BGPRouter found for node node-z"), "{msg}");
+    assert!(
+        c.server.fixture().list("bgpvrfinstances", None).is_empty(),
+        "nothing written"
+    );
+    // A tap attachment without addresses: VRF instance only, no empty advertisement.
+    let tap = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}]});
+    add_ok(
+        &c.node,
+        "tap",
+        &live_netns(),
+        None,
+        &stanza("1", "1", &tap),
+        &tap,
+    );
+    assert!(c.get("bgpvrfinstances", NS, "1-node-a").is_some());
+    assert!(c
+        .server
+        .fixture()
+        .list("bgpadvertisements", None)
+        .is_empty());
+}
+
+#[test]
+fn status_probes_the_api_server() {
+    let c = Cluster::new("node-a");
+    let conf = json!({"cniVersion": "1.1.0", "name": "n", "type": "galactic-bgp", "vpc": "1", "vpcattachment": "1"}).to_string();
+    let status = || {
+        Invocation::new(Path::new(BIN), "STATUS", &c.node)
+            .stdin(conf.clone())
+            .run()
+    };
+    status().expect_quiet_success();
+    c.server
+        .fixture()
+        .inject(Fault::on("GET", "/bgprouters", 1, FaultAction::Status(503)));
+    let out = status();
+    assert!(
+        !out.success,
+        "{:?} {:?}",
+        out,
+        c.server.fixture().requests()
+    );
+    out.expect_error(50);
+    let Cluster { server, node } = c;
+    drop(server);
+    let msg = Invocation::new(Path::new(BIN), "STATUS", &node)
+        .stdin(conf)
+        .run()
+        .expect_error(50);
+    assert!(msg.contains("bgprouters"), "{msg}");
+}
+
+#[test]
+fn the_local_backend_writes_the_same_documents_to_disk() {
+    let node = TestNode::new(json!({"publisher": "local", "node_name": "node-a", "namespace": NS}));
+    let root = node.dir.path().join("state").join("bgp");
+    let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    let conf = stanza("1", "1", &prev);
+    // Without a BGPRouter document publication still works (no route targets, no SRv6).
+    add_ok(&node, "one", &live_netns(), Some("p1"), &conf, &prev);
+    let read = |rel: &str| -> Value {
+        serde_json::from_slice(&std::fs::read(root.join(rel)).unwrap()).unwrap()
+    };
+    assert_eq!(
+        read("galactic-system/bgpvrfinstances/1-node-a.json")["spec"],
+        json!({"routerRef": {"name": "node-a"}, "vrfID": 1})
+    );
+
+    std::fs::write(
+        root.join("galactic-system/bgprouters/router-a.json")
+            .as_path(),
+        router("router-a", "node-a", true).to_string(),
+    )
+    .or_else(|_| {
+        std::fs::create_dir_all(root.join("galactic-system/bgprouters"))?;
+        std::fs::write(
+            root.join("galactic-system/bgprouters/router-a.json"),
+            router("router-a", "node-a", true).to_string(),
+        )
+    })
+    .unwrap();
+    std::fs::remove_dir_all(root.join("galactic-system/bgpvrfinstances")).unwrap();
+    add_ok(&node, "one", &live_netns(), Some("p1"), &conf, &prev);
+    let vrf = read("galactic-system/bgpvrfinstances/1-node-a.json");
+    assert_eq!(
+        vrf["spec"],
+        json!({"routerRef": {"name": "router-a"}, "vrfID": 1,
+        "importRouteTargets": [{"value": "65000:1"}], "exportRouteTargets": [{"value": "65000:1"}]})
+    );
+    assert_eq!(vrf["kind"], "BGPVRFInstance");
+    assert!(vrf["metadata"]["uid"].is_string() && vrf["metadata"]["resourceVersion"].is_string());
+    let adv = read("galactic-system/bgpadvertisements/1-1.json");
+    assert_eq!(
+        adv["spec"],
+        json!({"routerRef": {"name": "router-a"}, "addressFamily": {"afi": "l2vpn", "safi": "evpn"},
+        "prefixes": ["172.21.1.2/32", "fd20:10:ff01::/96"], "communities": ["65000:1"], "vrfID": 1, "function": "End.DT46"})
+    );
+    let slice = read("pods/endpointslices/p1.json");
+    assert_eq!(
+        slice["metadata"]["annotations"]["galactic.datum.net/srv6-sid"],
+        "2001:db8:ff03:1:e001::"
+    );
+    assert!(
+        slice["metadata"].get("ownerReferences").is_none(),
+        "no Pod object locally"
+    );
+    call(&node, "CHECK", "one", &live_netns(), Some("p1"), &conf).expect_quiet_success();
+    let prev2 = veth_prev("fd20:10:ff01::200:0/96", "172.21.1.3/24", &live_netns());
+    add_ok(
+        &node,
+        "two",
+        &live_netns(),
+        None,
+        &stanza("2", "1", &prev2),
+        &prev2,
+    );
+    assert_eq!(
+        read("galactic-system/bgpvrfinstances/2-node-a.json")["spec"]["vrfID"],
+        2
+    );
+    call(&node, "DEL", "one", &live_netns(), Some("p1"), &conf).expect_quiet_success();
+    assert!(!root.join("pods/endpointslices/p1.json").exists());
+    let mut leftovers: Vec<_> = std::fs::read_dir(root.join("galactic-system/bgpadvertisements"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    leftovers.sort();
+    assert_eq!(
+        leftovers,
+        ["1-1.json", "2-1.json"],
+        "no temporary files left behind"
+    );
+}
