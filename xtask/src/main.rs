@@ -2,6 +2,7 @@
 
 mod bench_ipam;
 mod bench_startup;
+mod crds;
 mod smoke;
 mod stage;
 mod stats;
@@ -31,6 +32,7 @@ fn main() -> Result<()> {
         "bench-ipam" => bench_ipam::run(&rest),
         "bench-startup" => bench_startup::run(&rest),
         "test" => test::run(&rest),
+        "gen-crds" => crds::run(&rest),
         "" | "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())
