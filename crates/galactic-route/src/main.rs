@@ -1,36 +1,95 @@
-//! `galactic-route`: see the crate description. Its operations arrive with the issue that builds them;
-//! until then ADD refuses with a clear error and STATUS reports the plugin as not available,
-//! so a runtime never believes an attachment was made.
+//! `galactic-route`: a chained CNI plugin that installs an attachment's *termination* routes in
+//! its VPC's routing table. A termination is a network the VPC reaches through this attachment
+//! (a router, VPN or NAT pod or VM): `{"network": CIDR, "via"?: IP}` becomes a route to the
+//! network in the VPC table out of the attachment's host interface `G{vpc:9}{att:3}H`, through the
+//! next hop when `via` is given. It must follow a master plugin (`galactic-cni` or
+//! `galactic-tap-cni`), which creates the routing domain and the host interface; it passes the
+//! master's result (`prevResult`) on unchanged.
+//!
+//! - ADD ([`add`]): idempotent (a retry finds its routes and changes nothing), never overwrites a
+//!   route it did not install (a conflict is code 7), and on failure removes only what it added.
+//! - CHECK ([`check`]): every termination of both families, compared canonically.
+//! - DEL: leaves the routes. They are VPC-wide routing state: every attachment of the VPC on the
+//!   node sends its traffic for the terminated network through them, so they are not private to
+//!   the container whose chain is being torn down, and DEL only releases what is private. Nor can
+//!   they outlive what they point at: each goes out of this attachment's host interface, and when
+//!   the master's DEL (next in the reversed chain) deletes that interface, the kernel removes every
+//!   route through it at the same instant. Deleting them here first would change nothing but
+//!   the order, and would make DEL depend on a configuration that may have been edited since ADD.
+//!   DEL therefore parses nothing and never fails.
+//! - GC ([`gc`]): removes recorded routes whose routing domain no longer exists.
+//! - STATUS: ready when netlink works and the state directory is writable.
+//!
+//! The binary uses `galactic-core` with its `net` feature only: no Kubernetes client.
+
+mod add;
+mod chain;
+mod check;
+mod conf;
+mod error;
+mod gc;
+mod plan;
+mod record;
 
 use galactic_core::cni::{run, CniError, CniResult, Plugin, Request};
+use galactic_core::log;
+use galactic_core::net::netlink::Netlink;
+use serde_json::json;
 use std::process::ExitCode;
 
-struct NotYetBuilt;
+/// The plugin.
+struct Route;
 
-const WHY: &str = "galactic-route: this build does not implement attachments yet";
-
-impl Plugin for NotYetBuilt {
+impl Plugin for Route {
     fn name(&self) -> &'static str {
         "galactic-route"
     }
-    fn add(&self, _req: &Request) -> Result<CniResult, CniError> {
-        Err(CniError::internal(WHY))
+
+    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
+        add::add(req).map_err(error::RouteError::into_cni)
     }
+
     fn del(&self, _req: &Request) -> Result<(), CniError> {
-        // Nothing is ever created, so there is nothing to release.
+        log::info(
+            "DEL: termination routes stay (VPC-wide; removed with the host interface by the master's DEL, or by GC)",
+            json!({}),
+        );
         Ok(())
     }
-    fn check(&self, _req: &Request) -> Result<(), CniError> {
-        Err(CniError::internal(WHY))
+
+    fn check(&self, req: &Request) -> Result<(), CniError> {
+        check::check(req).map_err(error::RouteError::into_cni)
     }
-    fn status(&self, _req: &Request) -> Result<(), CniError> {
-        Err(CniError::not_available(WHY))
+
+    fn status(&self, req: &Request) -> Result<(), CniError> {
+        status(req)
     }
-    fn gc(&self, _req: &Request) -> Result<(), CniError> {
-        Ok(())
+
+    fn gc(&self, req: &Request) -> Result<(), CniError> {
+        gc::gc(req).map_err(error::RouteError::into_cni)
     }
 }
 
+/// Ready when a netlink socket answers a request and the state directory takes a file (ADD
+/// records its routes there).
+fn status(req: &Request) -> Result<(), CniError> {
+    let not_ready = |what: String| CniError::not_available(what);
+    Netlink::current()
+        .and_then(|nl| nl.require_link("lo"))
+        .map_err(|e| not_ready(format!("netlink is not usable: {e}")))?;
+    let dir = &req.node.state_dir;
+    let probe = dir.join(format!(".status-probe.{}", std::process::id()));
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&probe, b"ok"))
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            not_ready(format!(
+                "state directory {} is not writable: {e}",
+                dir.display()
+            ))
+        })
+}
+
 fn main() -> ExitCode {
-    run(&NotYetBuilt)
+    run(&Route)
 }

@@ -9,6 +9,6 @@ fn speaks_the_cni_protocol() {
     protocol_suite(
         Path::new(env!("CARGO_BIN_EXE_galactic-route")),
         json!({"name": "net1", "type": "galactic-route", "vpc": "1", "vpcattachment": "1"}),
-        ExpectStatus::NotAvailable,
+        ExpectStatus::Ready,
     );
 }

@@ -415,6 +415,20 @@ impl Netlink {
             )))
     }
 
+    /// Installs `spec` only when the table has no route with the same destination and metric
+    /// (`NLM_F_EXCL`): an existing one, whatever it points at, is reported as "already exists"
+    /// ([`NetError::is_exists`]) and left untouched. For routes that must never overwrite
+    /// someone else's (galactic-route's terminations).
+    pub fn add_route(&self, spec: &RouteSpec) -> Result<(), NetError> {
+        let msg = route_message(spec);
+        self.runtime
+            .block_on(self.handle.route().add(msg).execute())
+            .map_err(nl(format!(
+                "add route {} to table {}",
+                spec.dst, spec.table
+            )))
+    }
+
     /// Removes `spec`; a missing route is success.
     pub fn delete_route(&self, spec: &RouteSpec) -> Result<(), NetError> {
         let msg = route_message(spec);

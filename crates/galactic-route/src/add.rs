@@ -1,0 +1,216 @@
+//! ADD: validate → find the VPC table and the host interface → plan every termination against
+//! the table (any conflict stops here, before anything changes) → record the routes about to be
+//! installed → install the missing ones → pass `prevResult` on.
+//!
+//! A retried ADD finds its routes present and changes nothing. Routes are created with
+//! `NLM_F_EXCL`, so even a route that appears between planning and installing (another plugin
+//! writing the same table) is never overwritten. On failure the rollback removes only the routes
+//! this call installed and the record entries this call added.
+
+use crate::chain::Target;
+use crate::conf::Termination;
+use crate::error::{net, RouteError};
+use crate::plan::{self, State};
+use crate::record::{Ledger, Owned};
+use galactic_core::cni::{CniResult, Request};
+use galactic_core::failpoint;
+use galactic_core::log;
+use galactic_core::net::domain::Domains;
+use galactic_core::net::netlink::{Link, Netlink, RouteSpec};
+use galactic_core::rollback::Rollback;
+use serde_json::json;
+
+/// Everything one ADD works with, borrowed by the undo closures.
+struct Add<'a> {
+    req: &'a Request,
+    target: Target,
+    table: u32,
+    host: Link,
+    nl: Netlink,
+    ledger: Ledger,
+}
+
+/// Runs ADD and returns `prevResult` unchanged.
+pub fn add(req: &Request) -> Result<CniResult, RouteError> {
+    let target = Target::from_request(req)?;
+    let domain = Domains::new(&req.node.state_dir)
+        .get(&target.conf.vpc)
+        .map_err(net("read the VPC's routing domain"))?
+        .ok_or_else(|| RouteError::NoDomain {
+            vpc: target.conf.vpc.raw().to_owned(),
+        })?;
+    let nl = Netlink::current().map_err(net("open the host netlink socket"))?;
+    let host = nl
+        .link(&target.host_ifname)
+        .map_err(net("look up the host interface"))?
+        .ok_or_else(|| RouteError::NoHostInterface {
+            name: target.host_ifname.clone(),
+        })?;
+    log::info(
+        "ADD: installing termination routes",
+        json!({"terminations": target.conf.terminations.len(), "table": domain.table,
+               "hostIfname": target.host_ifname}),
+    );
+    let add = Add {
+        req,
+        target,
+        table: domain.table,
+        host,
+        nl,
+        ledger: Ledger::new(&req.node.state_dir),
+    };
+    add.run()?;
+    Ok(add.target.prev)
+}
+
+impl<'a> Add<'a> {
+    fn run(&'a self) -> Result<(), RouteError> {
+        // Held until the rollback below has run: GC and other ADDs of the VPC wait.
+        let _lock = self.ledger.lock(&self.target.conf.vpc)?;
+        let planned = self.plan()?;
+        let mut rb = Rollback::new();
+        match self.apply(&planned, &mut rb) {
+            Ok(()) => {
+                rb.commit();
+                Ok(())
+            }
+            Err(e) => Err(rb.unwind(e)),
+        }
+    }
+
+    /// Each termination's route and its state in the table; the first conflict is an error.
+    fn plan(&self) -> Result<Vec<(RouteSpec, State)>, RouteError> {
+        let mut planned = Vec::new();
+        for v6 in [false, true] {
+            let terminations: Vec<&Termination> = self
+                .target
+                .conf
+                .terminations
+                .iter()
+                .filter(|t| t.network.is_ipv6() == v6)
+                .collect();
+            if terminations.is_empty() {
+                continue;
+            }
+            let table = self
+                .nl
+                .routes(v6, self.table)
+                .map_err(net("list the VPC table"))?;
+            for t in terminations {
+                let spec = plan::route_for(t, self.table, self.host.index, &table);
+                let state = plan::classify(&spec, &table);
+                if let State::Conflict(existing) = &state {
+                    return Err(self.conflict(&spec, existing));
+                }
+                planned.push((spec, state));
+            }
+        }
+        Ok(planned)
+    }
+
+    fn apply(
+        &'a self,
+        planned: &[(RouteSpec, State)],
+        rb: &mut Rollback<'a>,
+    ) -> Result<(), RouteError> {
+        let entries: Vec<Owned> = planned.iter().map(|(s, _)| self.owned(s)).collect();
+        let vpc = &self.target.conf.vpc;
+        let added = self.ledger.add(vpc, &entries)?;
+        if !added.is_empty() {
+            rb.push("route record entries", move || {
+                self.ledger.remove(vpc, &added)
+            });
+        }
+        failpoint::hit("after-route-record")?;
+        let mut installed = 0;
+        for (spec, _) in planned.iter().filter(|(_, s)| *s == State::Absent) {
+            if self.install(spec)? {
+                let spec = spec.clone();
+                rb.push(format!("route {}", spec.dst), move || {
+                    self.nl.delete_route(&spec)
+                });
+                installed += 1;
+                failpoint::hit(&format!("after-route-{installed}"))?;
+            }
+        }
+        log::debug(
+            "ADD: termination routes in place",
+            json!({"installed": installed, "present": planned.len() - installed}),
+        );
+        Ok(())
+    }
+
+    /// Installs `spec` exclusively. `Ok(false)` when an equal route appeared meanwhile (not ours
+    /// to undo); a different one is a conflict.
+    fn install(&self, spec: &RouteSpec) -> Result<bool, RouteError> {
+        match self.nl.add_route(spec) {
+            Ok(()) => Ok(true),
+            Err(e) if e.is_exists() => {
+                let table = self
+                    .nl
+                    .routes(spec.dst.is_ipv6(), self.table)
+                    .map_err(net("list the VPC table"))?;
+                match plan::classify(spec, &table) {
+                    State::Present => Ok(false),
+                    State::Conflict(existing) => Err(self.conflict(spec, &existing)),
+                    State::Absent => Err(RouteError::Install {
+                        route: self.describe(spec),
+                        source: e,
+                    }),
+                }
+            }
+            Err(source) => Err(RouteError::Install {
+                route: self.describe(spec),
+                source,
+            }),
+        }
+    }
+
+    fn owned(&self, spec: &RouteSpec) -> Owned {
+        let env = &self.req.env;
+        Owned {
+            dst: spec.dst,
+            table: spec.table,
+            dev: self.host.name.clone(),
+            gateway: spec.gateway,
+            onlink: spec.onlink,
+            network: self.req.conf.name.clone(),
+            container_id: env
+                .container_id
+                .as_ref()
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
+            ifname: env
+                .ifname
+                .as_ref()
+                .map(|i| i.to_string())
+                .unwrap_or_default(),
+        }
+    }
+
+    fn conflict(&self, spec: &RouteSpec, existing: &[RouteSpec]) -> RouteError {
+        RouteError::Conflict {
+            route: self.describe(spec),
+            existing: existing
+                .iter()
+                .map(|r| self.describe(r))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    fn describe(&self, spec: &RouteSpec) -> String {
+        plan::describe(spec, &|index| device_name(&self.nl, &self.host, index))
+    }
+}
+
+/// A device's name for messages (`#<index>` when it cannot be found).
+pub fn device_name(nl: &Netlink, host: &Link, index: u32) -> String {
+    if index == host.index {
+        return host.name.clone();
+    }
+    nl.links()
+        .ok()
+        .and_then(|links| links.into_iter().find(|l| l.index == index))
+        .map_or_else(|| format!("#{index}"), |l| l.name)
+}

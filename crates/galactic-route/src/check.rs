@@ -1,0 +1,107 @@
+//! CHECK: every termination, both families, against the live VPC table. A termination passes
+//! when a unicast route to its canonical destination goes out of the host interface with the
+//! configured next hop (see `plan` for why `onlink` is not compared), and the route is recorded
+//! as this plugin's (otherwise GC could not clean it up). Every failure names the route.
+
+use crate::add::device_name;
+use crate::chain::Target;
+use crate::conf::Termination;
+use crate::error::{net, RouteError};
+use crate::plan::{self, State};
+use crate::record::{Ledger, VpcRoutes};
+use galactic_core::cni::Request;
+use galactic_core::net::domain::Domains;
+use galactic_core::net::netlink::{Link, Netlink};
+
+/// Runs CHECK; `Err(CheckFailed)` lists every difference.
+pub fn check(req: &Request) -> Result<(), RouteError> {
+    let target = Target::from_request(req)?;
+    let vpc = &target.conf.vpc;
+    let Some(domain) = Domains::new(&req.node.state_dir)
+        .get(vpc)
+        .map_err(net("read the VPC's routing domain"))?
+    else {
+        return Err(RouteError::CheckFailed(vec![format!(
+            "VPC {vpc} has no routing domain on this node"
+        )]));
+    };
+    let nl = Netlink::current().map_err(net("open the host netlink socket"))?;
+    let Some(host) = nl
+        .link(&target.host_ifname)
+        .map_err(net("look up the host interface"))?
+    else {
+        return Err(RouteError::CheckFailed(vec![format!(
+            "host interface {} does not exist",
+            target.host_ifname
+        )]));
+    };
+    let record = Ledger::new(&req.node.state_dir).get(vpc)?;
+    let mut problems = Vec::new();
+    for v6 in [false, true] {
+        let terminations: Vec<&Termination> = target
+            .conf
+            .terminations
+            .iter()
+            .filter(|t| t.network.is_ipv6() == v6)
+            .collect();
+        if terminations.is_empty() {
+            continue;
+        }
+        let view = TableView {
+            nl: &nl,
+            host: &host,
+            table: domain.table,
+            record: &record,
+        };
+        problems.extend(view.differences(v6, &terminations)?);
+    }
+    match problems.is_empty() {
+        true => Ok(()),
+        false => Err(RouteError::CheckFailed(problems)),
+    }
+}
+
+/// One family of the VPC table, as CHECK sees it.
+struct TableView<'a> {
+    nl: &'a Netlink,
+    host: &'a Link,
+    table: u32,
+    record: &'a VpcRoutes,
+}
+
+impl TableView<'_> {
+    fn differences(
+        &self,
+        v6: bool,
+        terminations: &[&Termination],
+    ) -> Result<Vec<String>, RouteError> {
+        let routes = self
+            .nl
+            .routes(v6, self.table)
+            .map_err(net("list the VPC table"))?;
+        let name_of = |index| device_name(self.nl, self.host, index);
+        let mut problems = Vec::new();
+        for t in terminations {
+            let want = plan::route_for(t, self.table, self.host.index, &routes);
+            let shown = plan::describe(&want, &name_of);
+            match plan::classify(&want, &routes) {
+                State::Present if !self.record.owns(&want, &self.host.name) => {
+                    problems.push(format!(
+                        "termination {shown} is installed but not recorded as galactic-route's"
+                    ))
+                }
+                State::Present => {}
+                State::Absent => problems.push(format!("termination {shown} is missing")),
+                State::Conflict(existing) => problems.push(format!(
+                    "termination {shown} is missing: the table routes {} instead",
+                    existing
+                        .iter()
+                        .map(|r| plan::describe(r, &name_of))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            }
+        }
+        Ok(problems)
+    }
+}

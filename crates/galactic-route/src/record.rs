@@ -1,0 +1,292 @@
+//! Ownership records: the termination routes this plugin installed on this node, per VPC.
+//!
+//! GC must never remove a route it did not install, and a table id can outlive its VPC (the
+//! `table` backend hands a freed id to the next VPC). So ownership is recorded, not guessed from
+//! the table: an entry names the exact route (destination, table, device *name*, gateway), and the
+//! device name `G{vpc:9}{att:3}H` itself belongs to the VPC, so an entry can never match a route
+//! another VPC installed through its own interfaces, even in a reused table.
+//!
+//! ```text
+//! <state_dir>/routes/
+//!   vpc-<hex>.lock   flock: serialises ADD and GC of the VPC's termination routes (bounded wait)
+//!   vpc-<hex>.json   {"vpc": "A", "routes": [{"dst": "198.51.100.0/24", "table": 1000,
+//!                     "dev": "G00000000A001H", "gateway": "10.66.0.2", "onlink": false,
+//!                     "network": "tenant-a", "containerId": "…", "ifname": "eth0"}]}
+//! ```
+//! ADD writes its entries *before* it installs the routes (an intent log: a crash in between
+//! leaves an entry for a route that may not exist, which GC drops; never a route nobody owns).
+//! Files are replaced atomically (temporary file + rename), so readers never see a torn record.
+//! They are not fsynced: after a power loss the kernel's routes are gone as well.
+
+use crate::error::RouteError;
+use galactic_core::ident::VpcId;
+use galactic_core::lockfile::{self, LockGuard};
+use galactic_core::net::domain::LOCK_TIMEOUT;
+use galactic_core::net::netlink::RouteSpec;
+use ipnetwork::IpNetwork;
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// One termination route this plugin installed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Owned {
+    /// Canonical destination.
+    pub dst: IpNetwork,
+    /// The VPC table at ADD time.
+    pub table: u32,
+    /// The host interface's name (indexes are reused; names carry the VPC and attachment).
+    pub dev: String,
+    /// Next hop, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<IpAddr>,
+    /// Whether it was installed with `onlink` (informational).
+    #[serde(default)]
+    pub onlink: bool,
+    /// Network name of the ADD that installed it (diagnostics).
+    pub network: String,
+    /// `CNI_CONTAINERID` of that ADD (diagnostics).
+    pub container_id: String,
+    /// `CNI_IFNAME` of that ADD (diagnostics).
+    pub ifname: String,
+}
+
+impl Owned {
+    /// Whether both entries describe the same kernel route.
+    pub fn same_route(&self, other: &Owned) -> bool {
+        self.dst == other.dst
+            && self.table == other.table
+            && self.dev == other.dev
+            && self.gateway == other.gateway
+    }
+}
+
+/// The record of one VPC.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VpcRoutes {
+    /// The VPC id as configured.
+    pub vpc: String,
+    /// Routes owned by this plugin.
+    pub routes: Vec<Owned>,
+}
+
+impl VpcRoutes {
+    /// Whether an entry for the same route exists.
+    pub fn contains(&self, entry: &Owned) -> bool {
+        self.routes.iter().any(|r| r.same_route(entry))
+    }
+
+    /// Whether the kernel route `spec` out of the interface named `dev` is recorded.
+    pub fn owns(&self, spec: &RouteSpec, dev: &str) -> bool {
+        self.routes.iter().any(|r| {
+            r.dst == spec.dst && r.table == spec.table && r.dev == dev && r.gateway == spec.gateway
+        })
+    }
+}
+
+/// The records directory.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    dir: PathBuf,
+}
+
+impl Ledger {
+    /// Records under `<state_dir>/routes`.
+    pub fn new(state_dir: &Path) -> Self {
+        Self {
+            dir: state_dir.join("routes"),
+        }
+    }
+
+    fn path(&self, vpc: &VpcId) -> PathBuf {
+        self.dir.join(format!("vpc-{}.json", vpc.hex()))
+    }
+
+    /// Takes the VPC's lock (bounded wait; a timeout is "try again later").
+    pub fn lock(&self, vpc: &VpcId) -> Result<LockGuard, RouteError> {
+        let path = self.dir.join(format!("vpc-{}.lock", vpc.hex()));
+        Ok(lockfile::acquire(&path, LOCK_TIMEOUT)?)
+    }
+
+    /// The VPC's record (empty when there is none).
+    pub fn get(&self, vpc: &VpcId) -> Result<VpcRoutes, RouteError> {
+        let empty = VpcRoutes {
+            vpc: vpc.raw().to_owned(),
+            routes: Vec::new(),
+        };
+        Ok(read(&self.path(vpc))?.unwrap_or(empty))
+    }
+
+    /// Replaces the VPC's record; an empty one removes the file. Call with the lock held.
+    pub fn put(&self, vpc: &VpcId, record: &VpcRoutes) -> Result<(), RouteError> {
+        let path = self.path(vpc);
+        if record.routes.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RouteError::Record {
+                    what: "remove",
+                    path,
+                    source: e,
+                }),
+                _ => Ok(()),
+            };
+        }
+        write_atomic(&path, record)
+    }
+
+    /// Adds the entries not yet recorded; returns those it added. Call with the lock held.
+    pub fn add(&self, vpc: &VpcId, entries: &[Owned]) -> Result<Vec<Owned>, RouteError> {
+        let mut record = self.get(vpc)?;
+        let mut added = Vec::new();
+        for entry in entries {
+            if !record.contains(entry) {
+                record.routes.push(entry.clone());
+                added.push(entry.clone());
+            }
+        }
+        if !added.is_empty() {
+            self.put(vpc, &record)?;
+        }
+        Ok(added)
+    }
+
+    /// Removes the given entries (the undo of [`Ledger::add`]). Call with the lock held.
+    pub fn remove(&self, vpc: &VpcId, entries: &[Owned]) -> Result<(), RouteError> {
+        let mut record = self.get(vpc)?;
+        record
+            .routes
+            .retain(|r| !entries.iter().any(|e| e.same_route(r)));
+        self.put(vpc, &record)
+    }
+
+    /// The VPCs that have a record. A file that cannot be read is reported, not skipped
+    /// silently: it may own routes.
+    pub fn vpcs(&self) -> Result<Vec<Result<VpcId, String>>, RouteError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(RouteError::Record {
+                    what: "list",
+                    path: self.dir.clone(),
+                    source,
+                })
+            }
+        };
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !(name.starts_with("vpc-") && name.ends_with(".json")) {
+                continue;
+            }
+            out.push(match read::<VpcRoutes>(&entry.path()) {
+                Ok(Some(r)) => VpcId::parse(&r.vpc).map_err(|e| format!("{name}: {e}")),
+                Ok(None) => continue,
+                Err(e) => Err(e.to_string()),
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn read<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, RouteError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| RouteError::Record {
+                what: "parse",
+                path: path.to_owned(),
+                source: std::io::Error::other(e),
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(RouteError::Record {
+            what: "read",
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), RouteError> {
+    let fail = |source| RouteError::Record {
+        what: "write",
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    let text = serde_json::to_vec_pretty(value).map_err(|e| fail(std::io::Error::other(e)))?;
+    // Unique per process: concurrent writers of one VPC are excluded by the lock anyway.
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&tmp, text).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(dst: &str, dev: &str, gateway: Option<&str>) -> Owned {
+        Owned {
+            dst: dst.parse().unwrap(),
+            table: 1000,
+            dev: dev.into(),
+            gateway: gateway.map(|g| g.parse().unwrap()),
+            onlink: false,
+            network: "n".into(),
+            container_id: "c".into(),
+            ifname: "eth0".into(),
+        }
+    }
+
+    #[test]
+    fn add_is_idempotent_and_remove_undoes_only_what_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(dir.path());
+        let vpc = VpcId::parse("A").unwrap();
+        let _lock = ledger.lock(&vpc).unwrap();
+        let a = entry("198.51.100.0/24", "G00000000A001H", None);
+        let b = entry("2001:db8::/64", "G00000000A001H", Some("fd66::2"));
+        assert_eq!(
+            ledger.add(&vpc, std::slice::from_ref(&a)).unwrap(),
+            vec![a.clone()]
+        );
+        assert_eq!(
+            ledger.add(&vpc, &[a.clone(), b.clone()]).unwrap(),
+            vec![b.clone()],
+            "a retried ADD adds only what is new"
+        );
+        assert_eq!(ledger.get(&vpc).unwrap().routes, vec![a.clone(), b.clone()]);
+        ledger.remove(&vpc, &[b]).unwrap();
+        assert_eq!(ledger.get(&vpc).unwrap().routes, vec![a.clone()]);
+        assert_eq!(ledger.vpcs().unwrap(), vec![Ok(vpc.clone())]);
+        ledger.remove(&vpc, &[a]).unwrap();
+        assert!(
+            !dir.path().join("routes/vpc-a.json").exists(),
+            "an empty record is removed"
+        );
+        assert!(ledger.vpcs().unwrap().is_empty());
+    }
+
+    #[test]
+    fn same_route_ignores_diagnostics_but_not_the_next_hop() {
+        let a = entry("10.0.0.0/8", "G00000000A001H", Some("10.66.0.2"));
+        let mut other_owner = a.clone();
+        other_owner.container_id = "d".into();
+        other_owner.onlink = true;
+        assert!(a.same_route(&other_owner));
+        assert!(!a.same_route(&entry("10.0.0.0/8", "G00000000A001H", None)));
+        assert!(!a.same_route(&entry("10.0.0.0/8", "G00000000A002H", Some("10.66.0.2"))));
+    }
+
+    #[test]
+    fn an_unreadable_record_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("routes")).unwrap();
+        std::fs::write(dir.path().join("routes/vpc-1.json"), b"{").unwrap();
+        let listed = Ledger::new(dir.path()).vpcs().unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(listed[0].is_err(), "{listed:?}");
+    }
+}
