@@ -20,6 +20,7 @@ const POOL: &str = "10.128.0.0/14";
 const NETWORK: &str = "bench";
 const HOST_LOCAL: &str = "/usr/lib/cni/host-local";
 const CONCURRENCY: usize = 32;
+const GNU_TIME: &str = "/usr/bin/time";
 
 struct Options {
     samples: usize,
@@ -50,15 +51,14 @@ impl Options {
     }
 }
 
-/// One process run: wall time and peak RSS.
+/// One process run.
 struct Run {
     ms: f64,
-    rss_kib: i64,
     ok: bool,
     stdout: String,
 }
 
-/// Spawns `binary` with `env` and `stdin`, waits with `wait4` to read the child's peak RSS.
+/// Spawns `binary` with exactly `env` and writes `stdin` to it.
 fn spawn(
     binary: &Path,
     env: &[(&str, String)],
@@ -79,29 +79,39 @@ fn spawn(
     Ok((child, started))
 }
 
-fn reap(mut child: std::process::Child, started: Instant) -> Result<Run> {
-    let mut stdout = String::new();
-    if let Some(mut out) = child.stdout.take() {
-        use std::io::Read;
-        let _ = out.read_to_string(&mut stdout);
-    }
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: rusage is plain data, zero is a valid bit pattern; wait4 fills it for our own child.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet reaped (std's Child is never waited on here).
-    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    let ms = started.elapsed().as_secs_f64() * 1000.0;
-    if rc != pid {
-        bail!("wait4({pid}) failed: {}", std::io::Error::last_os_error());
-    }
-    let ok = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+fn reap(child: std::process::Child, started: Instant) -> Result<Run> {
+    let out = child.wait_with_output()?;
     Ok(Run {
-        ms,
-        rss_kib: usage.ru_maxrss,
-        ok,
-        stdout,
+        ms: started.elapsed().as_secs_f64() * 1000.0,
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
     })
+}
+
+/// Peak RSS (KiB) of one run, measured by GNU time. Measuring from this process would be wrong:
+/// a child created by vfork/fork inherits this (much larger) process's high-water mark.
+fn peak_rss_kib(binary: &Path, env: &[(&str, String)], stdin: &[u8]) -> Result<u64> {
+    let report = tempfile::NamedTempFile::new()?;
+    let mut child = Command::new(GNU_TIME)
+        .args(["-f", "%M", "-o"])
+        .arg(report.path())
+        .arg(binary)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (*k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("spawn {GNU_TIME}"))?;
+    if let Some(mut input) = child.stdin.take() {
+        let _ = input.write_all(stdin);
+    }
+    child.wait()?;
+    let text = fs::read_to_string(report.path())?;
+    text.lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .with_context(|| format!("{GNU_TIME} reported {text:?}"))
 }
 
 fn run_once(binary: &Path, env: &[(&str, String)], stdin: &[u8]) -> Result<Run> {
@@ -249,7 +259,7 @@ struct Cells {
     check: Stats,
     del: Stats,
     del_unknown: Stats,
-    peak_rss_kib: i64,
+    peak_rss_kib: u64,
 }
 
 /// ADD new attachments, CHECK them, DEL them (back to `level`), DEL unknown ones.
@@ -257,7 +267,6 @@ fn measure_level(subject: &dyn Subject, level: usize, opts: &Options) -> Result<
     let bin = subject.binary();
     let mut results = Vec::new();
     let mut add = Vec::new();
-    let mut rss = 0;
     let started = Instant::now();
     while add.len() < opts.samples && (add.len() < 5 || started.elapsed() < opts.budget) {
         let cid = format!("m{level}-{}", add.len());
@@ -265,18 +274,16 @@ fn measure_level(subject: &dyn Subject, level: usize, opts: &Options) -> Result<
         if !run.ok {
             bail!("{} ADD {cid} failed: {}", subject.name(), run.stdout);
         }
-        rss = rss.max(run.rss_kib);
         add.push(run.ms);
         results.push((cid, serde_json::from_str::<Value>(&run.stdout)?));
     }
-    let mut timed = |command: &str, cids: &[(String, Option<&Value>)]| -> Result<Vec<f64>> {
+    let timed = |command: &str, cids: &[(String, Option<&Value>)]| -> Result<Vec<f64>> {
         let mut out = Vec::new();
         for (cid, prev) in cids {
             let run = run_once(bin, &call_env(subject, command, cid), &subject.conf(*prev))?;
             if !run.ok {
                 bail!("{} {command} {cid} failed: {}", subject.name(), run.stdout);
             }
-            rss = rss.max(run.rss_kib);
             out.push(run.ms);
         }
         Ok(out)
@@ -289,6 +296,11 @@ fn measure_level(subject: &dyn Subject, level: usize, opts: &Options) -> Result<
         .map(|i| (format!("never{level}-{i}"), None))
         .collect();
     let del_unknown = timed("DEL", &unknown)?;
+    let mut rss = 0;
+    for (command, cid) in [("ADD", "rss"), ("CHECK", "rss"), ("DEL", "rss")] {
+        let env = call_env(subject, command, &format!("{cid}{level}"));
+        rss = rss.max(peak_rss_kib(bin, &env, &subject.conf(None))?);
+    }
     Ok(Cells {
         add: stats(add),
         check: stats(check),
@@ -387,23 +399,23 @@ fn build_release() -> Result<PathBuf> {
     Ok(target.join("release/galactic-ipam"))
 }
 
-/// host-local from Debian's containernetworking-plugins, installed when missing.
-fn host_local() -> Option<PathBuf> {
-    let path = PathBuf::from(HOST_LOCAL);
+/// `path` from the Debian package `package`, installed when missing.
+fn debian_tool(path: &str, package: &str) -> Option<PathBuf> {
+    let path = PathBuf::from(path);
     if !path.exists() {
-        eprintln!("bench-ipam: installing containernetworking-plugins for host-local");
+        eprintln!("bench-ipam: installing {package}");
         let install = |update: bool| {
             if update {
                 let _ = Command::new("apt-get").args(["update", "-qq"]).status();
             }
             Command::new("apt-get")
-                .args(["install", "-y", "-qq", "containernetworking-plugins"])
+                .args(["install", "-y", "-qq", package])
                 .env("DEBIAN_FRONTEND", "noninteractive")
                 .status()
                 .is_ok_and(|s| s.success())
         };
         if !install(false) && !install(true) {
-            eprintln!("bench-ipam: could not install containernetworking-plugins");
+            eprintln!("bench-ipam: could not install {package}");
         }
     }
     path.exists().then_some(path)
@@ -423,12 +435,14 @@ pub fn run(args: &[String]) -> Result<()> {
         ours.dir.join("node.json"),
         json!({"log_file": ours.dir.join("galactic.log"), "state_dir": ours.dir}).to_string(),
     )?;
-    let theirs = host_local().map(|binary| HostLocal {
+    debian_tool(GNU_TIME, "time").context("GNU time is needed to measure peak RSS")?;
+    let theirs = debian_tool(HOST_LOCAL, "containernetworking-plugins").map(|binary| HostLocal {
         binary,
         dir: tmp.path().join("host-local"),
     });
     let floor = floor(&opts)?;
     let burst_floor = floor_burst()?;
+    let floor_rss = peak_rss_kib(Path::new("/bin/true"), &[], b"")?;
     eprintln!(
         "bench-ipam: floor (/bin/true) median {:.2} ms",
         floor.median
@@ -460,7 +474,10 @@ pub fn run(args: &[String]) -> Result<()> {
         }
         rows.push((level, mine, other));
     }
-    print!("{}", table(floor, &burst_floor, &rows, &bursts, rss));
+    print!(
+        "{}",
+        table(floor, &burst_floor, &rows, &bursts, (rss, floor_rss))
+    );
     Ok(())
 }
 
@@ -478,15 +495,15 @@ fn table(
     burst_floor: &Burst,
     rows: &[(usize, Cells, Option<Cells>)],
     bursts: &[(usize, Burst, Option<Burst>)],
-    rss: i64,
+    (rss, floor_rss): (u64, u64),
 ) -> String {
     let mut out = String::new();
     out.push_str(&format!(
         "Spawn floor (`/bin/true`, same harness): median {:.2} ms, p95 {:.2} ms ({} runs)\n\n",
         floor.median, floor.p95, floor.n
     ));
-    out.push_str("| live | op | galactic-ipam median / p95 ms | host-local median / p95 ms | ours/host-local | ours/floor | samples (ours, host-local) |\n");
-    out.push_str("|---:|---|---:|---:|---:|---:|---|\n");
+    out.push_str("| live | op | galactic-ipam median / p95 ms | host-local median / p95 ms | ours/host-local | ours/floor | samples (ours, host-local) | ours peak RSS MiB |\n");
+    out.push_str("|---:|---|---:|---:|---:|---:|---|---:|\n");
     for (level, mine, other) in rows {
         let ops: [(&str, Stats, Option<Stats>); 4] = [
             ("ADD", mine.add, other.as_ref().map(|o| o.add)),
@@ -500,13 +517,14 @@ fn table(
         ];
         for (name, m, o) in ops {
             out.push_str(&format!(
-                "| {level} | {name} | {} | {} | {} | {:.2} | {}, {} |\n",
+                "| {level} | {name} | {} | {} | {} | {:.2} | {}, {} | {:.1} |\n",
                 fmt_ms(m),
                 o.map_or("n/a".into(), fmt_ms),
                 ratio(m, o),
                 m.median / floor.median,
                 m.n,
                 o.map_or(0, |o| o.n),
+                mine.peak_rss_kib as f64 / 1024.0,
             ));
         }
     }
@@ -534,8 +552,10 @@ fn table(
         burst_floor.stats.p95 / floor.median,
     ));
     out.push_str(&format!(
-        "\nPeak RSS of one galactic-ipam invocation (max over all measured runs): {:.1} MiB\n",
-        rss as f64 / 1024.0
+        "\nPeak RSS of one galactic-ipam invocation (GNU time; max of ADD, CHECK, DEL at every level): \
+         {:.1} MiB (`/bin/true` measured the same way: {:.1} MiB)\n",
+        rss as f64 / 1024.0,
+        floor_rss as f64 / 1024.0
     ));
     out
 }

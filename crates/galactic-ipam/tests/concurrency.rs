@@ -118,7 +118,11 @@ fn sigkill_at_random_moments_never_tears_the_store() {
     let mut killed = 0;
     for _ in 0..150 {
         let cid = format!("k{}", rng.next() % 24);
-        let command = if rng.next().is_multiple_of(3) { "DEL" } else { "ADD" };
+        let command = if rng.next().is_multiple_of(3) {
+            "DEL"
+        } else {
+            "ADD"
+        };
         let mut child = spawn(&net, command, &cid);
         std::thread::sleep(Duration::from_micros(rng.next() % 6000));
         if child.try_wait().expect("poll").is_none() {

@@ -143,6 +143,9 @@ fn migrate_usage_errors_exit_2() {
     let out = Command::new(BIN).args(["migrate"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--annotations"));
-    let out = Command::new(BIN).args(["frobnicate"]).output().expect("run");
+    let out = Command::new(BIN)
+        .args(["frobnicate"])
+        .output()
+        .expect("run");
     assert_eq!(out.status.code(), Some(2));
 }

@@ -24,12 +24,13 @@
 //! ```
 //!
 //! Every ADD, DEL and GC is one `BEGIN IMMEDIATE` transaction: the write lock is taken up front,
-//! waits are bounded by `busy_timeout` (then code 11), and a SIGKILL at any instant leaves the
+//! waits are bounded (short polls up to `lock_timeout_ms`, then code 11; see busy.rs), and a SIGKILL at any instant leaves the
 //! old or the new state (SQLite's WAL commit is atomic). A store that exists but is not ours, is
 //! corrupt, or has a newer schema is reported and never reinitialised: a new store is only ever
 //! built under a temporary name and linked into place, so an existing `ipam.db` is never empty
 //! by our doing. Durability policy: `docs/decisions/0003-ipam-store.md`.
 
+mod busy;
 mod legacy;
 mod ops;
 mod schema;
@@ -158,7 +159,8 @@ impl Store {
 
     fn configure(&self) -> Result<(), StoreError> {
         let err = |e| self.err(e);
-        self.conn.busy_timeout(self.timeout).map_err(err)?;
+        busy::set_bound(self.timeout);
+        self.conn.busy_handler(Some(busy::handler)).map_err(err)?;
         schema::tune(&self.conn).map_err(err)
     }
 

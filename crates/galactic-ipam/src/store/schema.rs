@@ -145,7 +145,7 @@ pub fn trim_wal(conn: &Connection, path: &Path, timeout: Duration) {
     } else {
         Duration::ZERO
     };
-    let _ = conn.busy_timeout(wait);
+    super::busy::set_bound(wait);
     // Best effort: a checkpoint that cannot run now leaves a valid WAL behind.
     let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
 }
