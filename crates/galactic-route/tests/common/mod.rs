@@ -216,6 +216,19 @@ impl Pod {
     }
 }
 
+impl Pod {
+    /// Whether one echo request to `target` goes unanswered (the negative twin of [`Pod::ping`];
+    /// an unroutable target is answered at once with an ICMP error, so one probe suffices).
+    pub fn unanswered(&self, target: &str) -> bool {
+        let family = if target.contains(':') { "-6" } else { "-4" };
+        !self
+            .ns
+            .exec(&["ping", family, "-c", "1", "-W", "1", "-n", "-q", target])
+            .status
+            .success()
+    }
+}
+
 /// The veth master's stanza.
 pub fn master_conf(version: &str, network: &str, vpc: &str, att: &str, ipam: Value) -> Value {
     let mut conf = json!({"cniVersion": version, "name": network, "type": "galactic-cni",
