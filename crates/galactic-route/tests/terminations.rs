@@ -464,3 +464,50 @@ fn gc_removes_routes_whose_domain_is_gone_and_nothing_else() {
         "entries of vanished routes are forgotten"
     );
 }
+
+#[test]
+fn concurrent_adds_of_one_vpc_keep_every_route_and_record_entry() {
+    if !privileged("concurrent_adds_of_one_vpc_keep_every_route_and_record_entry") {
+        return;
+    }
+    let node = Node::new("rt7");
+    let ipam = pool_ipam(&node, "fd66:1::/64", "10.66.0.0/24");
+    let attachments: Vec<(Pod, Value, Value)> = (1..=6)
+        .map(|att| {
+            let pod = Pod::new(&format!("rt7p{att}"));
+            let master = node.add(
+                &pod,
+                &master_conf("1.1.0", "tenant-a", "A", &att.to_string(), ipam.clone()),
+            );
+            let terms = json!([
+                {"network": format!("198.51.{att}.0/24")},
+                {"network": format!("2001:db8:{att}::/64"), "via": result_ip(&master, true)}
+            ]);
+            let conf = with_prev(
+                &route_conf("1.1.0", "tenant-a", "A", &att.to_string(), terms),
+                &master,
+            );
+            (pod, master, conf)
+        })
+        .collect();
+    // Every ADD rewrites the VPC's record: without the per-VPC lock, entries would be lost.
+    std::thread::scope(|s| {
+        for (pod, _, conf) in &attachments {
+            let node = &node;
+            s.spawn(move || {
+                let out = node.call("ADD", pod, conf);
+                assert!(out.success, "{out:?}");
+            });
+        }
+    });
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(node.route_record("A")).unwrap()).unwrap();
+    assert_eq!(
+        record["routes"].as_array().unwrap().len(),
+        12,
+        "every route recorded: {record}"
+    );
+    for (pod, _, conf) in &attachments {
+        node.call("CHECK", pod, conf).expect_quiet_success();
+    }
+}
