@@ -1,8 +1,10 @@
 //! `cargo xtask <command>`: the workspace's build, staging, demo, test and benchmark entry points.
 
+mod bench_chain;
 mod bench_ipam;
 mod bench_startup;
 mod crds;
+mod proc;
 mod smoke;
 mod stage;
 mod stats;
@@ -19,6 +21,7 @@ commands:
   smoke             build-and-stage into a temporary root and round-trip VERSION/STATUS
                     through every staged plugin
   test              every test, privileged ones included (fails under CI=true without root)
+  bench-chain       full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
   bench-startup     median start-up cost of every release plugin vs. the spawn floor
 ";
 
@@ -30,6 +33,7 @@ fn main() -> Result<()> {
         "build-and-stage" => stage::build_and_stage(&stage::Options::parse(&rest)?),
         "smoke" => smoke::run(&rest),
         "bench-ipam" => bench_ipam::run(&rest),
+        "bench-chain" => bench_chain::run(&rest),
         "bench-startup" => bench_startup::run(&rest),
         "test" => test::run(&rest),
         "gen-crds" => crds::run(&rest),

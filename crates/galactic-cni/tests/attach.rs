@@ -1,6 +1,8 @@
 //! The veth master as a runtime drives it, on real kernel objects: the plugin's host is a
 //! throwaway network namespace, each pod another one.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
 use galactic_core::testing::host::{ip_of, with_prev, Host, Pod};
 use galactic_core::testing::privileged::privileged;
 use serde_json::{json, Value};

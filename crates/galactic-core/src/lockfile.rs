@@ -41,14 +41,23 @@ pub enum LockError {
 
 /// Takes an exclusive lock on `path` (created with its directory), waiting at most `timeout`.
 pub fn acquire(path: &Path, timeout: Duration) -> Result<LockGuard, LockError> {
-    let io = |source| LockError::Io { path: path.to_owned(), source };
+    let io = |source| LockError::Io {
+        path: path.to_owned(),
+        source,
+    };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
     let started = Instant::now();
     let mut pause = Duration::from_micros(200);
     loop {
-        let file = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(path).map_err(io)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(io)?;
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => return Ok(LockGuard { _lock: lock }),
             Err((_, errno)) if errno == nix::errno::Errno::EWOULDBLOCK => {}
@@ -56,7 +65,10 @@ pub fn acquire(path: &Path, timeout: Duration) -> Result<LockGuard, LockError> {
         }
         let waited = started.elapsed();
         if waited >= timeout {
-            return Err(LockError::Timeout { path: path.to_owned(), waited });
+            return Err(LockError::Timeout {
+                path: path.to_owned(),
+                waited,
+            });
         }
         std::thread::sleep(pause.min(timeout - waited));
         pause = (pause * 2).min(Duration::from_millis(20));

@@ -1,5 +1,7 @@
 //! The tap master as a runtime drives it, on real kernel objects in throwaway namespaces.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
 use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
 use galactic_core::testing::host::{with_prev, Host, Pod};
 use galactic_core::testing::privileged::privileged;

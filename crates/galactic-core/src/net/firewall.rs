@@ -42,29 +42,34 @@ pub fn available() -> bool {
 
 /// Makes sure every forward base chain accepts traffic from and to `ifname`. Idempotent.
 pub fn allow(ifname: &str) -> Result<(), NetError> {
-    let ruleset = ruleset()?;
-    let owned = owned_rules(&ruleset);
-    for chain in forward_chains(&ruleset) {
-        if owned.iter().any(|r| r.chain == chain && r.ifname == ifname) {
+    // Listing chains only (not every rule of the ruleset) keeps this cheap on nodes with large
+    // rulesets; rules are read only for the forward chains, and all inserts go in one batch.
+    let chains = forward_chains(&list(&["-j", "list", "chains"])?);
+    let mut batch = String::new();
+    for chain in chains {
+        let rules = list(&[
+            "-j",
+            "list",
+            "chain",
+            &chain.family,
+            &chain.table,
+            &chain.name,
+        ])?;
+        if owned_rules(&rules).iter().any(|r| r.ifname == ifname) {
             continue;
         }
-        // Inserted (at the top) in reverse so the final order is iifname, then oifname.
+        // Inserted at the top in reverse, so the final order is iifname, then oifname.
         for direction in ["oifname", "iifname"] {
-            nft(&[
-                "insert",
-                "rule",
-                &chain.family,
-                &chain.table,
-                &chain.name,
-                direction,
-                &quote(ifname),
-                "accept",
-                "comment",
-                &quote(&format!("{TAG}{ifname}")),
-            ])?;
+            batch += &format!(
+                "insert rule {} {} {} {direction} \"{ifname}\" accept comment \"{TAG}{ifname}\"\n",
+                chain.family, chain.table, chain.name
+            );
         }
     }
-    Ok(())
+    if batch.is_empty() {
+        return Ok(());
+    }
+    nft_batch(&batch)
 }
 
 /// Removes every rule of ours for `ifname`. Missing rules are success.
@@ -111,14 +116,15 @@ pub fn owned_interfaces() -> Result<Vec<String>, NetError> {
     Ok(names)
 }
 
-fn quote(text: &str) -> String {
-    format!("\"{text}\"")
+fn ruleset() -> Result<Vec<Value>, NetError> {
+    list(&["-j", "list", "ruleset"])
 }
 
-fn ruleset() -> Result<Vec<Value>, NetError> {
-    let out = nft(&["-j", "list", "ruleset"])?;
+/// Runs an `nft -j list …` command and returns its objects.
+fn list(args: &[&str]) -> Result<Vec<Value>, NetError> {
+    let out = nft(args)?;
     let parsed: Value = serde_json::from_str(&out).map_err(|e| NetError::Io {
-        what: "parse `nft -j list ruleset`".into(),
+        what: format!("parse `nft {}`", args.join(" ")),
         source: std::io::Error::other(e),
     })?;
     Ok(parsed
@@ -126,6 +132,40 @@ fn ruleset() -> Result<Vec<Value>, NetError> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default())
+}
+
+/// Applies a batch of nft commands atomically (`nft -f -`).
+fn nft_batch(batch: &str) -> Result<(), NetError> {
+    use std::io::Write;
+    let what = || format!("nft -f - ({} commands)", batch.lines().count());
+    let mut child = Command::new("nft")
+        .args(["-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|source| NetError::Io {
+            what: what(),
+            source,
+        })?;
+    if let Some(mut input) = child.stdin.take() {
+        input
+            .write_all(batch.as_bytes())
+            .map_err(|source| NetError::Io {
+                what: what(),
+                source,
+            })?;
+    }
+    let out = child.wait_with_output().map_err(|source| NetError::Io {
+        what: what(),
+        source,
+    })?;
+    if !out.status.success() {
+        return Err(NetError::Io {
+            what: what(),
+            source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
+        });
+    }
+    Ok(())
 }
 
 fn forward_chains(ruleset: &[Value]) -> Vec<Chain> {
@@ -201,10 +241,32 @@ pub fn protect_host_services() -> Result<(), NetError> {
         return Ok(());
     }
     nft(&["add", "table", "inet", OWN_TABLE])?;
-    nft(&["add", "chain", "inet", OWN_TABLE, "input", "{ type filter hook input priority 0 ; policy accept ; }"])?;
     nft(&[
-        "add", "rule", "inet", OWN_TABLE, "input", "iifname", "\"G*\"", "meta", "l4proto", "{", "tcp", ",", "udp",
-        "}", "reject", "comment", "\"galactic:host-services\"",
+        "add",
+        "chain",
+        "inet",
+        OWN_TABLE,
+        "input",
+        "{ type filter hook input priority 0 ; policy accept ; }",
+    ])?;
+    nft(&[
+        "add",
+        "rule",
+        "inet",
+        OWN_TABLE,
+        "input",
+        "iifname",
+        "\"G*\"",
+        "meta",
+        "l4proto",
+        "{",
+        "tcp",
+        ",",
+        "udp",
+        "}",
+        "reject",
+        "comment",
+        "\"galactic:host-services\"",
     ])?;
     Ok(())
 }

@@ -70,7 +70,9 @@ pub struct Domains {
 impl Domains {
     /// The state under `<state_dir>/routing`.
     pub fn new(state_dir: &Path) -> Self {
-        Self { dir: state_dir.join("routing") }
+        Self {
+            dir: state_dir.join("routing"),
+        }
     }
 
     /// Takes the node-wide routing lock.
@@ -98,7 +100,12 @@ impl Domains {
         let entries = match std::fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => return Err(NetError::Io { what: format!("list {}", self.dir.display()), source }),
+            Err(source) => {
+                return Err(NetError::Io {
+                    what: format!("list {}", self.dir.display()),
+                    source,
+                })
+            }
         };
         let mut out = Vec::new();
         for entry in entries.flatten() {
@@ -136,20 +143,30 @@ impl Domains {
         if let Some(known) = read_json::<Backend>(&path)? {
             return Ok(known);
         }
-        let probed = if vrf::supported(nl)? { Backend::Vrf } else { Backend::Table };
-        crate::log::info("routing domain backend probed", serde_json::json!({"backend": probed}));
+        let probed = if vrf::supported(nl)? {
+            Backend::Vrf
+        } else {
+            Backend::Table
+        };
+        crate::log::info(
+            "routing domain backend probed",
+            serde_json::json!({"backend": probed}),
+        );
         write_json_atomic(&path, &probed)?;
         Ok(probed)
     }
 
     /// Returns the VPC's domain, creating it (table allocation, backend objects) on first use.
     /// `created` tells whether this call created it. Call with the lock held.
-    pub fn ensure(&self, nl: &Netlink, vpc: &VpcId, backend: Backend) -> Result<(Domain, bool), NetError> {
+    pub fn ensure(
+        &self,
+        nl: &Netlink,
+        vpc: &VpcId,
+        backend: Backend,
+    ) -> Result<(Domain, bool), NetError> {
         if let Some(domain) = self.get(vpc)? {
-            match domain.backend {
-                Backend::Vrf => vrf::ensure(nl, vpc, domain.table)?,
-                Backend::Table => table::ensure(nl, domain.table)?,
-            }
+            // Created before: its objects are verified by CHECK, not rebuilt on every ADD (that
+            // would put node-wide work on every attachment's path).
             return Ok((domain, false));
         }
         let table = self.free_table(nl)?;
@@ -157,7 +174,12 @@ impl Domains {
             Backend::Vrf => vrf::ensure(nl, vpc, table)?,
             Backend::Table => table::ensure(nl, table)?,
         }
-        let domain = Domain { vpc: vpc.raw().to_owned(), backend, table, gateways: BTreeSet::new() };
+        let domain = Domain {
+            vpc: vpc.raw().to_owned(),
+            backend,
+            table,
+            gateways: BTreeSet::new(),
+        };
         self.save(vpc, &domain)?;
         Ok((domain, true))
     }
@@ -165,11 +187,22 @@ impl Domains {
     /// Adds `gateways` to the VPC's domain (table mode: local routes and reply rules). Refuses a
     /// gateway another VPC on this node already uses: without per-VPC marks, table mode cannot
     /// tell the two apart. Returns the gateways this call added. Call with the lock held.
-    pub fn add_gateways(&self, nl: &Netlink, vpc: &VpcId, gateways: &[IpAddr]) -> Result<Vec<IpAddr>, NetError> {
+    pub fn add_gateways(
+        &self,
+        nl: &Netlink,
+        vpc: &VpcId,
+        gateways: &[IpAddr],
+    ) -> Result<Vec<IpAddr>, NetError> {
         let Some(mut domain) = self.get(vpc)? else {
-            return Err(NetError::NotFound { what: format!("routing domain of VPC {vpc}") });
+            return Err(NetError::NotFound {
+                what: format!("routing domain of VPC {vpc}"),
+            });
         };
-        let new: Vec<IpAddr> = gateways.iter().copied().filter(|g| !domain.gateways.contains(g)).collect();
+        let new: Vec<IpAddr> = gateways
+            .iter()
+            .copied()
+            .filter(|g| !domain.gateways.contains(g))
+            .collect();
         if new.is_empty() {
             if domain.backend == Backend::Table {
                 for gw in &domain.gateways {
@@ -203,8 +236,15 @@ impl Domains {
     }
 
     /// Removes `gateways` from the domain (rollback of an ADD that added them).
-    pub fn remove_gateways(&self, nl: &Netlink, vpc: &VpcId, gateways: &[IpAddr]) -> Result<(), NetError> {
-        let Some(mut domain) = self.get(vpc)? else { return Ok(()) };
+    pub fn remove_gateways(
+        &self,
+        nl: &Netlink,
+        vpc: &VpcId,
+        gateways: &[IpAddr],
+    ) -> Result<(), NetError> {
+        let Some(mut domain) = self.get(vpc)? else {
+            return Ok(());
+        };
         for gw in gateways {
             if domain.backend == Backend::Table {
                 table::remove_gateway(nl, domain.table, *gw)?;
@@ -217,7 +257,9 @@ impl Domains {
     /// Tears the VPC's domain down: its table, rules, VRF and record. Only for a domain with no
     /// attachment left (the caller checks, under the lock).
     pub fn remove(&self, nl: &Netlink, vpc: &VpcId) -> Result<(), NetError> {
-        let Some(domain) = self.get(vpc)? else { return Ok(()) };
+        let Some(domain) = self.get(vpc)? else {
+            return Ok(());
+        };
         match domain.backend {
             Backend::Vrf => vrf::remove(nl, vpc, domain.table)?,
             Backend::Table => table::remove(nl, &domain)?,
@@ -253,7 +295,12 @@ pub fn detach(nl: &Netlink, domain: &Domain, host_ifname: &str) -> Result<(), Ne
 }
 
 /// What is wrong with the domain and the host interface's membership; empty when healthy.
-pub fn check(nl: &Netlink, domain: &Domain, vpc: &VpcId, host: &Link) -> Result<Vec<String>, NetError> {
+pub fn check(
+    nl: &Netlink,
+    domain: &Domain,
+    vpc: &VpcId,
+    host: &Link,
+) -> Result<Vec<String>, NetError> {
     match domain.backend {
         Backend::Vrf => vrf::check(nl, vpc, domain.table, host),
         Backend::Table => table::check(nl, domain, host),
@@ -262,18 +309,26 @@ pub fn check(nl: &Netlink, domain: &Domain, vpc: &VpcId, host: &Link) -> Result<
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, NetError> {
     match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| NetError::Io {
-            what: format!("parse {}", path.display()),
-            source: std::io::Error::other(e),
-        }),
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| NetError::Io {
+                what: format!("parse {}", path.display()),
+                source: std::io::Error::other(e),
+            }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(NetError::Io { what: format!("read {}", path.display()), source }),
+        Err(source) => Err(NetError::Io {
+            what: format!("read {}", path.display()),
+            source,
+        }),
     }
 }
 
 /// Writes JSON through a temporary file and a rename, so readers never see a torn record.
 pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), NetError> {
-    let io = |source| NetError::Io { what: format!("write {}", path.display()), source };
+    let io = |source| NetError::Io {
+        what: format!("write {}", path.display()),
+        source,
+    };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }

@@ -30,7 +30,11 @@ pub const LOCAL_PRIORITY: u32 = 32765;
 const LOCAL_TABLE: u32 = 255;
 
 fn default_route(v6: bool) -> IpNetwork {
-    let any: IpAddr = if v6 { Ipv6Addr::UNSPECIFIED.into() } else { Ipv4Addr::UNSPECIFIED.into() };
+    let any: IpAddr = if v6 {
+        Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        Ipv4Addr::UNSPECIFIED.into()
+    };
     IpNetwork::new(any, 0).unwrap_or_else(|_| IpNetwork::from(any))
 }
 
@@ -47,15 +51,33 @@ fn unreachable_default(v6: bool, table: u32) -> RouteSpec {
 }
 
 fn local_rule(v6: bool, priority: u32) -> RuleSpec {
-    RuleSpec { v6, priority, iif: None, from: None, table: LOCAL_TABLE }
+    RuleSpec {
+        v6,
+        priority,
+        iif: None,
+        from: None,
+        table: LOCAL_TABLE,
+    }
 }
 
 fn attach_rule(v6: bool, table: u32, ifname: &str) -> RuleSpec {
-    RuleSpec { v6, priority: ATTACH_PRIORITY, iif: Some(ifname.to_owned()), from: None, table }
+    RuleSpec {
+        v6,
+        priority: ATTACH_PRIORITY,
+        iif: Some(ifname.to_owned()),
+        from: None,
+        table,
+    }
 }
 
 fn gateway_rule(table: u32, gw: IpAddr) -> RuleSpec {
-    RuleSpec { v6: gw.is_ipv6(), priority: GATEWAY_PRIORITY, iif: Some("lo".into()), from: Some(IpNetwork::from(gw)), table }
+    RuleSpec {
+        v6: gw.is_ipv6(),
+        priority: GATEWAY_PRIORITY,
+        iif: Some("lo".into()),
+        from: Some(IpNetwork::from(gw)),
+        table,
+    }
 }
 
 fn gateway_route(nl: &Netlink, table: u32, gw: IpAddr) -> Result<RouteSpec, NetError> {
@@ -131,21 +153,41 @@ pub fn check(nl: &Netlink, domain: &Domain, host: &Link) -> Result<Vec<String>, 
         let family = if v6 { "IPv6" } else { "IPv4" };
         let rules = nl.rules(v6)?;
         if !rules.contains(&attach_rule(v6, domain.table, &host.name)) {
-            problems.push(format!("{family} rule 'iif {} lookup {}' is missing", host.name, domain.table));
+            problems.push(format!(
+                "{family} rule 'iif {} lookup {}' is missing",
+                host.name, domain.table
+            ));
         }
         if rules.contains(&local_rule(v6, 0)) {
-            problems.push(format!("{family} local table rule is still at priority 0 (leaks across VPCs)"));
+            problems.push(format!(
+                "{family} local table rule is still at priority 0 (leaks across VPCs)"
+            ));
         }
         let routes = nl.routes(v6, domain.table)?;
-        if !routes.iter().any(|r| r.kind == RouteKind::Unreachable && r.dst.prefix() == 0) {
-            problems.push(format!("{family} 'unreachable default' is missing from table {}", domain.table));
+        if !routes
+            .iter()
+            .any(|r| r.kind == RouteKind::Unreachable && r.dst.prefix() == 0)
+        {
+            problems.push(format!(
+                "{family} 'unreachable default' is missing from table {}",
+                domain.table
+            ));
         }
         for gw in domain.gateways.iter().filter(|g| g.is_ipv6() == v6) {
-            if !routes.iter().any(|r| r.kind == RouteKind::Local && r.dst.ip() == *gw) {
-                problems.push(format!("local route for gateway {gw} is missing from table {}", domain.table));
+            if !routes
+                .iter()
+                .any(|r| r.kind == RouteKind::Local && r.dst.ip() == *gw)
+            {
+                problems.push(format!(
+                    "local route for gateway {gw} is missing from table {}",
+                    domain.table
+                ));
             }
             if !rules.contains(&gateway_rule(domain.table, *gw)) {
-                problems.push(format!("rule 'iif lo from {gw} lookup {}' is missing", domain.table));
+                problems.push(format!(
+                    "rule 'iif lo from {gw} lookup {}' is missing",
+                    domain.table
+                ));
             }
         }
     }
@@ -155,7 +197,11 @@ pub fn check(nl: &Netlink, domain: &Domain, host: &Link) -> Result<Vec<String>, 
 /// Removes the VPC's rules and every route of its table.
 pub fn remove(nl: &Netlink, domain: &Domain) -> Result<(), NetError> {
     for v6 in [false, true] {
-        for rule in nl.rules(v6)?.into_iter().filter(|r| r.table == domain.table) {
+        for rule in nl
+            .rules(v6)?
+            .into_iter()
+            .filter(|r| r.table == domain.table)
+        {
             nl.delete_rule(&rule)?;
         }
         for route in nl.routes(v6, domain.table)? {

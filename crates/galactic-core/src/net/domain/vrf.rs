@@ -61,7 +61,10 @@ pub fn check(nl: &Netlink, vpc: &VpcId, table: u32, host: &Link) -> Result<Vec<S
     };
     let mut problems = Vec::new();
     if vrf.vrf_table != Some(table) {
-        problems.push(format!("VRF {name} is bound to table {:?}, expected {table}", vrf.vrf_table));
+        problems.push(format!(
+            "VRF {name} is bound to table {:?}, expected {table}",
+            vrf.vrf_table
+        ));
     }
     if host.controller != Some(vrf.index) {
         problems.push(format!("{} is not enslaved to VRF {name}", host.name));
@@ -82,5 +85,9 @@ pub fn remove(nl: &Netlink, vpc: &VpcId, table: u32) -> Result<(), NetError> {
 
 /// Tables bound to VRF devices on the node.
 pub fn tables_in_use(nl: &Netlink) -> Result<BTreeSet<u32>, NetError> {
-    Ok(nl.links()?.into_iter().filter_map(|l| l.vrf_table).collect())
+    Ok(nl
+        .links()?
+        .into_iter()
+        .filter_map(|l| l.vrf_table)
+        .collect())
 }

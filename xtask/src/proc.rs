@@ -1,0 +1,78 @@
+//! Running a plugin process the way a runtime does, timed, with its peak RSS.
+
+use anyhow::{bail, Context, Result};
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// One finished process.
+#[derive(Debug)]
+pub struct Run {
+    /// Wall time from spawn to reap.
+    pub elapsed: Duration,
+    /// Peak resident set size in KiB (`ru_maxrss`).
+    pub max_rss_kib: u64,
+    /// Exit status.
+    pub status: ExitStatus,
+    /// stdout.
+    pub stdout: Vec<u8>,
+}
+
+/// Runs `argv` (optionally inside the named netns) with exactly `env`, feeding `stdin`.
+pub fn run(
+    argv: &[&Path],
+    netns: Option<&str>,
+    env: &[(&str, String)],
+    stdin: &[u8],
+) -> Result<Run> {
+    let mut command = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).args(argv);
+            c
+        }
+        None => {
+            let mut c = Command::new(argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    command
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
+    if let Ok(path) = std::env::var("PATH") {
+        command.env("PATH", path);
+    }
+    let started = Instant::now();
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("spawn {}", argv[0].display()))?;
+    if let Some(mut input) = child.stdin.take() {
+        let _ = input.write_all(stdin);
+    }
+    let mut stdout = Vec::new();
+    if let Some(mut out) = child.stdout.take() {
+        std::io::Read::read_to_end(&mut out, &mut stdout)?;
+    }
+    let pid = i32::try_from(child.id()).context("pid out of range")?;
+    let mut status = 0;
+    // SAFETY: rusage is plain data for which all-zero is valid; wait4 fills it for our own
+    // child, which has not been reaped (std's Child is never waited on here).
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `status` and `usage` outlive the call.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if rc != pid {
+        bail!("wait4({pid}) failed: {}", std::io::Error::last_os_error());
+    }
+    Ok(Run {
+        elapsed: started.elapsed(),
+        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+        status: ExitStatus::from_raw(status),
+        stdout,
+    })
+}
