@@ -24,7 +24,7 @@ pub mod testing;
 #[cfg(feature = "kube")]
 pub mod kube;
 
-#[cfg(feature = "net")]
+#[cfg(all(feature = "net", feature = "kube"))]
 pub mod master;
 #[cfg(feature = "net")]
 pub mod net;

@@ -2,6 +2,7 @@
 
 use super::addressing::{self, Assigned};
 use super::conf::MasterConf;
+use super::nad::Nad;
 use super::record::{Kind, Record, Records};
 use super::{cni_error, gateway, guest};
 use crate::cni::delegate::{Delegate, DEFAULT_TIMEOUT};
@@ -28,6 +29,7 @@ struct Add<'a> {
     pod: Option<(Netns, Netlink)>,
     records: Records,
     domains: Domains,
+    nad: Option<Nad>,
 }
 
 pub fn add(kind: Kind, req: &Request) -> Result<CniResult, CniError> {
@@ -37,12 +39,22 @@ pub fn add(kind: Kind, req: &Request) -> Result<CniResult, CniError> {
             "a master plugin must be first in the chain, but the configuration carries a prevResult",
         ));
     }
-    let add = Add::open(kind, conf, req)?;
+    // Before any state exists: a NAD without galactic-bgp would attach with no path to its VPC.
+    let nad = Nad::of(req)?;
+    if let Some(nad) = &nad {
+        nad.verify_chain()?;
+    }
+    let add = Add::open(kind, conf, req, nad)?;
     add.run()
 }
 
 impl<'a> Add<'a> {
-    fn open(kind: Kind, conf: MasterConf, req: &'a Request) -> Result<Self, CniError> {
+    fn open(
+        kind: Kind,
+        conf: MasterConf,
+        req: &'a Request,
+        nad: Option<Nad>,
+    ) -> Result<Self, CniError> {
         let pod = match kind {
             Kind::Veth => {
                 let path = req
@@ -67,6 +79,7 @@ impl<'a> Add<'a> {
             kind,
             conf,
             pod,
+            nad,
         })
     }
 
@@ -115,6 +128,9 @@ impl<'a> Add<'a> {
         rb.push("host interface", move || {
             self.host.delete_link(&self.host_ifname)
         });
+        if let Some(nad) = &self.nad {
+            nad.annotate(&self.host_ifname)?;
+        }
         failpoint::hit("after-interface")?;
 
         self.host_sysctls()

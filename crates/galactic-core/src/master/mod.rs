@@ -15,6 +15,7 @@ mod del;
 mod gateway;
 mod gc;
 mod guest;
+mod nad;
 pub mod record;
 
 use crate::cni::{CniError, CniResult, Plugin, Request};
