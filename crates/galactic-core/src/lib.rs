@@ -8,8 +8,11 @@
 //! - [`rollback`]: the undo stack every ADD uses.
 //! - [`lockfile`]: node-wide locks with a bounded wait.
 //! - `net` (feature `net`): links, addresses, routes, rules, namespaces, routing domains.
+//! - `bpf` (feature `bpf`): the eBPF uSID datapath's pinned-map ABI, uSID codec, registration.
 //! - `kube` (feature `kube`): Kubernetes client, custom resource types, retry, NAD helpers.
 
+#[cfg(feature = "bpf")]
+pub mod bpf;
 pub mod cni;
 pub mod config;
 pub mod failpoint;

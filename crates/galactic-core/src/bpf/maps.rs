@@ -1,0 +1,259 @@
+//! The pinned maps: their definitions (as the datapath object declares them), opening them from
+//! the pin directory, and creating empty pinned ones (`cargo xtask bpf-pin-maps`).
+
+use super::abi::*;
+use super::BpfError;
+use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, MapError};
+use std::path::{Path, PathBuf};
+
+/// Default pin directory of the datapath's maps and programs.
+pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/galactic";
+/// Environment variable overriding the pin directory (tests use a private bpffs mount).
+pub const PIN_DIR_ENV: &str = "GALACTIC_CNI_BPF_PIN_DIR";
+
+/// `locator_table`: (Block, Node-ID) → generation.
+pub const LOCATOR_TABLE: &str = "locator_table";
+/// `function_table`: (Block, Function) → behaviour.
+pub const FUNCTION_TABLE: &str = "function_table";
+/// `vrf_table`: (Block, Argument) → VRF table, egress kind, counters, generation.
+pub const VRF_TABLE: &str = "vrf_table";
+/// `ifindex_vrf_table`: host interface → (Block, Argument).
+pub const IFINDEX_VRF_TABLE: &str = "ifindex_vrf_table";
+/// `egress_route_table`: LPM (table, family, prefix) → encapsulation (or pass-through).
+pub const EGRESS_ROUTE_TABLE: &str = "egress_route_table";
+/// `node_src_addr_table`: this node's SRv6 source address.
+pub const NODE_SRC_ADDR_TABLE: &str = "node_src_addr_table";
+/// `public_uplink_table`: this node's public uplink.
+pub const PUBLIC_UPLINK_TABLE: &str = "public_uplink_table";
+/// The pinned egress classifier attached to host interfaces.
+pub const USID_EGRESS_PROG: &str = "usid_egress_prog";
+
+const BPF_MAP_TYPE_HASH: u32 = 1;
+const BPF_MAP_TYPE_ARRAY: u32 = 2;
+const BPF_MAP_TYPE_LPM_TRIE: u32 = 11;
+/// `BPF_F_NO_PREALLOC` (required by LPM tries).
+const BPF_F_NO_PREALLOC: u32 = 1;
+
+/// A map as the datapath object defines it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapDef {
+    /// Pin name (and kernel map name).
+    pub name: &'static str,
+    /// `BPF_MAP_TYPE_*`.
+    pub map_type: u32,
+    /// Key bytes.
+    pub key_size: u32,
+    /// Value bytes.
+    pub value_size: u32,
+    /// Capacity.
+    pub max_entries: u32,
+    /// `BPF_F_*` flags.
+    pub flags: u32,
+}
+
+const fn def<K, V>(name: &'static str, map_type: u32, max_entries: u32, flags: u32) -> MapDef {
+    MapDef {
+        name,
+        map_type,
+        key_size: size_of::<K>() as u32,
+        value_size: size_of::<V>() as u32,
+        max_entries,
+        flags,
+    }
+}
+
+/// Every map the CNI chain writes, with the reference definitions (upstream §6.7).
+pub const MAP_DEFS: [MapDef; 7] = [
+    def::<LocatorKey, LocatorValue>(LOCATOR_TABLE, BPF_MAP_TYPE_HASH, 64, 0),
+    def::<FunctionKey, FunctionValue>(FUNCTION_TABLE, BPF_MAP_TYPE_HASH, 128, 0),
+    def::<VrfKey, VrfValue>(VRF_TABLE, BPF_MAP_TYPE_HASH, 8192, 0),
+    def::<IfindexKey, IfindexVrfValue>(IFINDEX_VRF_TABLE, BPF_MAP_TYPE_HASH, 16384, 0),
+    def::<EgressRouteKey, EgressRouteValue>(
+        EGRESS_ROUTE_TABLE,
+        BPF_MAP_TYPE_LPM_TRIE,
+        32768,
+        BPF_F_NO_PREALLOC,
+    ),
+    def::<NodeIndex, NodeSrcAddrValue>(NODE_SRC_ADDR_TABLE, BPF_MAP_TYPE_ARRAY, 1, 0),
+    def::<NodeIndex, PublicUplinkValue>(PUBLIC_UPLINK_TABLE, BPF_MAP_TYPE_ARRAY, 1, 0),
+];
+
+/// The pin directory: `GALACTIC_CNI_BPF_PIN_DIR` when set and non-empty, else the default.
+pub fn pin_dir_from_env() -> PathBuf {
+    std::env::var(PIN_DIR_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .map_or_else(|| PathBuf::from(DEFAULT_PIN_DIR), PathBuf::from)
+}
+
+/// Whether `err` means "no such pinned object".
+fn is_missing(err: &MapError) -> bool {
+    matches!(err, MapError::SyscallError(e) if e.io_error.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Opens the pinned map `name` under `dir`; a missing pin is [`BpfError::NotLoaded`].
+pub fn open_map(dir: &Path, name: &'static str) -> Result<Map, BpfError> {
+    let path = dir.join(name);
+    let data = MapData::from_pin(&path).map_err(|source| {
+        if is_missing(&source) {
+            BpfError::NotLoaded { path: path.clone() }
+        } else {
+            BpfError::Map {
+                map: name,
+                op: "open",
+                source: Box::new(source),
+            }
+        }
+    })?;
+    Map::from_map_data(data).map_err(|source| BpfError::Map {
+        map: name,
+        op: "open",
+        source: Box::new(source),
+    })
+}
+
+/// Opens a pinned map as a typed handle (checks key and value sizes against the ABI).
+pub fn open_typed<T>(dir: &Path, name: &'static str) -> Result<T, BpfError>
+where
+    T: TryFrom<Map, Error = MapError>,
+{
+    T::try_from(open_map(dir, name)?).map_err(|source| BpfError::Map {
+        map: name,
+        op: "open (type or size mismatch with the ABI)",
+        source: Box::new(source),
+    })
+}
+
+/// `locator_table`.
+pub type LocatorTable = HashMap<MapData, LocatorKey, LocatorValue>;
+/// `function_table`.
+pub type FunctionTable = HashMap<MapData, FunctionKey, FunctionValue>;
+/// `vrf_table`.
+pub type VrfTable = HashMap<MapData, VrfKey, VrfValue>;
+/// `ifindex_vrf_table`.
+pub type IfindexVrfTable = HashMap<MapData, IfindexKey, IfindexVrfValue>;
+/// `egress_route_table`.
+pub type EgressRouteTable = LpmTrie<MapData, EgressRouteKeyData, EgressRouteValue>;
+/// `node_src_addr_table`.
+pub type NodeSrcAddrTable = Array<MapData, NodeSrcAddrValue>;
+/// `public_uplink_table`.
+pub type PublicUplinkTable = Array<MapData, PublicUplinkValue>;
+
+/// What [`pin_empty_maps`] did with one map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PinOutcome {
+    /// Created and pinned.
+    Created,
+    /// Already pinned with the same definition; left as is (entries kept).
+    Present,
+}
+
+/// Creates and pins every map of [`MAP_DEFS`] that `dir` (a bpffs directory, created if absent)
+/// lacks. A map already pinned must have the same definition, else [`BpfError::Incompatible`]:
+/// replacing it would orphan the datapath's reference to the old one.
+pub fn pin_empty_maps(dir: &Path) -> Result<Vec<(&'static str, PinOutcome)>, BpfError> {
+    std::fs::create_dir_all(dir).map_err(|source| BpfError::Io {
+        what: format!("create pin directory {}", dir.display()),
+        source,
+    })?;
+    MAP_DEFS
+        .iter()
+        .map(|d| pin_one(dir, d).map(|outcome| (d.name, outcome)))
+        .collect()
+}
+
+fn pin_one(dir: &Path, d: &MapDef) -> Result<PinOutcome, BpfError> {
+    let path = dir.join(d.name);
+    let err = |op: &'static str| {
+        move |source| BpfError::Map {
+            map: d.name,
+            op,
+            source: Box::new(source),
+        }
+    };
+    match MapData::from_pin(&path) {
+        Ok(existing) => {
+            let info = existing.info().map_err(err("read info"))?;
+            let found = MapDef {
+                name: d.name,
+                map_type: type_number(&info, d)?,
+                key_size: info.key_size(),
+                value_size: info.value_size(),
+                max_entries: info.max_entries(),
+                flags: info.map_flags(),
+            };
+            if found != *d {
+                return Err(BpfError::Incompatible {
+                    path,
+                    want: Box::new(*d),
+                    found: Box::new(found),
+                });
+            }
+            Ok(PinOutcome::Present)
+        }
+        Err(e) if is_missing(&e) => {
+            let obj = aya_obj::Map::new_from_params(
+                d.map_type,
+                d.key_size,
+                d.value_size,
+                d.max_entries,
+                d.flags,
+            );
+            let map = MapData::create(obj, d.name, None).map_err(err("create"))?;
+            map.pin(&path).map_err(|e| BpfError::Pin {
+                path: path.clone(),
+                source: Box::new(e),
+            })?;
+            Ok(PinOutcome::Created)
+        }
+        Err(e) => Err(err("open")(e)),
+    }
+}
+
+/// The kernel's `BPF_MAP_TYPE_*` of a map (`MapInfo::map_type` gives an enum; the number is
+/// what the definitions compare).
+fn type_number(info: &aya::maps::MapInfo, d: &MapDef) -> Result<u32, BpfError> {
+    let kind = info.map_type().map_err(|source| BpfError::Map {
+        map: d.name,
+        op: "read type",
+        source: Box::new(source),
+    })?;
+    Ok(match kind {
+        aya::maps::MapType::Hash => BPF_MAP_TYPE_HASH,
+        aya::maps::MapType::Array => BPF_MAP_TYPE_ARRAY,
+        aya::maps::MapType::LpmTrie => BPF_MAP_TYPE_LPM_TRIE,
+        // Any other type differs from every definition here.
+        _ => u32::MAX,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn definitions_match_the_reference() {
+        let want: [(&str, u32, u32, u32, u32, u32); 7] = [
+            ("locator_table", 1, 8, 8, 64, 0),
+            ("function_table", 1, 8, 4, 128, 0),
+            ("vrf_table", 1, 8, 48, 8192, 0),
+            ("ifindex_vrf_table", 1, 4, 16, 16384, 0),
+            ("egress_route_table", 11, 25, 32, 32768, 1),
+            ("node_src_addr_table", 2, 4, 16, 1, 0),
+            ("public_uplink_table", 2, 4, 16, 1, 0),
+        ];
+        for (d, w) in MAP_DEFS.iter().zip(want) {
+            assert_eq!(
+                (
+                    d.name,
+                    d.map_type,
+                    d.key_size,
+                    d.value_size,
+                    d.max_entries,
+                    d.flags
+                ),
+                w
+            );
+        }
+    }
+}

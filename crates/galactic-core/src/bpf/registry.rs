@@ -1,0 +1,465 @@
+//! Registering an attachment in the pinned maps, removing it, and sweeping what no attachment
+//! owns any more.
+//!
+//! Node-level rows (`locator_table`, `function_table`, `vrf_table`) are shared by every
+//! attachment of a Block / VRF and are never removed here (`vrf_table` has the datapath's GC).
+//! Attachment rows (`ifindex_vrf_table`, pass-through entries of `egress_route_table`) are
+//! recorded before they are written, so DEL and GC remove exactly them:
+//!
+//! ```text
+//! <state_dir>/bpf/
+//!   lock                         flock: one registration/removal at a time on the node
+//!   attachments/G{vpc}{att}H.json {"hostIfname","ifindex","block","argument","vrfTableId",
+//!                                  "prefixes":[canonical CIDR…],"pinDir"}
+//! ```
+//! A pass-through key (VRF table, prefix) can be shared: masked /96 pool prefixes are the same
+//! for every pod of a pool. Removal keeps a key that another record still lists, and never
+//! deletes a key whose value is no longer the pass-through (someone routed it since).
+
+use super::abi::*;
+use super::maps::{self, EgressRouteTable, FunctionTable, IfindexVrfTable, LocatorTable, VrfTable};
+use super::usid::Usid;
+use super::BpfError;
+use crate::lockfile;
+use aya::maps::MapError;
+use ipnetwork::IpNetwork;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Longest wait for the registration lock before "try again later".
+const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What one attachment registers.
+#[derive(Debug, Clone)]
+pub struct Registration<'a> {
+    /// The bpffs directory of the pinned maps.
+    pub pin_dir: &'a Path,
+    /// The node's state directory (registration records).
+    pub state_dir: &'a Path,
+    /// The VRF's uSID on this node.
+    pub usid: Usid,
+    /// The VPC's routing table on this node.
+    pub vrf_table_id: u32,
+    /// [`EGRESS_KIND_VETH`] or [`EGRESS_KIND_TAP`].
+    pub egress_kind: u32,
+    /// The host interface (`G…H`).
+    pub host_ifname: &'a str,
+    /// Its ifindex.
+    pub host_ifindex: u32,
+    /// The attachment's prefixes (masked on registration).
+    pub prefixes: &'a [IpNetwork],
+}
+
+/// The on-disk record of one registered attachment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachmentRecord {
+    /// Host interface.
+    pub host_ifname: String,
+    /// Its ifindex at registration.
+    pub ifindex: u32,
+    /// uSID Block (48-bit value).
+    pub block: u64,
+    /// uSID Argument.
+    pub argument: u16,
+    /// VRF table the pass-through keys were written in.
+    pub vrf_table_id: u32,
+    /// Masked prefixes with pass-through entries.
+    pub prefixes: Vec<IpNetwork>,
+    /// Where the maps were.
+    pub pin_dir: PathBuf,
+}
+
+fn records_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("bpf").join("attachments")
+}
+
+fn record_path(state_dir: &Path, host_ifname: &str) -> PathBuf {
+    records_dir(state_dir).join(format!("{host_ifname}.json"))
+}
+
+fn lock(state_dir: &Path) -> Result<lockfile::LockGuard, BpfError> {
+    lockfile::acquire(&state_dir.join("bpf").join("lock"), LOCK_TIMEOUT).map_err(BpfError::Busy)
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> BpfError {
+    move |source| BpfError::Io { what, source }
+}
+
+/// The record of `host_ifname`, if one exists.
+pub fn read_record(
+    state_dir: &Path,
+    host_ifname: &str,
+) -> Result<Option<AttachmentRecord>, BpfError> {
+    let path = record_path(state_dir, host_ifname);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| io(format!("parse {}", path.display()))(std::io::Error::other(e))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(format!("read {}", path.display()))(e)),
+    }
+}
+
+fn write_record(state_dir: &Path, record: &AttachmentRecord) -> Result<(), BpfError> {
+    let path = record_path(state_dir, &record.host_ifname);
+    let dir = records_dir(state_dir);
+    std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
+    let tmp = path.with_extension(format!("json.tmp.{}", std::process::id()));
+    let bytes = serde_json::to_vec(record)
+        .map_err(|e| io("encode record".into())(std::io::Error::other(e)))?;
+    std::fs::write(&tmp, bytes).map_err(io(format!("write {}", tmp.display())))?;
+    std::fs::rename(&tmp, &path).map_err(io(format!("rename to {}", path.display())))
+}
+
+fn remove_record(state_dir: &Path, host_ifname: &str) -> Result<(), BpfError> {
+    let path = record_path(state_dir, host_ifname);
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(io(format!("remove {}", path.display()))(e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Every registration record (unparseable ones are skipped: they must not stop GC).
+pub fn all_records(state_dir: &Path) -> Result<Vec<AttachmentRecord>, BpfError> {
+    let dir = records_dir(state_dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(format!("list {}", dir.display()))(e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(host) = name.strip_suffix(".json") {
+            if let Ok(Some(record)) = read_record(state_dir, host) {
+                out.push(record);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the datapath's clock (`bpf_ktime_get_ns`), which the GC
+/// cutoff compares generations against.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, exclusively borrowed timespec; CLOCK_MONOTONIC always exists on
+    // Linux, so the call only writes `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
+}
+
+/// The egress LPM key of `(table, prefix)` (the prefix is masked).
+pub fn egress_key(table_id: u32, prefix: IpNetwork) -> EgressRouteKey {
+    let net = crate::net::netlink::masked(prefix);
+    let mut addr_be = [0u8; 16];
+    let family = match net.network() {
+        std::net::IpAddr::V6(a) => {
+            addr_be = a.octets();
+            FAMILY_IPV6
+        }
+        std::net::IpAddr::V4(a) => {
+            addr_be[..4].copy_from_slice(&a.octets());
+            FAMILY_IPV4
+        }
+    };
+    EgressRouteKey::new(
+        EGRESS_KEY_PREFIX_BITS + u32::from(net.prefix()),
+        EgressRouteKeyData {
+            table_id,
+            family,
+            addr_be,
+        },
+    )
+}
+
+fn map_err(map: &'static str, op: &'static str) -> impl FnOnce(MapError) -> BpfError {
+    move |source| BpfError::Map {
+        map,
+        op,
+        source: Box::new(source),
+    }
+}
+
+/// `Ok(None)` for an absent key.
+fn absent_ok<V>(r: Result<V, MapError>) -> Result<Option<V>, MapError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(MapError::KeyNotFound) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The node-level maps a registration writes.
+struct NodeMaps {
+    locator: LocatorTable,
+    function: FunctionTable,
+    vrf: VrfTable,
+    ifindex: IfindexVrfTable,
+    egress: EgressRouteTable,
+}
+
+impl NodeMaps {
+    /// Opens every map before anything is written, so a missing one changes nothing.
+    fn open(dir: &Path) -> Result<Self, BpfError> {
+        Ok(Self {
+            locator: maps::open_typed(dir, maps::LOCATOR_TABLE)?,
+            function: maps::open_typed(dir, maps::FUNCTION_TABLE)?,
+            vrf: maps::open_typed(dir, maps::VRF_TABLE)?,
+            ifindex: maps::open_typed(dir, maps::IFINDEX_VRF_TABLE)?,
+            egress: maps::open_typed(dir, maps::EGRESS_ROUTE_TABLE)?,
+        })
+    }
+}
+
+/// Registers the VRF's uSID (locator, function, VRF rows) and this attachment's rows
+/// (ifindex → VRF, pass-through prefixes). Idempotent; `vrf_table` counters survive.
+pub fn register_attachment(r: &Registration<'_>) -> Result<AttachmentRecord, BpfError> {
+    let mut m = NodeMaps::open(r.pin_dir)?;
+    let _lock = lock(r.state_dir)?;
+    let record = AttachmentRecord {
+        host_ifname: r.host_ifname.to_owned(),
+        ifindex: r.host_ifindex,
+        block: r.usid.block.value(),
+        argument: r.usid.argument.get(),
+        vrf_table_id: r.vrf_table_id,
+        prefixes: r
+            .prefixes
+            .iter()
+            .map(|p| crate::net::netlink::masked(*p))
+            .collect(),
+        pin_dir: r.pin_dir.to_owned(),
+    };
+    // Intent first: a crash after this leaves a record DEL and GC can remove rows by.
+    write_record(r.state_dir, &record)?;
+    let now = monotonic_ns();
+    m.locator
+        .insert(r.usid.locator_key(), LocatorValue { generation_ns: now }, 0)
+        .map_err(map_err(maps::LOCATOR_TABLE, "insert"))?;
+    m.function
+        .insert(
+            r.usid.function_key(),
+            FunctionValue {
+                behavior: BEHAVIOR_END_DT46,
+            },
+            0,
+        )
+        .map_err(map_err(maps::FUNCTION_TABLE, "insert"))?;
+    register_vrf(&mut m.vrf, r, now)?;
+    let row = IfindexVrfValue {
+        block: record.block,
+        argument: record.argument,
+        _pad: [0; 6],
+    };
+    m.ifindex
+        .insert(r.host_ifindex, row, 0)
+        .map_err(map_err(maps::IFINDEX_VRF_TABLE, "insert"))?;
+    for prefix in &record.prefixes {
+        m.egress
+            .insert(
+                &egress_key(r.vrf_table_id, *prefix),
+                EgressRouteValue::PASS_THROUGH,
+                0,
+            )
+            .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
+    }
+    Ok(record)
+}
+
+/// `vrf_table` read-modify-write: table and kind set, generation stamped, counters kept.
+// The datapath may bump counters between our read and write; that window loses at most those
+// increments (upstream has the same window; the map has no compare-and-swap).
+fn register_vrf(vrf: &mut VrfTable, r: &Registration<'_>, now: u64) -> Result<(), BpfError> {
+    let key = r.usid.vrf_key();
+    let old = absent_ok(vrf.get(&key, 0))
+        .map_err(map_err(maps::VRF_TABLE, "read"))?
+        .unwrap_or_default();
+    let value = VrfValue {
+        vrf_table_id: r.vrf_table_id,
+        egress_kind: r.egress_kind,
+        generation_ns: now,
+        ..old
+    };
+    vrf.insert(key, value, 0)
+        .map_err(map_err(maps::VRF_TABLE, "insert"))
+}
+
+/// Removes the rows of `host_ifname`'s registration, if it has one: its `ifindex_vrf_table`
+/// row (only while it still points at the recorded VRF) and its pass-through entries (only
+/// those no other registration lists). Tolerates a node without the datapath (no record, or no
+/// pinned maps). Returns whether a registration was removed.
+pub fn unregister_attachment(state_dir: &Path, host_ifname: &str) -> Result<bool, BpfError> {
+    let _lock = lock(state_dir)?;
+    unregister_locked(state_dir, host_ifname)
+}
+
+fn unregister_locked(state_dir: &Path, host_ifname: &str) -> Result<bool, BpfError> {
+    let Some(record) = read_record(state_dir, host_ifname)? else {
+        return Ok(false);
+    };
+    let shared: HashSet<(u32, IpNetwork)> = all_records(state_dir)?
+        .into_iter()
+        .filter(|r| r.host_ifname != host_ifname)
+        .flat_map(|r| r.prefixes.into_iter().map(move |p| (r.vrf_table_id, p)))
+        .collect();
+    match remove_rows(&record, &shared) {
+        // No maps: nothing of this registration can remain in them.
+        Err(BpfError::NotLoaded { .. }) => {}
+        other => other?,
+    }
+    remove_record(state_dir, host_ifname)?;
+    Ok(true)
+}
+
+fn remove_rows(
+    record: &AttachmentRecord,
+    shared: &HashSet<(u32, IpNetwork)>,
+) -> Result<(), BpfError> {
+    let mut ifindex: IfindexVrfTable = maps::open_typed(&record.pin_dir, maps::IFINDEX_VRF_TABLE)?;
+    let mut egress: EgressRouteTable = maps::open_typed(&record.pin_dir, maps::EGRESS_ROUTE_TABLE)?;
+    let row = absent_ok(ifindex.get(&record.ifindex, 0))
+        .map_err(map_err(maps::IFINDEX_VRF_TABLE, "read"))?;
+    // The ifindex may have been reused by a later attachment of another VRF: leave its row.
+    if row.is_some_and(|v| v.block == record.block && v.argument == record.argument) {
+        ignore_absent(ifindex.remove(&record.ifindex))
+            .map_err(map_err(maps::IFINDEX_VRF_TABLE, "delete"))?;
+    }
+    for prefix in &record.prefixes {
+        if shared.contains(&(record.vrf_table_id, *prefix)) {
+            continue;
+        }
+        let key = egress_key(record.vrf_table_id, *prefix);
+        if exact_egress(&egress, &key)? == Some(EgressRouteValue::PASS_THROUGH) {
+            ignore_absent(egress.remove(&key))
+                .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "delete"))?;
+        }
+    }
+    Ok(())
+}
+
+fn ignore_absent(r: Result<(), MapError>) -> Result<(), MapError> {
+    absent_ok(r).map(|_| ())
+}
+
+/// The value stored under exactly `key` (an LPM lookup would return a covering prefix).
+pub fn exact_egress(
+    egress: &EgressRouteTable,
+    key: &EgressRouteKey,
+) -> Result<Option<EgressRouteValue>, BpfError> {
+    let found = absent_ok(egress.get(key, 0)).map_err(map_err(maps::EGRESS_ROUTE_TABLE, "read"))?;
+    // The longest match is exact only when it has the same length; same-length matches of a
+    // masked key are the key itself.
+    let exact = egress
+        .keys()
+        .filter_map(Result::ok)
+        .any(|k| k.prefix_len() == key.prefix_len() && k.data() == key.data());
+    Ok(found.filter(|_| exact))
+}
+
+/// Removes the registrations of host interfaces not in `live` (CNI GC). Returns the removed
+/// interface names; errors of single records are collected, not fatal to the others.
+pub fn sweep_attachments(
+    state_dir: &Path,
+    live: &HashSet<String>,
+) -> Result<Vec<String>, BpfError> {
+    let _lock = lock(state_dir)?;
+    let mut removed = Vec::new();
+    let mut first_error = None;
+    for record in all_records(state_dir)? {
+        if live.contains(&record.host_ifname) {
+            continue;
+        }
+        match unregister_locked(state_dir, &record.host_ifname) {
+            Ok(_) => removed.push(record.host_ifname),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(removed),
+    }
+}
+
+/// What CHECK expects of one attachment.
+#[derive(Debug, Clone)]
+pub struct Expected<'a> {
+    /// The pin directory.
+    pub pin_dir: &'a Path,
+    /// The VRF's uSID.
+    pub usid: Usid,
+    /// The VPC's current routing table.
+    pub vrf_table_id: u32,
+    /// Host interface index.
+    pub host_ifindex: u32,
+    /// The attachment's prefixes.
+    pub prefixes: &'a [IpNetwork],
+}
+
+/// Compares the maps with `e`; returns every difference found (empty = consistent).
+pub fn verify(e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
+    let m = NodeMaps::open(e.pin_dir)?;
+    let mut problems = Vec::new();
+    let u = e.usid;
+    if absent_ok(m.locator.get(&u.locator_key(), 0))
+        .map_err(map_err(maps::LOCATOR_TABLE, "read"))?
+        .is_none()
+    {
+        problems.push(format!(
+            "locator_table has no entry for {:#x}",
+            u.locator_key()
+        ));
+    }
+    match absent_ok(m.function.get(&u.function_key(), 0))
+        .map_err(map_err(maps::FUNCTION_TABLE, "read"))?
+    {
+        Some(v) if v.behavior == BEHAVIOR_END_DT46 => {}
+        other => problems.push(format!(
+            "function_table[{:#x}] is {other:?}, want behaviour {BEHAVIOR_END_DT46}",
+            u.function_key()
+        )),
+    }
+    match absent_ok(m.vrf.get(&u.vrf_key(), 0)).map_err(map_err(maps::VRF_TABLE, "read"))? {
+        Some(v) if v.vrf_table_id == e.vrf_table_id => {}
+        Some(v) => problems.push(format!(
+            "vrf_table[{:#x}] points at table {}, the VPC's table is {}",
+            u.vrf_key(),
+            v.vrf_table_id,
+            e.vrf_table_id
+        )),
+        None => problems.push(format!("vrf_table has no entry for {:#x}", u.vrf_key())),
+    }
+    let want = IfindexVrfValue {
+        block: u.block.value(),
+        argument: u.argument.get(),
+        _pad: [0; 6],
+    };
+    let row = absent_ok(m.ifindex.get(&e.host_ifindex, 0))
+        .map_err(map_err(maps::IFINDEX_VRF_TABLE, "read"))?;
+    if row != Some(want) {
+        problems.push(format!(
+            "ifindex_vrf_table[{}] is {row:?}, want {want:?}",
+            e.host_ifindex
+        ));
+    }
+    for prefix in e.prefixes {
+        let key = egress_key(e.vrf_table_id, *prefix);
+        if exact_egress(&m.egress, &key)?.is_none() {
+            problems.push(format!(
+                "egress_route_table has no entry for {} in table {}",
+                crate::net::netlink::masked(*prefix),
+                e.vrf_table_id
+            ));
+        }
+    }
+    Ok(problems)
+}
