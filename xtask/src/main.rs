@@ -4,6 +4,7 @@ mod bench_chain;
 mod bench_ipam;
 mod bench_startup;
 mod crds;
+mod demo;
 mod proc;
 mod smoke;
 mod stage;
@@ -18,6 +19,7 @@ usage: cargo xtask <command> [options]
 
 commands:
   build-and-stage   build the plugins and install them into a CNI bin dir (see --help)
+  demo              the whole chain on this machine: pods in namespaces, pings, CHECK, DEL, cleanup
   smoke             build-and-stage into a temporary root and round-trip VERSION/STATUS
                     through every staged plugin
   test              every test, privileged ones included (fails under CI=true without root)
@@ -25,13 +27,24 @@ commands:
   bench-startup     median start-up cost of every release plugin vs. the spawn floor
 ";
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    match dispatch() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let command = args.next().unwrap_or_default();
     let rest: Vec<String> = args.collect();
     match command.as_str() {
         "build-and-stage" => stage::build_and_stage(&stage::Options::parse(&rest)?),
         "smoke" => smoke::run(&rest),
+        "demo" => demo::run(&rest),
         "bench-ipam" => bench_ipam::run(&rest),
         "bench-chain" => bench_chain::run(&rest),
         "bench-startup" => bench_startup::run(&rest),

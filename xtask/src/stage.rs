@@ -142,6 +142,10 @@ pub fn build_release() -> Result<PathBuf> {
 }
 
 /// Runs cargo for the plugin binaries; returns the directory holding them.
+pub fn build_plugins(release: bool) -> Result<PathBuf> {
+    build(release)
+}
+
 fn build(release: bool) -> Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let root = crate::workspace_root();
