@@ -5,6 +5,7 @@ mod bench_ipam;
 mod bench_startup;
 mod crds;
 mod demo;
+mod fuzz;
 mod proc;
 mod smoke;
 mod stage;
@@ -25,6 +26,7 @@ commands:
   test              every test, privileged ones included (fails under CI=true without root)
   bench-chain       full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
   bench-startup     median start-up cost of every release plugin vs. the spawn floor
+  fuzz              bounded fuzzing of every untrusted-input parser [--seconds N per target]
 ";
 
 fn main() -> std::process::ExitCode {
@@ -49,6 +51,7 @@ fn dispatch() -> Result<()> {
         "bench-chain" => bench_chain::run(&rest),
         "bench-startup" => bench_startup::run(&rest),
         "test" => test::run(&rest),
+        "fuzz" => fuzz::run(&rest),
         "gen-crds" => crds::run(&rest),
         "" | "help" | "--help" | "-h" => {
             print!("{USAGE}");

@@ -4,6 +4,7 @@
 //! Each run gets a throwaway node config whose log file and state directory live in a temporary
 //! directory, so tests never read or write the machine's `/etc/galactic` or `/var/log`.
 
+pub mod fuzz;
 pub mod host;
 pub mod privileged;
 

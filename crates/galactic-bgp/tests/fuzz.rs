@@ -1,0 +1,15 @@
+//! Fuzzing of the galactic-bgp stanza and the `prevResult` it infers the attachment from (one,
+//! two or no sandboxed interfaces, addresses of either family), through the binary with the
+//! local publisher: ADD, CHECK and DEL of mutated inputs never panic and always answer with a
+//! proper CNI error. Seeds: `fuzz/corpus/bgp-stanza/`.
+
+use galactic_core::testing::fuzz::plugin_campaign;
+use galactic_core::testing::privileged::privileged;
+
+#[test]
+fn bgp_stanza() {
+    if !privileged("bgp_stanza") {
+        return;
+    }
+    plugin_campaign("galactic-bgp", "bgp-stanza", &["ADD", "CHECK", "DEL"], 48);
+}
