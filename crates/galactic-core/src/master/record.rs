@@ -11,7 +11,7 @@
 //! ```
 //! Keyed by host interface, which is unique per (VPC, attachment) on the node.
 
-use crate::net::NetError;
+use crate::net::{state, NetError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -76,58 +76,25 @@ impl Records {
 
     /// The record of a host interface.
     pub fn get(&self, host_ifname: &str) -> Result<Option<Record>, NetError> {
-        match std::fs::read(self.path(host_ifname)) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| NetError::Io {
-                    what: format!("parse attachment record {host_ifname}"),
-                    source: std::io::Error::other(e),
-                }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(NetError::Io {
-                what: format!("read attachment record {host_ifname}"),
-                source,
-            }),
-        }
+        state::read_json(&self.path(host_ifname))
     }
 
     /// Writes (or replaces) a record atomically.
     pub fn put(&self, record: &Record) -> Result<(), NetError> {
-        crate::net::domain::write_json_atomic(&self.path(&record.host_ifname), record)
+        state::write_json_atomic(&self.path(&record.host_ifname), record)
     }
 
     /// Removes a record; a missing one is success.
     pub fn remove(&self, host_ifname: &str) -> Result<(), NetError> {
-        match std::fs::remove_file(self.path(host_ifname)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(NetError::Io {
-                what: format!("remove attachment record {host_ifname}"),
-                source: e,
-            }),
-            _ => Ok(()),
-        }
+        state::remove(&self.path(host_ifname))
     }
 
     /// Every record (unreadable ones are skipped with a warning: they must not stop GC).
     pub fn all(&self) -> Result<Vec<Record>, NetError> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(NetError::Io {
-                    what: format!("list {}", self.dir.display()),
-                    source,
-                })
-            }
-        };
         let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(host) = name.strip_suffix(".json") else {
-                continue;
-            };
-            match self.get(host) {
-                Ok(Some(record)) => out.push(record),
-                Ok(None) => {}
+        for path in state::json_files(&self.dir, "")? {
+            match state::read_json::<Record>(&path) {
+                Ok(record) => out.extend(record),
                 Err(e) => crate::log::warn(
                     "skipping unreadable attachment record",
                     serde_json::json!({"err": e.to_string()}),

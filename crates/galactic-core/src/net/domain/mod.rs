@@ -21,6 +21,7 @@ pub mod table;
 mod vrf;
 
 use super::netlink::{Link, Netlink};
+use super::state::{self, read_json, write_json_atomic};
 use super::NetError;
 use crate::config::RoutingDomainMode;
 use crate::ident::VpcId;
@@ -97,22 +98,9 @@ impl Domains {
 
     /// Every recorded domain.
     pub fn all(&self) -> Result<Vec<Domain>, NetError> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(NetError::Io {
-                    what: format!("list {}", self.dir.display()),
-                    source,
-                })
-            }
-        };
         let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with("vpc-") && name.ends_with(".json") {
-                out.extend(read_json::<Domain>(&entry.path())?);
-            }
+        for path in state::json_files(&self.dir, "vpc-")? {
+            out.extend(read_json::<Domain>(&path)?);
         }
         Ok(out)
     }
@@ -122,13 +110,7 @@ impl Domains {
     }
 
     fn forget(&self, vpc: &VpcId) -> Result<(), NetError> {
-        match std::fs::remove_file(self.record_path(vpc)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(NetError::Io {
-                what: format!("remove domain record of VPC {vpc}"),
-                source: e,
-            }),
-            _ => Ok(()),
-        }
+        state::remove(&self.record_path(vpc))
     }
 
     /// The backend for `mode`: `auto` probes once (creating and deleting a scratch VRF) and
@@ -305,35 +287,4 @@ pub fn check(
         Backend::Vrf => vrf::check(nl, vpc, domain.table, host),
         Backend::Table => table::check(nl, domain, host),
     }
-}
-
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, NetError> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| NetError::Io {
-                what: format!("parse {}", path.display()),
-                source: std::io::Error::other(e),
-            }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(NetError::Io {
-            what: format!("read {}", path.display()),
-            source,
-        }),
-    }
-}
-
-/// Writes JSON through a temporary file and a rename, so readers never see a torn record.
-pub(crate) fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), NetError> {
-    let io = |source| NetError::Io {
-        what: format!("write {}", path.display()),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io)?;
-    }
-    let text = serde_json::to_vec_pretty(value).map_err(|e| io(std::io::Error::other(e)))?;
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
 }
