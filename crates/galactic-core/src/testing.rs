@@ -7,6 +7,7 @@
 pub mod fuzz;
 pub mod host;
 pub mod privileged;
+pub mod runtime;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
