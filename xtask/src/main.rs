@@ -5,6 +5,7 @@ mod bench_ipam;
 mod bench_startup;
 mod crds;
 mod demo;
+mod manifests;
 mod fuzz;
 mod proc;
 mod smoke;
@@ -26,6 +27,7 @@ commands:
   test              every test, privileged ones included (fails under CI=true without root)
   bench-chain       full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
   bench-startup     median start-up cost of every release plugin vs. the spawn floor
+  lint-manifests    check every NAD and conflist under deploy/ with the plugins' own validation
   fuzz              bounded fuzzing of every untrusted-input parser [--seconds N per target]
 ";
 
@@ -53,6 +55,7 @@ fn dispatch() -> Result<()> {
         "test" => test::run(&rest),
         "fuzz" => fuzz::run(&rest),
         "gen-crds" => crds::run(&rest),
+        "lint-manifests" => manifests::run(&rest),
         "" | "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(())
