@@ -36,7 +36,7 @@ impl IpamError {
             Self::Store(StoreError::Busy { .. }) => Code::TRY_AGAIN_LATER,
             Self::Store(StoreError::Exhausted { .. }) => Code::NOT_AVAILABLE,
             Self::Store(_) => Code::IO,
-            Self::NoAllocation { .. } | Self::Mismatch(_) => Code::INTERNAL,
+            Self::NoAllocation { .. } | Self::Mismatch(_) => Code::CHECK_FAILED,
         }
     }
 

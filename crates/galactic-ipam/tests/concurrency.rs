@@ -89,7 +89,7 @@ fn add_del_storms_keep_the_store_consistent() {
     for t in 0..4 {
         net.check(&format!("t{t}-keep7"), None)
             .expect_quiet_success();
-        net.check(&format!("t{t}-gone7"), None).expect_error(999);
+        net.check(&format!("t{t}-gone7"), None).expect_error(100);
     }
 }
 

@@ -21,13 +21,14 @@ fn fail(e: impl std::fmt::Display) -> TestCaseError {
     TestCaseError::fail(e.to_string())
 }
 
-fn campaign(target: &str, property: impl Fn(&[u8]) -> Result<(), TestCaseError>) {
-    fuzz::run(target, mutations(fuzz::corpus(target)), property);
+/// `cases`: the CI pass size (targets that open a store per case are slower).
+fn campaign(target: &str, cases: u32, property: impl Fn(&[u8]) -> Result<(), TestCaseError>) {
+    fuzz::run_bounded(target, cases, mutations(fuzz::corpus(target)), property);
 }
 
 #[test]
 fn ipam_block() {
-    campaign("ipam-block", |input| {
+    campaign("ipam-block", 256, |input| {
         let Ok(conf) = serde_json::from_slice::<Value>(input) else {
             return Ok(()); // stdin decoding is the envelope target's concern
         };
@@ -94,7 +95,7 @@ fn import_and_verify(records: &[LegacyRecord]) -> Result<(), TestCaseError> {
 
 #[test]
 fn annotation_json() {
-    campaign("annotations", |input| {
+    campaign("annotations", 64, |input| {
         let Ok(json) = serde_json::from_slice::<Value>(input) else {
             return Ok(());
         };
@@ -139,7 +140,7 @@ fn write_layout(root: &Path, layout: &Value) -> Result<(), TestCaseError> {
 
 #[test]
 fn legacy_marker_names() {
-    campaign("legacy-markers", |input| {
+    campaign("legacy-markers", 64, |input| {
         let Ok(layout) = serde_json::from_slice::<Value>(input) else {
             return Ok(());
         };

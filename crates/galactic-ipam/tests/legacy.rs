@@ -64,7 +64,7 @@ fn marker_files_are_imported_once_and_their_addresses_never_handed_out() {
 
     // DEL of the upstream pod (any network, any interface: upstream keyed by container id).
     net.del("old-a");
-    net.check("old-a", None).expect_error(999);
+    net.check("old-a", None).expect_error(100);
     // GC of this network releases imported records in its pools not in the valid list.
     net.gc(Some(vec![
         ("new-1", "eth0"),
@@ -132,7 +132,7 @@ fn annotation_records_are_imported_idempotently_and_released_by_full_container_i
     let full = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     net.run("DEL", full, "eth0", net.conf(json!({})))
         .expect_quiet_success();
-    net.check(full, None).expect_error(999);
+    net.check(full, None).expect_error(100);
     // The other holder of ::100:0 keeps it; the verify invariant allows the shared span.
     let report = net.verify();
     assert_eq!(report.attachments, 5);

@@ -122,13 +122,13 @@ fn check_compares_with_prev_result_and_fails_after_del() {
     net.check("c1", None).expect_quiet_success();
     let mut wrong = result.clone();
     wrong["ips"][1]["address"] = json!("10.1.0.77/32");
-    let msg = net.check("c1", Some(&wrong)).expect_error(999);
+    let msg = net.check("c1", Some(&wrong)).expect_error(100);
     assert!(
         msg.contains("10.1.0.2/32") && msg.contains("10.1.0.77"),
         "{msg}"
     );
     net.del("c1");
-    let msg = net.check("c1", Some(&result)).expect_error(999);
+    let msg = net.check("c1", Some(&result)).expect_error(100);
     assert!(
         msg.contains("no IPAM allocation") && msg.contains("c1"),
         "{msg}"
@@ -149,7 +149,7 @@ fn dual_stack_is_atomic_when_the_ipv4_pool_is_exhausted() {
         (1, 2),
         "no IPv6 left behind"
     );
-    net.check("b", None).expect_error(999);
+    net.check("b", None).expect_error(100);
 }
 
 #[test]
@@ -212,7 +212,7 @@ fn gc_releases_what_is_not_valid_scoped_to_the_network() {
     net.gc(Some(vec![("a", "eth0")])).expect_quiet_success();
     assert_eq!(net.verify().attachments, 2, "a/eth0 and net2's d remain");
     net.check("a", None).expect_quiet_success();
-    net.check("b", None).expect_error(999);
+    net.check("b", None).expect_error(100);
 
     // The older key is accepted too; an empty list releases everything of this network.
     let conf = net.conf(json!({"cni.dev/attachments": []}));
@@ -252,7 +252,7 @@ fn addresses_and_static_modes_store_nothing() {
     net.check("c1", Some(&result)).expect_quiet_success();
     let mut wrong = result.clone();
     wrong["ips"][0]["address"] = json!("fd20:60:ff03:0:2::/96");
-    net.check("c1", Some(&wrong)).expect_error(999);
+    net.check("c1", Some(&wrong)).expect_error(100);
     net.del("c1");
     assert!(!net.data_dir().exists(), "nothing stored");
 

@@ -6,9 +6,6 @@ use galactic_core::lockfile::LockError;
 use galactic_core::net::NetError;
 use std::path::PathBuf;
 
-/// CNI code for "the attachment differs from what ADD created" (the masters use the same value
-/// in the plugin-specific range).
-pub const CHECK_FAILED: Code = Code(100);
 
 /// Everything that can stop an operation of this plugin.
 #[derive(Debug, thiserror::Error)]
@@ -128,7 +125,7 @@ impl RouteError {
                 ..
             }
             | Self::Lock(LockError::Timeout { .. }) => Code::TRY_AGAIN_LATER,
-            Self::CheckFailed(_) => CHECK_FAILED,
+            Self::CheckFailed(_) => Code::CHECK_FAILED,
             Self::Install { .. }
             | Self::Net { .. }
             | Self::Record { .. }

@@ -30,6 +30,9 @@ impl Code {
     pub const NOT_AVAILABLE: Code = Code(50);
     /// STATUS: cannot service ADD, and existing containers may have limited connectivity.
     pub const NOT_AVAILABLE_DEGRADED: Code = Code(51);
+    /// CHECK: the attachment differs from what ADD created (plugin-specific range, shared by
+    /// every Galactic plugin so a runtime sees one code for "this attachment is broken").
+    pub const CHECK_FAILED: Code = Code(100);
     /// A failure with no better code (the Go skel's `ErrInternal`).
     pub const INTERNAL: Code = Code(999);
 }

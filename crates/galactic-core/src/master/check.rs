@@ -12,8 +12,6 @@ use crate::net::firewall;
 use crate::net::netlink::{Link, Netlink};
 use crate::net::netns::Netns;
 
-/// CNI code for "the attachment differs from what ADD created" (plugin-specific range).
-pub const CHECK_FAILED: Code = Code(100);
 
 pub fn check(kind: Kind, req: &Request) -> Result<(), CniError> {
     let conf = MasterConf::parse(req)?;
@@ -37,7 +35,7 @@ pub fn check(kind: Kind, req: &Request) -> Result<(), CniError> {
     }
     if !problems.is_empty() {
         return Err(CniError::new(
-            CHECK_FAILED,
+            Code::CHECK_FAILED,
             format!("CHECK failed: {}", problems.join("; ")),
         ));
     }
