@@ -447,10 +447,7 @@ impl Scene {
 
     fn show_advertisements(&self) -> Result<()> {
         let dir = self.state().join("bgp/galactic-system/bgpadvertisements");
-        println!(
-            "\n{:<16} {:<14} prefixes",
-            "advertisement", "communities"
-        );
+        println!("\n{:<16} {:<14} prefixes", "advertisement", "communities");
         let mut entries: Vec<_> = std::fs::read_dir(&dir)
             .with_context(|| format!("read {}", dir.display()))?
             .flatten()

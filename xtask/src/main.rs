@@ -3,10 +3,11 @@
 mod bench_chain;
 mod bench_ipam;
 mod bench_startup;
+mod bpf_maps;
 mod crds;
 mod demo;
-mod manifests;
 mod fuzz;
+mod manifests;
 mod proc;
 mod smoke;
 mod stage;
@@ -55,6 +56,7 @@ fn dispatch() -> Result<()> {
         "test" => test::run(&rest),
         "fuzz" => fuzz::run(&rest),
         "gen-crds" => crds::run(&rest),
+        "bpf-pin-maps" => bpf_maps::run(&rest),
         "lint-manifests" => manifests::run(&rest),
         "" | "help" | "--help" | "-h" => {
             print!("{USAGE}");

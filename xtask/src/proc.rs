@@ -82,10 +82,16 @@ pub fn run(
 pub fn run_probed(program: &Path, env: &[(&str, String)], stdin: &[u8]) -> Result<Run> {
     let probe = std::env::current_exe()?.with_file_name("rss-probe");
     if !probe.is_file() {
-        bail!("{} is missing: build it with `cargo build -p xtask --bin rss-probe`", probe.display());
+        bail!(
+            "{} is missing: build it with `cargo build -p xtask --bin rss-probe`",
+            probe.display()
+        );
     }
     let out = tempfile::NamedTempFile::new()?;
     let mut run = run(&[&probe, out.path(), program], None, env, stdin)?;
-    run.max_rss_kib = std::fs::read_to_string(out.path())?.trim().parse().context("rss-probe output")?;
+    run.max_rss_kib = std::fs::read_to_string(out.path())?
+        .trim()
+        .parse()
+        .context("rss-probe output")?;
     Ok(run)
 }

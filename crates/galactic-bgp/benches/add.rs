@@ -56,6 +56,8 @@ fn main() {
         let started = Instant::now();
         let out = Invocation::new(Path::new(BIN), "ADD", &node)
             .attachment(&format!("c{i}"), &netns, "eth0", dir.path())
+            // Publication cost only: no eBPF datapath on the bench node.
+            .var(galactic_core::bpf::maps::DATAPATH_ENV, "off")
             .var(
                 "CNI_ARGS",
                 &format!("K8S_POD_NAMESPACE=pods;K8S_POD_NAME={pod}"),

@@ -64,7 +64,24 @@ pub enum BgpError {
     },
     /// The router's SRv6 settings cannot give a uSID (code 7).
     #[error("compute SRv6 uSID: {0}")]
-    Usid(#[from] crate::usid::UsidError),
+    Usid(#[from] galactic_core::bpf::usid::UsidError),
+    /// The eBPF datapath refused (code 11 when its lock is busy, else 999).
+    #[error("{what}: {source}")]
+    Datapath {
+        /// What was being done.
+        what: &'static str,
+        /// The datapath's error.
+        #[source]
+        source: galactic_core::bpf::BpfError,
+    },
+    /// The VPC has no routing domain on this node: the master's ADD did not run here (code 999).
+    #[error(
+        "VPC {0} has no routing domain on this node; galactic-bgp must be chained after a master"
+    )]
+    NoDomain(String),
+    /// A kernel lookup failed (code 999).
+    #[error(transparent)]
+    Net(#[from] galactic_core::net::NetError),
     /// CHECK found a difference (code 999).
     #[error("CHECK: {0}")]
     Check(String),
@@ -81,10 +98,24 @@ impl From<BgpError> for CniError {
             BgpError::Env(_) => Code::INVALID_ENVIRONMENT,
             BgpError::Contended { .. } => Code::TRY_AGAIN_LATER,
             BgpError::Store(e) => return e.to_cni(),
-            BgpError::VrfIdsExhausted { .. } | BgpError::NotOwned { .. } | BgpError::Check(_) => {
-                Code::INTERNAL
-            }
+            BgpError::Datapath {
+                source: galactic_core::bpf::BpfError::Busy(_),
+                ..
+            } => Code::TRY_AGAIN_LATER,
+            BgpError::VrfIdsExhausted { .. }
+            | BgpError::NotOwned { .. }
+            | BgpError::Check(_)
+            | BgpError::Datapath { .. }
+            | BgpError::NoDomain(_)
+            | BgpError::Net(_) => Code::INTERNAL,
         };
         CniError::new(code, err.to_string())
+    }
+}
+
+impl BgpError {
+    /// Wraps a datapath error with what was being done.
+    pub fn datapath(what: &'static str) -> impl FnOnce(galactic_core::bpf::BpfError) -> Self {
+        move |source| Self::Datapath { what, source }
     }
 }

@@ -2,10 +2,12 @@
 //! `prevResult` and publishes it for BGP: the VPC's BGPVRFInstance on this node (VRF id
 //! allocation), the attachment's BGPAdvertisement, and the pod's EndpointSlice — to the
 //! Kubernetes API, or as files under the state directory (`publisher: local`). It passes
-//! `prevResult` on unchanged. See `docs/kubernetes.md`.
+//! `prevResult` on unchanged. When the node's BGPRouter has SRv6 settings it also registers the
+//! attachment in the eBPF uSID datapath's pinned maps. See `docs/kubernetes.md`, `docs/ebpf.md`.
 
 mod annotations;
 mod conf;
+mod datapath;
 mod error;
 mod netns;
 mod ops;
@@ -13,7 +15,6 @@ mod prev;
 mod publish;
 mod slice;
 mod store;
-mod usid;
 
 use galactic_core::cni::{run, CniError, CniResult, Code, Plugin, Request};
 use std::process::ExitCode;
@@ -25,8 +26,7 @@ impl Plugin for GalacticBgp {
         "galactic-bgp"
     }
     fn add(&self, req: &Request) -> Result<CniResult, CniError> {
-        // The eBPF uSID datapath plugs in here when it is built (a later issue).
-        ops::add(req, None).map_err(CniError::from)
+        ops::add(req).map_err(CniError::from)
     }
     fn del(&self, req: &Request) -> Result<(), CniError> {
         ops::del(req).map_err(CniError::from)

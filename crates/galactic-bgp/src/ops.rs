@@ -2,6 +2,7 @@
 
 use crate::annotations::{self, NETNS};
 use crate::conf::Stanza;
+use crate::datapath::{self, Attachment};
 use crate::error::BgpError;
 use crate::netns;
 use crate::prev::{self, Facts};
@@ -10,7 +11,7 @@ use crate::slice::{self, PodRef, SliceInput};
 use crate::store::kube::KubeStore;
 use crate::store::local::LocalStore;
 use crate::store::{meta_str, Kind, ObjectStore, StoreError};
-use crate::usid::{self, Registration, UsidDatapath};
+use galactic_core::bpf::usid::Usid;
 use galactic_core::cni::{CniResult, Request};
 use galactic_core::config::{NodeConfig, Publisher};
 use galactic_core::ident::{
@@ -118,12 +119,32 @@ fn vrf_route_target(router: &Router, stanza: &Stanza) -> Option<String> {
     router.asn.map(|asn| route_target(asn, &stanza.vpc))
 }
 
-fn sid_of(router: &Router, vrf_id: u32) -> Result<Option<Ipv6Addr>, BgpError> {
+fn usid_of(router: &Router, vrf_id: u32) -> Result<Option<Usid>, BgpError> {
     Ok(router
         .srv6
         .as_ref()
-        .map(|(locator, node_id)| usid::compute_sid(locator, *node_id, vrf_id))
+        .map(|(locator, node_id)| Usid::compute(locator, *node_id, i64::from(vrf_id)))
         .transpose()?)
+}
+
+fn sid_of(router: &Router, vrf_id: u32) -> Result<Option<Ipv6Addr>, BgpError> {
+    Ok(usid_of(router, vrf_id)?.map(Usid::to_addr))
+}
+
+/// The datapath's view of this attachment.
+fn attachment<'a>(
+    req: &'a Request,
+    plan: &'a Plan,
+    prefixes: &'a [String],
+    pin_dir: &'a std::path::Path,
+) -> Attachment<'a> {
+    Attachment {
+        state_dir: &req.node.state_dir,
+        pin_dir,
+        vpc: &plan.stanza.vpc,
+        facts: &plan.facts,
+        prefixes,
+    }
 }
 
 /// The pod's uid for the owner reference: required from the API, optional locally.
@@ -138,7 +159,7 @@ fn pod_uid(backend: &Backend, pod: &PodRef) -> Result<Option<String>, BgpError> 
 }
 
 /// ADD: publish, then print `prevResult` unchanged.
-pub fn add(req: &Request, datapath: Option<&dyn UsidDatapath>) -> Result<CniResult, BgpError> {
+pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     let plan = plan(req)?;
     let cid = req
         .env
@@ -173,25 +194,27 @@ pub fn add(req: &Request, datapath: Option<&dyn UsidDatapath>) -> Result<CniResu
             store.delete(Kind::VrfInstance, ns, &name, &uid)
         });
     }
-    let sid = sid_of(&router, vrf.vrf_id)?;
+    let usid = usid_of(&router, vrf.vrf_id)?;
+    let sid = usid.map(Usid::to_addr);
     let prefixes = annotations::own_prefixes(&plan.facts);
-    if let Some(sid) = sid {
-        let registration = Registration {
-            sid,
-            vrf_id: vrf.vrf_id,
-            kind: plan.facts.kind,
-            host_ifname: &plan.facts.host_ifname,
-            prefixes: &prefixes,
-        };
-        match datapath {
-            Some(dp) => dp
-                .register(&registration)
-                .map_err(|e| BgpError::Config(format!("register eBPF uSID datapath: {e}")))?,
-            None => log::info(
-                "BGP: uSID computed; this build has no eBPF datapath registration",
-                json!({"sid": sid.to_string()}),
-            ),
+    let pin_dir = galactic_core::bpf::pin_dir_from_env();
+    match usid {
+        Some(_) if galactic_core::bpf::maps::datapath_disabled_by_env() => log::info(
+            "ADD: eBPF datapath switched off on this node; SID published without registration",
+            json!({"sid": sid.map(|s| s.to_string())}),
+        ),
+        Some(usid) => {
+            datapath::register(&attachment(req, &plan, &prefixes, &pin_dir), usid)?;
+            // Only this attachment's rows go; the shared node rows stay for its VPC's others.
+            let (state_dir, host) = (req.node.state_dir.clone(), plan.facts.host_ifname.clone());
+            rollback.push(format!("unregister {host} from the eBPF datapath"), move || {
+                galactic_core::bpf::unregister_attachment(&state_dir, &host).map(|_| ())
+            });
         }
+        None => log::debug(
+            "ADD: this node's BGPRouter has no srv6Locator/nodeID; eBPF datapath registration skipped",
+            json!({"router": router.name}),
+        ),
     }
     let adv_name = bgp_advertisement_name(plan.stanza.vpc.raw(), plan.stanza.att.raw());
     if plan.facts.has_addresses() {
@@ -387,6 +410,12 @@ pub fn check(req: &Request) -> Result<(), BgpError> {
         &router,
         rt.as_deref(),
     )?;
+    let datapath_on = !galactic_core::bpf::maps::datapath_disabled_by_env();
+    if let Some(usid) = usid_of(&router, vrf_id)?.filter(|_| datapath_on) {
+        let prefixes = annotations::own_prefixes(&plan.facts);
+        let pin_dir = galactic_core::bpf::pin_dir_from_env();
+        datapath::check(&attachment(req, &plan, &prefixes, &pin_dir), usid)?;
+    }
     if plan.facts.has_addresses() {
         check_advertisement(
             store,

@@ -94,12 +94,11 @@ fn call(
     pod: Option<&str>,
     stdin: &str,
 ) -> Outcome {
-    let mut inv = Invocation::new(Path::new(BIN), command, node).attachment(
-        cid,
-        netns,
-        "eth0",
-        node.dir.path(),
-    );
+    // These tests are about publication: the node has SRv6 settings but no eBPF datapath
+    // (tests/datapath.rs covers the registration on real maps).
+    let mut inv = Invocation::new(Path::new(BIN), command, node)
+        .attachment(cid, netns, "eth0", node.dir.path())
+        .var(galactic_core::bpf::maps::DATAPATH_ENV, "off");
     if let Some(pod) = pod {
         inv = inv.var(
             "CNI_ARGS",

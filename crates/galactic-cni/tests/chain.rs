@@ -57,6 +57,9 @@ impl Runtime<'_> {
         self.host
             .invocation(&self.binary(i), command, pod)
             .var("CNI_ARGS", &self.args)
+            // The router has SRv6 settings but this host has no eBPF datapath (covered by
+            // galactic-bgp's tests/datapath.rs on a private bpffs).
+            .var("GALACTIC_CNI_EBPF_DATAPATH", "off")
             .stdin(self.stanza(i, prev).to_string())
             .run()
     }

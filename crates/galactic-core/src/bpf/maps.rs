@@ -11,6 +11,16 @@ pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/galactic";
 /// Environment variable overriding the pin directory (tests use a private bpffs mount).
 pub const PIN_DIR_ENV: &str = "GALACTIC_CNI_BPF_PIN_DIR";
 
+/// Environment variable switching the datapath registration off (`off`) on a node that has SRv6
+/// settings but deliberately no eBPF datapath; anything else (or unset) means on, and then
+/// missing maps are an error.
+pub const DATAPATH_ENV: &str = "GALACTIC_CNI_EBPF_DATAPATH";
+
+/// Whether `GALACTIC_CNI_EBPF_DATAPATH=off`.
+pub fn datapath_disabled_by_env() -> bool {
+    std::env::var(DATAPATH_ENV).is_ok_and(|v| v.trim().eq_ignore_ascii_case("off"))
+}
+
 /// `locator_table`: (Block, Node-ID) → generation.
 pub const LOCATOR_TABLE: &str = "locator_table";
 /// `function_table`: (Block, Function) → behaviour.

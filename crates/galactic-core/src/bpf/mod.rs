@@ -13,7 +13,7 @@ pub mod testing;
 pub mod usid;
 
 pub use maps::{pin_dir_from_env, DEFAULT_PIN_DIR, PIN_DIR_ENV};
-pub use registry::{sweep_attachments, unregister_attachment};
+pub use registry::{sweep_attachments, unregister_attachment, unregister_or_defer};
 
 use std::path::PathBuf;
 

@@ -463,3 +463,14 @@ pub fn verify(e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
     }
     Ok(problems)
 }
+
+/// [`unregister_attachment`] for the masters' DEL, which never fails on datapath state: an
+/// error is logged and the registration record stays, so the next CNI GC retries it.
+pub fn unregister_or_defer(state_dir: &Path, host_ifname: &str) {
+    if let Err(e) = unregister_attachment(state_dir, host_ifname) {
+        crate::log::warn(
+            "DEL: could not remove the attachment's eBPF datapath rows; GC retries",
+            serde_json::json!({"hostIfname": host_ifname, "err": e.to_string()}),
+        );
+    }
+}

@@ -22,6 +22,8 @@ pub fn del(req: &Request) -> Result<(), CniError> {
         // The container side goes before the address is released, so the address is never
         // handed out while still configured (the host end takes its peer with it).
         remove_guest(req, record);
+        #[cfg(feature = "bpf")]
+        crate::bpf::unregister_or_defer(&req.node.state_dir, &record.host_ifname);
         teardown_host(&host, &Domains::new(&req.node.state_dir), record)
             .map_err(cni_error("remove the host side"))?;
     }

@@ -52,6 +52,10 @@ pub fn gc(req: &Request) -> Result<(), CniError> {
             Err(e) => errors.push(format!("{}: {e}", record.host_ifname)),
         }
     }
+    #[cfg(feature = "bpf")]
+    if let Err(e) = sweep_datapath(&req.node.state_dir, &records) {
+        errors.push(format!("eBPF datapath rows: {e}"));
+    }
     if let Err(e) = sweep_orphans(&host, &domains, &records) {
         errors.push(format!("orphaned rules: {e}"));
     }
@@ -109,6 +113,20 @@ fn sweep_orphans(
         firewall::remove(&ifname)?;
     }
     Ok(())
+}
+
+/// Removes the eBPF datapath rows of every registration whose attachment has no record left.
+#[cfg(feature = "bpf")]
+fn sweep_datapath(state_dir: &std::path::Path, records: &Records) -> Result<(), String> {
+    let live: HashSet<String> = records
+        .all()
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|r| r.host_ifname)
+        .collect();
+    crate::bpf::sweep_attachments(state_dir, &live)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Removes every recorded domain whose VPC has no attachment record left.
