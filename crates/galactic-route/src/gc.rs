@@ -59,6 +59,7 @@ pub fn fate(
 /// Runs GC over every VPC with a record; one VPC's failure does not stop the others.
 pub fn gc(req: &Request) -> Result<(), RouteError> {
     let ledger = Ledger::new(&req.node.state_dir);
+    ledger.sweep_stale_temp();
     let vpcs = ledger.vpcs()?;
     if vpcs.is_empty() {
         return Ok(());
@@ -95,6 +96,7 @@ impl Sweep {
     /// Sweeps one VPC's record under its lock (an ADD of the VPC cannot interleave).
     fn vpc(&self, vpc: &VpcId) -> Result<(), RouteError> {
         let _lock = self.ledger.lock(vpc)?;
+        self.ledger.remove_stale_temp(vpc);
         let record = self.ledger.get(vpc)?;
         if record.routes.is_empty() {
             return Ok(());

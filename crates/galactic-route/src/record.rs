@@ -103,6 +103,42 @@ impl Ledger {
         self.dir.join(format!("vpc-{}.json", vpc.hex()))
     }
 
+    /// Removes the VPC's temporary record files left by writers that were killed between write
+    /// and rename. Call with the lock held: then no live writer of the VPC has one open.
+    pub fn remove_stale_temp(&self, vpc: &VpcId) {
+        remove_stale_temp(&self.path(vpc));
+    }
+
+    /// [`remove_stale_temp`](Self::remove_stale_temp) for every VPC with a temporary file,
+    /// each under its lock (a VPC whose lock is busy is left for the next run). GC calls this:
+    /// a VPC whose record was never written, or was emptied, has no record GC would visit.
+    pub fn sweep_stale_temp(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let mut vpcs: Vec<VpcId> = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let hex = name
+                .strip_prefix("vpc-")
+                .and_then(|rest| rest.split_once(".tmp."))
+                .map(|(hex, _)| hex.to_owned());
+            if let Some(vpc) = hex
+                .and_then(|h| galactic_core::ident::hex_to_base62(&h))
+                .and_then(|b| VpcId::parse(&b).ok())
+            {
+                if !vpcs.contains(&vpc) {
+                    vpcs.push(vpc);
+                }
+            }
+        }
+        for vpc in vpcs {
+            if let Ok(_lock) = self.lock(&vpc) {
+                self.remove_stale_temp(&vpc);
+            }
+        }
+    }
+
     /// Takes the VPC's lock (bounded wait; a timeout is "try again later").
     pub fn lock(&self, vpc: &VpcId) -> Result<LockGuard, RouteError> {
         let path = self.dir.join(format!("vpc-{}.lock", vpc.hex()));
@@ -207,6 +243,23 @@ fn read<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, RouteErr
     }
 }
 
+/// Removes `<stem>.tmp.<pid>` files next to `path` (see [`Ledger::remove_stale_temp`]).
+fn remove_stale_temp(path: &Path) {
+    let (Some(dir), Some(stem)) = (path.parent(), path.file_stem()) else {
+        return;
+    };
+    let prefix = format!("{}.tmp.", stem.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(&prefix) {
+            // Best effort: a leftover that cannot be removed now is retried by the next write.
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), RouteError> {
     let fail = |source| RouteError::Record {
         what: "write",
@@ -217,7 +270,9 @@ fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), RouteError> 
         std::fs::create_dir_all(dir).map_err(fail)?;
     }
     let text = serde_json::to_vec_pretty(value).map_err(|e| fail(std::io::Error::other(e)))?;
-    // Unique per process: concurrent writers of one VPC are excluded by the lock anyway.
+    // Unique per process: concurrent writers of one VPC are excluded by the lock anyway, so a
+    // temporary file found now was left by a writer that was killed: remove it.
+    remove_stale_temp(path);
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     std::fs::write(&tmp, text).map_err(fail)?;
     std::fs::rename(&tmp, path).map_err(fail)
@@ -267,6 +322,35 @@ mod tests {
             "an empty record is removed"
         );
         assert!(ledger.vpcs().unwrap().is_empty());
+    }
+
+    /// Found by the crash campaign: a writer killed between write and rename left
+    /// `vpc-<hex>.tmp.<pid>` behind for good, also once the VPC had no record left.
+    #[test]
+    fn temporary_files_of_killed_writers_are_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(dir.path());
+        let routes = dir.path().join("routes");
+        std::fs::create_dir_all(&routes).unwrap();
+        std::fs::write(routes.join("vpc-2.tmp.4242"), b"{\"vpc\":").unwrap();
+        std::fs::write(routes.join("vpc-3.tmp.4243"), b"").unwrap();
+        std::fs::write(routes.join("vpc-3.lock"), b"").unwrap();
+        ledger.sweep_stale_temp();
+        let mut left: Vec<String> = std::fs::read_dir(&routes)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["vpc-2.lock", "vpc-3.lock"], "only the locks stay");
+        // A write removes its VPC's leftovers too.
+        let vpc = VpcId::parse("A").unwrap();
+        let leftover = routes.join(format!("vpc-{}.tmp.1", vpc.hex()));
+        std::fs::write(&leftover, b"x").unwrap();
+        let _lock = ledger.lock(&vpc).unwrap();
+        ledger
+            .add(&vpc, &[entry("10.0.0.0/8", "G00000000A001H", None)])
+            .unwrap();
+        assert!(!leftover.exists());
     }
 
     #[test]
