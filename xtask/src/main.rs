@@ -4,12 +4,14 @@ mod bench_chain;
 mod bench_ipam;
 mod bench_startup;
 mod bpf_maps;
+mod crash;
 mod crds;
 mod demo;
 mod fuzz;
 mod manifests;
 mod proc;
 mod smoke;
+mod soak;
 mod stage;
 mod stats;
 mod test;
@@ -30,6 +32,10 @@ commands:
   bench-startup     median start-up cost of every release plugin vs. the spawn floor
   lint-manifests    check every NAD and conflist under deploy/ with the plugins' own validation
   fuzz              bounded fuzzing of every untrusted-input parser [--seconds N per target]
+  crash-campaign    full chain ADD/DEL under SIGKILLs and failpoints, then the invariants
+                    [--iterations N] [--seconds S] [--seed HEX]
+  soak              N parallel runtimes doing ADD/CHECK/DEL: ops/s, p50/p95, failures by code
+                    [--runtimes N] [--seconds S]
 ";
 
 fn main() -> std::process::ExitCode {
@@ -55,6 +61,8 @@ fn dispatch() -> Result<()> {
         "bench-startup" => bench_startup::run(&rest),
         "test" => test::run(&rest),
         "fuzz" => fuzz::run(&rest),
+        "crash-campaign" => crash::run(&rest),
+        "soak" => soak::run(&rest),
         "gen-crds" => crds::run(&rest),
         "bpf-pin-maps" => bpf_maps::run(&rest),
         "lint-manifests" => manifests::run(&rest),

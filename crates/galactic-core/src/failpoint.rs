@@ -1,8 +1,10 @@
 //! Named failure points for rollback tests.
 //!
 //! In debug builds, `GALACTIC_FAILPOINTS=name[,name…]` makes [`hit`] fail at those points, so a
-//! test can stop an ADD after any step and prove that everything the ADD created is undone. In
-//! release builds [`hit`] compiles to nothing.
+//! test can stop an ADD after any step and prove that everything the ADD created is undone.
+//! `name:kill` instead SIGKILLs the process at that point (no rollback, no destructors: a crash
+//! exactly there), for the crash campaign's recovery checks. In release builds [`hit`] compiles
+//! to nothing.
 
 use crate::cni::CniError;
 
@@ -12,8 +14,14 @@ pub fn hit(name: &str) -> Result<(), CniError> {
     #[cfg(debug_assertions)]
     {
         let armed = std::env::var("GALACTIC_FAILPOINTS").unwrap_or_default();
-        if armed.split(',').any(|p| p.trim() == name) {
-            return Err(CniError::internal(format!("failpoint {name} triggered")));
+        for point in armed.split(',').map(str::trim) {
+            if point == name {
+                return Err(CniError::internal(format!("failpoint {name} triggered")));
+            }
+            if point.strip_suffix(":kill") == Some(name) {
+                // If raising fails the process carries on, which the caller sees as no crash.
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+            }
         }
     }
     let _ = name;

@@ -4,6 +4,8 @@
 //! Each run gets a throwaway node config whose log file and state directory live in a temporary
 //! directory, so tests never read or write the machine's `/etc/galactic` or `/var/log`.
 
+// Needs proptest, which only the `testing` feature brings (not the crate's own unit tests).
+#[cfg(feature = "testing")]
 pub mod fuzz;
 pub mod host;
 pub mod privileged;
