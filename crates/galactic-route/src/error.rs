@@ -6,7 +6,6 @@ use galactic_core::lockfile::LockError;
 use galactic_core::net::NetError;
 use std::path::PathBuf;
 
-
 /// Everything that can stop an operation of this plugin.
 #[derive(Debug, thiserror::Error)]
 pub enum RouteError {

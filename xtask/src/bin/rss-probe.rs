@@ -22,7 +22,9 @@ fn main() -> ExitCode {
             return ExitCode::from(127);
         }
     };
-    let Ok(pid) = i32::try_from(child.id()) else { return ExitCode::from(125) };
+    let Ok(pid) = i32::try_from(child.id()) else {
+        return ExitCode::from(125);
+    };
     let mut status = 0;
     // SAFETY: rusage is plain data for which all-zero is valid; wait4 fills it for our own child.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };

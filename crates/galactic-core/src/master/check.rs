@@ -12,7 +12,6 @@ use crate::net::firewall;
 use crate::net::netlink::{Link, Netlink};
 use crate::net::netns::Netns;
 
-
 pub fn check(kind: Kind, req: &Request) -> Result<(), CniError> {
     let conf = MasterConf::parse(req)?;
     let prev = req.conf.prev_result()?.ok_or_else(|| {
