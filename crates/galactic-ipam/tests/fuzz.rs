@@ -67,13 +67,27 @@ fn coherent(conf: &Value, parsed: &config::IpamConfig) -> Result<(), TestCaseErr
                 Family::V6 => "ipv6_subnet",
                 Family::V4 => "ipv4_subnet",
             };
-            // The default local pool is IPv6 and has no key; every other pool comes from the
-            // key of its own family (an IPv4 CIDR in ipv6_subnet is refused).
-            if let Some(raw) = conf
+            // A pool of a family comes from that family's key (an IPv4 CIDR in ipv6_subnet is
+            // refused), or, for IPv6 only, from the default local pool when the key is unset or
+            // empty and the environment switch is on.
+            let raw = conf
                 .pointer(&format!("/ipam/{key}"))
-                .and_then(Value::as_str)
-            {
-                prop_assert!(!raw.is_empty());
+                .and_then(Value::as_str);
+            match raw.map(str::trim).filter(|r| !r.is_empty()) {
+                Some(raw) => {
+                    let configured: ipnetwork::IpNetwork = raw.parse().map_err(fail)?;
+                    prop_assert!(
+                        pool.network().contains(configured.ip()),
+                        "{raw} → {}",
+                        pool.network()
+                    );
+                }
+                None => prop_assert!(
+                    pool.family() == Family::V6
+                        && pool.network().to_string() == config::DEFAULT_LOCAL_POOL,
+                    "pool {} without its key",
+                    pool.network()
+                ),
             }
         }
     }
