@@ -19,7 +19,9 @@ pub fn run(_args: &[String]) -> Result<()> {
     let node_config = node.path().join("node.json");
     std::fs::write(
         &node_config,
-        serde_json::json!({"log_file": node.path().join("log"), "log_level": "info"}).to_string(),
+        serde_json::json!({"log_file": node.path().join("log"), "log_level": "info",
+                           "state_dir": node.path().join("state")})
+        .to_string(),
     )?;
     let floor = sample(Path::new("/bin/true"), "VERSION", b"", &node_config)?;
     println!(

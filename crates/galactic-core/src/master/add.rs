@@ -1,4 +1,8 @@
 //! ADD for both masters.
+//!
+//! Order: validate (stanza, delegate present, NAD chain) → IPAM delegate ADD → attachment record →
+//! routing domain → host interface → sysctls → forward rules → domain membership → guest →
+//! VPC gateways → host gateway.
 
 use super::addressing::{self, Assigned};
 use super::conf::MasterConf;
@@ -40,6 +44,14 @@ pub fn add(kind: Kind, req: &Request) -> Result<CniResult, CniError> {
         ));
     }
     // Before any state exists: a NAD without galactic-bgp would attach with no path to its VPC.
+    if let Some(plugin_type) = conf.ipam_type.as_deref() {
+        Delegate {
+            plugin_type,
+            search_path: &req.env.path,
+            timeout: DEFAULT_TIMEOUT,
+        }
+        .find()?;
+    }
     let nad = Nad::of(req)?;
     if let Some(nad) = &nad {
         nad.verify_chain()?;
@@ -113,6 +125,11 @@ impl<'a> Add<'a> {
 
     /// Every step, each pushing its undo onto `rb` right after it succeeds.
     fn steps(&'a self, record: &Record, rb: &mut Rollback<'a>) -> Result<CniResult, CniError> {
+        // IPAM first: a configuration only the delegate can judge (or a full disk) then fails
+        // before anything on the node changed; its undo is the delegate's DEL.
+        let assigned = self.delegate_ipam(rb)?;
+        failpoint::hit("after-ipam")?;
+
         self.records
             .put(record)
             .map_err(cni_error("write the attachment record"))?;
@@ -149,9 +166,6 @@ impl<'a> Add<'a> {
             .set_up(host.index)
             .map_err(cni_error("set the host interface up"))?;
         failpoint::hit("after-attach")?;
-
-        let assigned = self.delegate_ipam(rb)?;
-        failpoint::hit("after-ipam")?;
 
         let guest = self.configure_guest(&assigned)?;
         failpoint::hit("after-guest")?;

@@ -1,10 +1,11 @@
 //! The master plugins' flow, shared by `galactic-cni` (veth) and `galactic-tap-cni` (tap): they
 //! differ only in the host interface they create and whether a guest netns is configured.
 //!
-//! ADD: validate everything → attachment record (intent) → routing domain → host interface →
-//! sysctls → forward-accept rules → domain membership → IPAM delegate ADD → guest addresses and
-//! default routes (veth) → VPC gateways in the domain → host gateway (gateway address, pod route in
-//! the VPC table, permanent neighbour) → result. Every step pushes its undo; a failure unwinds all
+//! ADD: validate everything → IPAM delegate ADD (so what only the delegate can judge fails before
+//! the node changes) → attachment record (intent) → routing domain → host interface → sysctls →
+//! forward-accept rules → domain membership → guest addresses and default routes (veth) → VPC
+//! gateways in the domain → host gateway (gateway address, pod route in the VPC table, permanent
+//! neighbour) → result. Every step pushes its undo; a failure unwinds all
 //! of it, including the delegate's DEL.
 
 mod add;
