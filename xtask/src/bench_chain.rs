@@ -34,6 +34,8 @@ struct Chain {
     add: Vec<Duration>,
     del: Vec<Duration>,
     rss: BTreeMap<String, u64>,
+    /// ADD wall time per plugin process.
+    stage_add: BTreeMap<String, Vec<Duration>>,
 }
 
 /// `--iterations N` and `--master-only` (our chain without route and bgp).
@@ -157,6 +159,13 @@ fn run_chain(
             );
         }
         total += run.elapsed;
+        if cached.is_none() {
+            chain
+                .stage_add
+                .entry(stage.name.clone())
+                .or_default()
+                .push(run.elapsed);
+        }
         let rss = chain.rss.entry(stage.name.clone()).or_default();
         *rss = (*rss).max(run.max_rss_kib);
         if cached.is_none() {
@@ -198,6 +207,7 @@ fn our_chain(bins: &Path, work: &Path) -> Chain {
         add: Vec::new(),
         del: Vec::new(),
         rss: BTreeMap::new(),
+        stage_add: BTreeMap::new(),
     }
 }
 
@@ -215,6 +225,7 @@ fn reference_chain(bins: &Path, work: &Path) -> Chain {
         add: Vec::new(),
         del: Vec::new(),
         rss: BTreeMap::new(),
+        stage_add: BTreeMap::new(),
     }
 }
 
@@ -259,10 +270,15 @@ fn print_table(chains: &[Chain], iterations: usize) {
             ours.as_secs_f64() / reference.as_secs_f64()
         );
     }
-    println!("\npeak RSS per plugin process (max over all runs):");
+    println!("\nper plugin process: ADD median, peak RSS (max over all runs):");
     for chain in chains {
         for (plugin, kib) in &chain.rss {
-            println!("  {:<36} {:>8} KiB", plugin, kib);
+            let add = chain
+                .stage_add
+                .get(plugin)
+                .map(|t| median_p95(&mut t.clone()).0)
+                .unwrap_or_default();
+            println!("  {:<36} {:>10} {:>8} KiB", plugin, ms(add), kib);
         }
     }
 }
