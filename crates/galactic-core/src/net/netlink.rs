@@ -309,8 +309,8 @@ impl Netlink {
 
     // ---- addresses ----
 
-    /// Addresses on a link.
-    pub fn addresses(&self, index: u32) -> Result<Vec<IpNetwork>, NetError> {
+    /// The address messages of a link (the kernel's filter is advisory, so it is applied here too).
+    fn address_messages(&self, index: u32) -> Result<Vec<AddressMessage>, NetError> {
         let request = self
             .handle
             .address()
@@ -322,8 +322,16 @@ impl Netlink {
             .block_on(request.try_collect())
             .map_err(nl(format!("list addresses of link {index}")))?;
         Ok(msgs
-            .iter()
+            .into_iter()
             .filter(|m| m.header.index == index)
+            .collect())
+    }
+
+    /// Addresses on a link.
+    pub fn addresses(&self, index: u32) -> Result<Vec<IpNetwork>, NetError> {
+        Ok(self
+            .address_messages(index)?
+            .iter()
             .filter_map(address_from)
             .collect())
     }
@@ -358,19 +366,10 @@ impl Netlink {
 
     /// Removes an address; a missing one is success.
     pub fn delete_address(&self, index: u32, addr: IpNetwork) -> Result<(), NetError> {
-        let request = self
-            .handle
-            .address()
-            .get()
-            .set_link_index_filter(index)
-            .execute();
-        let msgs: Vec<AddressMessage> = self
-            .runtime
-            .block_on(request.try_collect())
-            .map_err(nl(format!("list addresses of link {index}")))?;
-        for msg in msgs
+        for msg in self
+            .address_messages(index)?
             .into_iter()
-            .filter(|m| m.header.index == index && address_from(m) == Some(addr))
+            .filter(|m| address_from(m) == Some(addr))
         {
             tolerate_missing(
                 self.runtime
