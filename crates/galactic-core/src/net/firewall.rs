@@ -42,6 +42,9 @@ pub fn available() -> bool {
 
 /// Makes sure every forward base chain accepts traffic from and to `ifname`. Idempotent.
 pub fn allow(ifname: &str) -> Result<(), NetError> {
+    if !forward_chains_exist() {
+        return Ok(());
+    }
     // Listing chains only (not every rule of the ruleset) keeps this cheap on nodes with large
     // rulesets; rules are read only for the forward chains, and all inserts go in one batch.
     let chains = forward_chains(&list(&["-j", "list", "chains"])?);
@@ -74,6 +77,9 @@ pub fn allow(ifname: &str) -> Result<(), NetError> {
 
 /// Removes every rule of ours for `ifname`. Missing rules are success.
 pub fn remove(ifname: &str) -> Result<(), NetError> {
+    if !forward_chains_exist() {
+        return Ok(());
+    }
     let ruleset = ruleset()?;
     for rule in owned_rules(&ruleset)
         .into_iter()
@@ -94,6 +100,9 @@ pub fn remove(ifname: &str) -> Result<(), NetError> {
 
 /// Whether every forward base chain has both rules for `ifname` (for CHECK).
 pub fn is_allowed(ifname: &str) -> Result<bool, NetError> {
+    if !forward_chains_exist() {
+        return Ok(true);
+    }
     let ruleset = ruleset()?;
     let owned = owned_rules(&ruleset);
     Ok(forward_chains(&ruleset).iter().all(|chain| {
@@ -107,6 +116,9 @@ pub fn is_allowed(ifname: &str) -> Result<bool, NetError> {
 
 /// Interfaces that have rules of ours (for GC).
 pub fn owned_interfaces() -> Result<Vec<String>, NetError> {
+    if !forward_chains_exist() {
+        return Ok(Vec::new());
+    }
     let mut names: Vec<String> = owned_rules(&ruleset()?)
         .into_iter()
         .map(|r| r.ifname)
@@ -114,6 +126,13 @@ pub fn owned_interfaces() -> Result<Vec<String>, NetError> {
     names.sort();
     names.dedup();
     Ok(names)
+}
+
+/// Whether `nft` has any work to do: our rules only ever live in forward base chains, and
+/// without one there is nothing to allow, check or remove. When the netlink dump itself fails,
+/// `nft` decides.
+fn forward_chains_exist() -> bool {
+    super::nftables::has_forward_chain().unwrap_or(true)
 }
 
 fn ruleset() -> Result<Vec<Value>, NetError> {

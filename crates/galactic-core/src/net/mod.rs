@@ -14,6 +14,7 @@ pub mod domain;
 pub mod firewall;
 pub mod netlink;
 pub mod netns;
+pub mod nftables;
 pub mod state;
 pub mod sysctl;
 pub mod tap;

@@ -194,6 +194,30 @@ fn firewall_rules_are_owned_idempotent_and_removed_by_tag() {
         "add chain inet other forward_other { type filter hook forward priority 10; policy drop; }",
     );
     let ns = Netns::open(&host.path()).unwrap();
+    let empty = TestNetns::new("fwempty");
+    let forward = |ns: &TestNetns| {
+        super::netns::run_in(
+            &Netns::open(&ns.path()).unwrap(),
+            super::nftables::has_forward_chain,
+        )
+        .unwrap()
+        .unwrap()
+    };
+    assert!(!forward(&empty), "a namespace without nftables chains");
+    let out = empty.exec(&[
+        "nft",
+        "add table inet g; add chain inet g input { type filter hook input priority 0; }",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!forward(&empty), "an input chain is not a forward chain");
+    assert!(
+        forward(&host),
+        "the forward chains created above are seen over netlink"
+    );
     super::netns::run_in(&ns, || {
         use super::firewall::*;
         allow("G000000001001H").unwrap();
