@@ -203,7 +203,7 @@ impl ObjectStore for LocalStore {
         let mut current = Self::read(&path)?.ok_or_else(|| StoreError::NotFound {
             what: Self::what(kind, namespace, name),
         })?;
-        merge(&mut current, patch);
+        galactic_core::kube::merge_patch(&mut current, patch);
         current["metadata"]["resourceVersion"] = json!(self.next_revision()?);
         Self::write(&path, &current)?;
         Ok(current)
@@ -226,25 +226,5 @@ impl ObjectStore for LocalStore {
         let probe = self.root.join(".status-probe");
         std::fs::write(&probe, b"ok").map_err(io(format!("write {}", probe.display())))?;
         std::fs::remove_file(&probe).map_err(io(format!("remove {}", probe.display())))
-    }
-}
-
-/// RFC 7386 JSON merge patch.
-fn merge(target: &mut Value, patch: &Value) {
-    let Value::Object(fields) = patch else {
-        *target = patch.clone();
-        return;
-    };
-    if !target.is_object() {
-        *target = json!({});
-    }
-    if let Value::Object(map) = target {
-        for (key, value) in fields {
-            if value.is_null() {
-                map.remove(key);
-            } else {
-                merge(map.entry(key.clone()).or_insert(Value::Null), value);
-            }
-        }
     }
 }

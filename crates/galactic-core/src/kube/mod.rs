@@ -15,6 +15,7 @@ mod crd;
 mod error;
 mod nad;
 mod node;
+mod patch;
 mod retry;
 
 #[cfg(feature = "kube-fixture")]
@@ -34,4 +35,5 @@ pub use nad::{
     HOST_INTERFACE_ANNOTATION, MASTER_TYPES,
 };
 pub use node::{detect_node_name, local_addresses, match_node};
+pub use patch::merge_patch;
 pub use retry::{classify, ErrorClass, RetryPolicy};
