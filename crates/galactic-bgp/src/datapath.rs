@@ -2,20 +2,24 @@
 //! its CHECK, over the pinned maps of `galactic_core::bpf`.
 //!
 //! Runs only when this node's BGPRouter has `srv6Locator` and `nodeID`. Order: the VPC's routing
-//! table and the host interface are resolved first, every map is opened before the first
-//! write (a node without the datapath fails the ADD with an actionable error and no partial
-//! state), then the rows are written and the pinned egress program attached.
+//! table, the host interface and (with NAT66 shard SIDs configured) the NAT66 default egress
+//! are resolved first, every map is opened before the first write (a node without the
+//! datapath, or without a resolvable shard SID, fails the ADD with an actionable error and no
+//! partial state), then the rows are written and the pinned egress program attached. The node
+//! rows (source address, public uplink) come last and fail open: a warning, never an error.
 
 use crate::error::BgpError;
 use crate::prev::{Facts, InterfaceKind};
 use galactic_core::bpf::abi::{EGRESS_KIND_TAP, EGRESS_KIND_VETH};
 use galactic_core::bpf::registry::{self, AttachmentRecord, Expected, Registration};
 use galactic_core::bpf::tc::{self, AttachOutcome};
+use galactic_core::bpf::uplink;
 use galactic_core::bpf::usid::Usid;
+use galactic_core::config::NodeConfig;
 use galactic_core::ident::VpcId;
 use galactic_core::log;
 use galactic_core::net::domain::Domains;
-use galactic_core::net::netlink::Netlink;
+use galactic_core::net::netlink::{format_mac, Netlink};
 use ipnetwork::IpNetwork;
 use serde_json::json;
 use std::path::Path;
@@ -49,10 +53,9 @@ fn parse_prefixes(prefixes: &[String]) -> Result<Vec<IpNetwork>, BgpError> {
 
 /// What a registration is about.
 pub struct Attachment<'a> {
-    /// Node state directory.
-    pub state_dir: &'a Path,
-    /// The pin directory of the datapath's maps.
-    pub pin_dir: &'a Path,
+    /// The node config: state directory, pin directory, filter priority, NAT66 shard SIDs,
+    /// eBPF interfaces.
+    pub node: &'a NodeConfig,
     /// The VPC.
     pub vpc: &'a VpcId,
     /// The master's facts.
@@ -61,13 +64,22 @@ pub struct Attachment<'a> {
     pub prefixes: &'a [String],
 }
 
-/// Registers the attachment (upstream §6.7 steps 7–11). Returns the record DEL removes by.
+/// Registers the attachment (upstream §6.7 steps 6–13). Returns the record DEL removes by.
 pub fn register(a: &Attachment<'_>, usid: Usid) -> Result<AttachmentRecord, BgpError> {
-    let local = resolve(a.state_dir, a.vpc, &a.facts.host_ifname)?;
+    let (state_dir, pin_dir) = (a.node.state_dir.as_path(), a.node.bpf_pin_dir.as_path());
+    let local = resolve(state_dir, a.vpc, &a.facts.host_ifname)?;
     let prefixes = parse_prefixes(a.prefixes)?;
+    // Resolved before anything is written: none resolvable fails the ADD with nothing changed.
+    let nat66_default = match a.node.nat66_shard_sids.as_slice() {
+        [] => None,
+        sids => Some(
+            uplink::resolve_nat66(&Netlink::current()?, sids)
+                .map_err(BgpError::datapath("register the NAT66 default egress"))?,
+        ),
+    };
     let record = registry::register_attachment(&Registration {
-        pin_dir: a.pin_dir,
-        state_dir: a.state_dir,
+        pin_dir,
+        state_dir,
         usid,
         vrf_table_id: local.vrf_table_id,
         egress_kind: match a.facts.kind {
@@ -77,25 +89,77 @@ pub fn register(a: &Attachment<'_>, usid: Usid) -> Result<AttachmentRecord, BgpE
         host_ifname: &a.facts.host_ifname,
         host_ifindex: local.host_ifindex,
         prefixes: &prefixes,
+        nat66_default,
     })
     .map_err(BgpError::datapath("register eBPF uSID datapath"))?;
-    attach(a.pin_dir, &a.facts.host_ifname)?;
+    if let Err(e) = attach(pin_dir, &a.facts.host_ifname, a.node.ebpf_filter_priority) {
+        // The rows just written serve no filter; take them back (the ADD fails either way).
+        if let Err(undo) = registry::unregister_attachment(state_dir, &a.facts.host_ifname) {
+            log::warn(
+                "ADD: could not undo the eBPF registration after the attach failed; DEL or GC removes it",
+                json!({"err": undo.to_string()}),
+            );
+        }
+        return Err(e);
+    }
     log::info(
         "ADD: eBPF uSID datapath registered",
         json!({"sid": usid.to_addr().to_string(), "vrfTable": local.vrf_table_id,
-               "ifindex": local.host_ifindex, "prefixes": a.prefixes}),
+               "ifindex": local.host_ifindex, "prefixes": a.prefixes,
+               "nat66Sid": nat66_default.map(|v| std::net::Ipv6Addr::from(v.sid_be).to_string()),
+               "nat66Ifindex": nat66_default.map(|v| v.link_ifindex)}),
     );
+    register_node_rows(a.node);
     Ok(record)
 }
 
-fn attach(pin_dir: &Path, ifname: &str) -> Result<(), BgpError> {
-    let priority = tc::priority_from_env().unwrap_or_else(|raw| {
-        log::warn(
-            "ADD: invalid eBPF filter priority; using the default",
-            json!({"value": raw, "default": tc::DEFAULT_FILTER_PRIORITY}),
-        );
-        tc::DEFAULT_FILTER_PRIORITY
+/// §6.7 steps 12–13: the node's SRv6 source address and public uplink. They fail open: the
+/// datapath falls back to the kernel's path without them, so a failure is a warning and each
+/// row is written when it resolves.
+fn register_node_rows(node: &NodeConfig) {
+    let rows = match Netlink::current() {
+        Ok(nl) => uplink::resolve_node_rows(&nl, &node.ebpf_interfaces),
+        Err(e) => uplink::NodeRows {
+            interface: None,
+            src_addr: Err(e.to_string()),
+            uplink: Err(e.to_string()),
+        },
+    };
+    let pin_dir = node.bpf_pin_dir.as_path();
+    let src = rows.src_addr.and_then(|addr| {
+        registry::write_node_src_addr(pin_dir, addr)
+            .map(|()| addr)
+            .map_err(|e| e.to_string())
     });
+    match src {
+        Ok(addr) => log::debug(
+            "ADD: node SRv6 source address registered",
+            json!({"interface": rows.interface, "addr": addr.to_string()}),
+        ),
+        Err(why) => log::warn(
+            "ADD: could not register this node's own SRv6 source address; egress routing will fail open until this succeeds",
+            json!({"interface": rows.interface, "err": why}),
+        ),
+    }
+    let up = rows.uplink.and_then(|value| {
+        registry::write_public_uplink(pin_dir, value)
+            .map(|()| value)
+            .map_err(|e| e.to_string())
+    });
+    match up {
+        Ok(value) => log::debug(
+            "ADD: node public uplink registered",
+            json!({"interface": rows.interface, "ifindex": value.link_ifindex,
+                   "dmac": format_mac(&value.dmac), "smac": format_mac(&value.smac)}),
+        ),
+        Err(why) => log::warn(
+            "ADD: could not register this node's own public uplink; public egress will fail open until this succeeds",
+            json!({"interface": rows.interface, "err": why}),
+        ),
+    }
+}
+
+fn attach(pin_dir: &Path, ifname: &str, priority: u16) -> Result<(), BgpError> {
     match tc::attach_egress(pin_dir, ifname, priority)
         .map_err(BgpError::datapath("attach the uSID egress program"))?
     {
@@ -113,14 +177,15 @@ fn attach(pin_dir: &Path, ifname: &str) -> Result<(), BgpError> {
 
 /// CHECK (upstream §6.9 step 5, plus this attachment's rows): every difference is reported.
 pub fn check(a: &Attachment<'_>, usid: Usid) -> Result<(), BgpError> {
-    let local = resolve(a.state_dir, a.vpc, &a.facts.host_ifname)?;
+    let local = resolve(&a.node.state_dir, a.vpc, &a.facts.host_ifname)?;
     let prefixes = parse_prefixes(a.prefixes)?;
     let problems = registry::verify(&Expected {
-        pin_dir: a.pin_dir,
+        pin_dir: &a.node.bpf_pin_dir,
         usid,
         vrf_table_id: local.vrf_table_id,
         host_ifindex: local.host_ifindex,
         prefixes: &prefixes,
+        nat66_sids: &a.node.nat66_shard_sids,
     })
     .map_err(BgpError::datapath("check eBPF uSID datapath"))?;
     match problems.is_empty() {

@@ -65,7 +65,8 @@ pub enum BgpError {
     /// The router's SRv6 settings cannot give a uSID (code 7).
     #[error("compute SRv6 uSID: {0}")]
     Usid(#[from] galactic_core::bpf::usid::UsidError),
-    /// The eBPF datapath refused (code 11 when its lock is busy, else 999).
+    /// The eBPF datapath refused (code 11 when its lock is busy or no NAT66 shard SID resolves
+    /// yet, else 999).
     #[error("{what}: {source}")]
     Datapath {
         /// What was being done.
@@ -85,6 +86,9 @@ pub enum BgpError {
     /// CHECK found a difference (code 999).
     #[error("CHECK: {0}")]
     Check(String),
+    /// A failure point armed by a test (debug builds only; code 999).
+    #[error("{0}")]
+    Injected(String),
 }
 
 impl From<BgpError> for CniError {
@@ -98,13 +102,18 @@ impl From<BgpError> for CniError {
             BgpError::Env(_) => Code::INVALID_ENVIRONMENT,
             BgpError::Contended { .. } => Code::TRY_AGAIN_LATER,
             BgpError::Store(e) => return e.to_cni(),
+            // A busy lock, or no shard SID resolvable yet (decision 0031): the runtime's retry
+            // can succeed once the lock is free or the fabric route and neighbour exist.
             BgpError::Datapath {
-                source: galactic_core::bpf::BpfError::Busy(_),
+                source:
+                    galactic_core::bpf::BpfError::Busy(_)
+                    | galactic_core::bpf::BpfError::NoShardSidResolvable { .. },
                 ..
             } => Code::TRY_AGAIN_LATER,
             BgpError::VrfIdsExhausted { .. }
             | BgpError::NotOwned { .. }
             | BgpError::Check(_)
+            | BgpError::Injected(_)
             | BgpError::Datapath { .. }
             | BgpError::NoDomain(_)
             | BgpError::Net(_) => Code::INTERNAL,

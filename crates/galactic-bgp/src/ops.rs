@@ -132,15 +132,9 @@ fn sid_of(router: &Router, vrf_id: u32) -> Result<Option<Ipv6Addr>, BgpError> {
 }
 
 /// The datapath's view of this attachment.
-fn attachment<'a>(
-    req: &'a Request,
-    plan: &'a Plan,
-    prefixes: &'a [String],
-    pin_dir: &'a std::path::Path,
-) -> Attachment<'a> {
+fn attachment<'a>(req: &'a Request, plan: &'a Plan, prefixes: &'a [String]) -> Attachment<'a> {
     Attachment {
-        state_dir: &req.node.state_dir,
-        pin_dir,
+        node: &req.node,
         vpc: &plan.stanza.vpc,
         facts: &plan.facts,
         prefixes,
@@ -197,15 +191,15 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     let usid = usid_of(&router, vrf.vrf_id)?;
     let sid = usid.map(Usid::to_addr);
     let prefixes = annotations::own_prefixes(&plan.facts);
-    let pin_dir = galactic_core::bpf::pin_dir_from_env();
     match usid {
-        Some(_) if galactic_core::bpf::maps::datapath_disabled_by_env() => log::info(
+        Some(_) if !req.node.ebpf_datapath => log::info(
             "ADD: eBPF datapath switched off on this node; SID published without registration",
             json!({"sid": sid.map(|s| s.to_string())}),
         ),
         Some(usid) => {
-            datapath::register(&attachment(req, &plan, &prefixes, &pin_dir), usid)?;
-            // Only this attachment's rows go; the shared node rows stay for its VPC's others.
+            datapath::register(&attachment(req, &plan, &prefixes), usid)?;
+            // Only this attachment's rows go; the shared node rows stay, and the VPC's NAT66
+            // default goes only when no other attachment of the VPC is registered.
             let (state_dir, host) = (req.node.state_dir.clone(), plan.facts.host_ifname.clone());
             rollback.push(format!("unregister {host} from the eBPF datapath"), move || {
                 galactic_core::bpf::unregister_attachment(&state_dir, &host).map(|_| ())
@@ -216,6 +210,8 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
             json!({"router": router.name}),
         ),
     }
+    // Debug builds: a test stops the ADD here to prove the rollback removes only this ADD's rows.
+    galactic_core::failpoint::hit("bgp-after-datapath").map_err(|e| BgpError::Injected(e.msg))?;
     let adv_name = bgp_advertisement_name(plan.stanza.vpc.raw(), plan.stanza.att.raw());
     if plan.facts.has_addresses() {
         let input = AdvertisementInput {
@@ -410,11 +406,9 @@ pub fn check(req: &Request) -> Result<(), BgpError> {
         &router,
         rt.as_deref(),
     )?;
-    let datapath_on = !galactic_core::bpf::maps::datapath_disabled_by_env();
-    if let Some(usid) = usid_of(&router, vrf_id)?.filter(|_| datapath_on) {
+    if let Some(usid) = usid_of(&router, vrf_id)?.filter(|_| req.node.ebpf_datapath) {
         let prefixes = annotations::own_prefixes(&plan.facts);
-        let pin_dir = galactic_core::bpf::pin_dir_from_env();
-        datapath::check(&attachment(req, &plan, &prefixes, &pin_dir), usid)?;
+        datapath::check(&attachment(req, &plan, &prefixes), usid)?;
     }
     if plan.facts.has_addresses() {
         check_advertisement(

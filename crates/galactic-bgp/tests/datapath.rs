@@ -441,6 +441,31 @@ fn the_pinned_egress_program_is_attached_once_in_its_slot_and_replaced_on_a_repe
     assert_eq!(second.len(), 1, "{second:?}");
     assert_eq!(second[0]["options"]["handle"], "0x1");
     node.del(&pod, "G", &result);
+
+    // The node-config key `ebpf_filter_priority`, here from the stanza, picks the slot.
+    let other = Pod::new("bpft2");
+    let out = node.run("galactic-cni", "ADD", &other, &node.master_conf("H"));
+    assert!(out.success, "{out:?}");
+    let prev = out.json();
+    let mut conf = with_prev(&node.bgp_conf("H"), &prev);
+    conf["ebpf_filter_priority"] = json!(7);
+    let out = node.run("galactic-bgp", "ADD", &other, &conf);
+    assert!(out.success, "{out:?}");
+    let ifname = prev["interfaces"][0]["name"].as_str().unwrap();
+    let out = node
+        .host
+        .netns
+        .exec(&["tc", "-j", "filter", "show", "dev", ifname, "ingress"]);
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let prefs: Vec<&Value> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f.get("options").is_some())
+        .map(|f| &f["pref"])
+        .collect();
+    assert_eq!(prefs, vec![&json!(7)], "{all}");
+    node.del(&other, "H", &prev);
 }
 
 /// A map written by bpftool is read by our ABI types, and what we write is what bpftool sees.
@@ -660,6 +685,7 @@ fn removal_keeps_shared_rerouted_and_reused_rows() {
                 host_ifname: host,
                 host_ifindex: ifindex,
                 prefixes,
+                nat66_default: None,
             })
             .unwrap()
         };

@@ -13,7 +13,10 @@
 use crate::log::Level;
 use serde_json::Value;
 use std::fmt;
+use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
+
+mod ebpf;
 
 /// Default location of the node config file.
 pub const DEFAULT_NODE_CONFIG: &str = "/etc/galactic/node.json";
@@ -21,6 +24,10 @@ pub const DEFAULT_NODE_CONFIG: &str = "/etc/galactic/node.json";
 pub const LEGACY_HOST_CONFLIST: &str = "/etc/cni/net.d/10-galactic.conflist";
 /// Environment variable naming the node config file.
 pub const NODE_CONFIG_ENV: &str = "GALACTIC_CNI_NODE_CONFIG";
+/// Default pin directory of the eBPF datapath's maps and programs (`bpf_pin_dir`).
+pub const DEFAULT_BPF_PIN_DIR: &str = "/sys/fs/bpf/galactic";
+/// Default tc priority of the uSID egress filter (`ebpf_filter_priority`).
+pub const DEFAULT_EBPF_FILTER_PRIORITY: u16 = 1;
 
 /// How a VPC's routing domain is built on this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +70,19 @@ pub struct NodeConfig {
     pub publisher: Publisher,
     /// Node-local state directory (`state_dir`).
     pub state_dir: PathBuf,
+    /// Pin directory of the eBPF datapath's maps and programs (`bpf_pin_dir`).
+    pub bpf_pin_dir: PathBuf,
+    /// Whether galactic-bgp registers attachments in the eBPF datapath (`ebpf_datapath`:
+    /// on|off). Off is for nodes with SRv6 settings but deliberately no datapath.
+    pub ebpf_datapath: bool,
+    /// tc priority of the uSID egress filter (`ebpf_filter_priority`: 1–65535).
+    pub ebpf_filter_priority: u16,
+    /// NAT66 shard SIDs in order of preference (`nat66_shard_sids`, comma-separated); empty
+    /// means no NAT66 default egress.
+    pub nat66_shard_sids: Vec<Ipv6Addr>,
+    /// The datapath's uplink interfaces (`ebpf_interfaces`, comma-separated, deduplicated);
+    /// empty means auto-detect (the interfaces of the host's IPv6 default routes).
+    pub ebpf_interfaces: Vec<String>,
     /// Problems that did not stop resolution (e.g. an unknown log level), logged once set up.
     pub warnings: Vec<String>,
 }
@@ -93,6 +113,20 @@ pub enum ConfigError {
         /// The key.
         key: &'static str,
         /// The raw value.
+        value: String,
+        /// Where it came from.
+        origin: Source,
+        /// What is accepted.
+        why: &'static str,
+    },
+    /// One entry of a comma-separated list does not parse.
+    #[error("invalid {key} entry {entry:?} in {value:?} (from {origin}): {why}")]
+    Entry {
+        /// The key.
+        key: &'static str,
+        /// The offending entry, trimmed.
+        entry: String,
+        /// The whole raw value.
         value: String,
         /// Where it came from.
         origin: Source,
@@ -162,6 +196,35 @@ impl<L: Fn(&str) -> Option<String>> Layers<'_, L> {
             }),
         }
     }
+
+    /// A comma-separated list: entries trimmed, blank ones skipped, each parsed by `parse`;
+    /// the first entry that does not parse is an error naming it. Absent → empty.
+    fn list<T>(
+        &self,
+        key: &'static str,
+        why: &'static str,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<Vec<T>, ConfigError> {
+        let Some((value, origin)) = self.get(key) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            match parse(entry) {
+                Some(item) => out.push(item),
+                None => {
+                    return Err(ConfigError::Entry {
+                        key,
+                        entry: entry.to_owned(),
+                        value,
+                        origin,
+                        why,
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
 }
 
 fn scalar(value: Option<&Value>) -> Option<String> {
@@ -190,6 +253,11 @@ impl NodeConfig {
             routing_domain: RoutingDomainMode::Auto,
             publisher: Publisher::Kubernetes,
             state_dir: PathBuf::from("/var/lib/galactic"),
+            bpf_pin_dir: PathBuf::from(DEFAULT_BPF_PIN_DIR),
+            ebpf_datapath: true,
+            ebpf_filter_priority: DEFAULT_EBPF_FILTER_PRIORITY,
+            nat66_shard_sids: Vec::new(),
+            ebpf_interfaces: Vec::new(),
             warnings: Vec::new(),
         }
     }
@@ -287,6 +355,34 @@ impl NodeConfig {
                 },
             )?,
             state_dir: PathBuf::from(layers.string("state_dir", &d.state_dir.to_string_lossy())),
+            bpf_pin_dir: layers.parsed(
+                "bpf_pin_dir",
+                d.bpf_pin_dir,
+                "an absolute path (a directory on a bpffs)",
+                ebpf::absolute_path,
+            )?,
+            ebpf_datapath: layers.parsed(
+                "ebpf_datapath",
+                d.ebpf_datapath,
+                "on or off",
+                ebpf::on_off,
+            )?,
+            ebpf_filter_priority: layers.parsed(
+                "ebpf_filter_priority",
+                d.ebpf_filter_priority,
+                "an integer 1-65535 (0 would let the kernel pick a new slot on every ADD)",
+                ebpf::filter_priority,
+            )?,
+            nat66_shard_sids: layers.list(
+                "nat66_shard_sids",
+                "not a NAT66 shard SID (an IPv6 unicast address)",
+                ebpf::shard_sid,
+            )?,
+            ebpf_interfaces: ebpf::dedup(layers.list(
+                "ebpf_interfaces",
+                "not an interface name (1-15 bytes, no '/', ':' or whitespace)",
+                ebpf::interface_name,
+            )?),
             warnings,
         })
     }

@@ -4,22 +4,16 @@
 use super::abi::*;
 use super::BpfError;
 use aya::maps::{Array, HashMap, LpmTrie, Map, MapData, MapError};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Default pin directory of the datapath's maps and programs.
-pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/galactic";
-/// Environment variable overriding the pin directory (tests use a private bpffs mount).
+/// Default pin directory of the datapath's maps and programs (node-config key `bpf_pin_dir`).
+pub const DEFAULT_PIN_DIR: &str = crate::config::DEFAULT_BPF_PIN_DIR;
+/// The environment name of the node-config key `bpf_pin_dir` (tests point it at a private
+/// bpffs). Read by the node config resolver, never by this module.
 pub const PIN_DIR_ENV: &str = "GALACTIC_CNI_BPF_PIN_DIR";
-
-/// Environment variable switching the datapath registration off (`off`) on a node that has SRv6
-/// settings but deliberately no eBPF datapath; anything else (or unset) means on, and then
-/// missing maps are an error.
+/// The environment name of the node-config key `ebpf_datapath` (`off`: a node with SRv6
+/// settings but deliberately no datapath). Read by the node config resolver.
 pub const DATAPATH_ENV: &str = "GALACTIC_CNI_EBPF_DATAPATH";
-
-/// Whether `GALACTIC_CNI_EBPF_DATAPATH=off`.
-pub fn datapath_disabled_by_env() -> bool {
-    std::env::var(DATAPATH_ENV).is_ok_and(|v| v.trim().eq_ignore_ascii_case("off"))
-}
 
 /// `locator_table`: (Block, Node-ID) → generation.
 pub const LOCATOR_TABLE: &str = "locator_table";
@@ -87,14 +81,6 @@ pub const MAP_DEFS: [MapDef; 7] = [
     def::<NodeIndex, NodeSrcAddrValue>(NODE_SRC_ADDR_TABLE, BPF_MAP_TYPE_ARRAY, 1, 0),
     def::<NodeIndex, PublicUplinkValue>(PUBLIC_UPLINK_TABLE, BPF_MAP_TYPE_ARRAY, 1, 0),
 ];
-
-/// The pin directory: `GALACTIC_CNI_BPF_PIN_DIR` when set and non-empty, else the default.
-pub fn pin_dir_from_env() -> PathBuf {
-    std::env::var(PIN_DIR_ENV)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .map_or_else(|| PathBuf::from(DEFAULT_PIN_DIR), PathBuf::from)
-}
 
 /// Whether `err` means "no such pinned object".
 fn is_missing(err: &MapError) -> bool {

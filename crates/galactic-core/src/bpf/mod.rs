@@ -1,7 +1,8 @@
 //! The eBPF uSID datapath, as the CNI chain sees it: the pinned-map ABI ([`abi`]), the uSID
 //! codec ([`usid`]), the map definitions and pin directory ([`maps`]), per-attachment
-//! registration, removal and GC ([`registry`]), and the tc attachment of the pinned egress
-//! program ([`tc`]). The datapath programs themselves are loaded by the node's datapath loader;
+//! registration, removal and GC ([`registry`]), the tc attachment of the pinned egress
+//! program ([`tc`]), and the node's uplink as the datapath needs it: the NAT66 default egress
+//! and the node rows ([`uplink`]). The datapath programs themselves are loaded by the node's datapath loader;
 //! this module only writes their tables. See `docs/ebpf.md`.
 
 pub mod abi;
@@ -10,9 +11,10 @@ pub mod registry;
 pub mod tc;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod uplink;
 pub mod usid;
 
-pub use maps::{pin_dir_from_env, DEFAULT_PIN_DIR, PIN_DIR_ENV};
+pub use maps::{DEFAULT_PIN_DIR, PIN_DIR_ENV};
 pub use registry::{sweep_attachments, unregister_attachment, unregister_or_defer};
 
 use std::path::PathBuf;
@@ -71,6 +73,15 @@ pub enum BpfError {
     /// The registration lock was held too long (retry later).
     #[error(transparent)]
     Busy(crate::lockfile::LockError),
+    /// NAT66 shard SIDs are configured and none has a route, link and next-hop MAC yet
+    /// (retryable: the fabric route or neighbour may appear).
+    #[error("no NAT66 shard SID is resolvable yet, out of {configured} configured: {}", reasons.join("; "))]
+    NoShardSidResolvable {
+        /// How many SIDs are configured.
+        configured: usize,
+        /// `<sid>: <why>` for each.
+        reasons: Vec<String>,
+    },
     /// The tc attachment of the pinned program failed.
     #[error("attach {program} to {ifname}: {source}")]
     Attach {

@@ -1,26 +1,38 @@
 //! Registering an attachment in the pinned maps, removing it, and sweeping what no attachment
 //! owns any more.
 //!
-//! Node-level rows (`locator_table`, `function_table`, `vrf_table`) are shared by every
-//! attachment of a Block / VRF and are never removed here (`vrf_table` has the datapath's GC).
-//! Attachment rows (`ifindex_vrf_table`, pass-through entries of `egress_route_table`) are
-//! recorded before they are written, so DEL and GC remove exactly them:
+//! Node-level rows (`locator_table`, `function_table`, `vrf_table`, `node_src_addr_table`,
+//! `public_uplink_table`) are shared by every attachment of a Block / VRF / node and are never
+//! removed here (`vrf_table` has the datapath's GC). Attachment rows (`ifindex_vrf_table`,
+//! pass-through entries of `egress_route_table`) and the per-VPC NAT66 default
+//! (`egress_route_table[(table, ::/0)]`) are recorded before they are written, so DEL and GC
+//! remove exactly them:
 //!
 //! ```text
 //! <state_dir>/bpf/
 //!   lock                         flock: one registration/removal at a time on the node
 //!   attachments/G{vpc}{att}H.json {"hostIfname","ifindex","block","argument","vrfTableId",
 //!                                  "prefixes":[canonical CIDR…],"pinDir"}
+//!   nat66/{table}.json           {"vrfTableId","pinDir","sid","linkIfindex","dmac","smac"}:
+//!                                  the ::/0 row last written in that table
 //! ```
 //! A pass-through key (VRF table, prefix) can be shared: masked /96 pool prefixes are the same
 //! for every pod of a pool. Removal keeps a key that another record still lists, and never
 //! deletes a key whose value is no longer the pass-through (someone routed it since).
+//!
+//! The ::/0 row serves every attachment of the VPC on the node: it goes when the last
+//! attachment record of its table goes, and only while it still holds what was written (a route
+//! someone else put at ::/0 since is left alone).
 
 use super::abi::*;
-use super::maps::{self, EgressRouteTable, FunctionTable, IfindexVrfTable, LocatorTable, VrfTable};
+use super::maps::{
+    self, EgressRouteTable, FunctionTable, IfindexVrfTable, LocatorTable, NodeSrcAddrTable,
+    PublicUplinkTable, VrfTable,
+};
 use super::usid::Usid;
 use super::BpfError;
 use crate::lockfile;
+use crate::net::netlink::{format_mac, parse_mac};
 use aya::maps::MapError;
 use ipnetwork::IpNetwork;
 use serde::{Deserialize, Serialize};
@@ -50,6 +62,8 @@ pub struct Registration<'a> {
     pub host_ifindex: u32,
     /// The attachment's prefixes (masked on registration).
     pub prefixes: &'a [IpNetwork],
+    /// The VPC's NAT66 default egress (`::/0` in its table), when shard SIDs are configured.
+    pub nat66_default: Option<EgressRouteValue>,
 }
 
 /// The on-disk record of one registered attachment.
@@ -70,6 +84,67 @@ pub struct AttachmentRecord {
     pub prefixes: Vec<IpNetwork>,
     /// Where the maps were.
     pub pin_dir: PathBuf,
+}
+
+/// The record of the NAT66 default row last written in one VPC table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Nat66Record {
+    /// The VPC's table.
+    pub vrf_table_id: u32,
+    /// Where the maps were.
+    pub pin_dir: PathBuf,
+    /// The shard SID.
+    pub sid: std::net::Ipv6Addr,
+    /// Output link.
+    pub link_ifindex: u32,
+    /// Next-hop MAC, `aa:bb:…`.
+    pub dmac: String,
+    /// Source MAC, `aa:bb:…`.
+    pub smac: String,
+}
+
+impl Nat66Record {
+    fn new(vrf_table_id: u32, pin_dir: &Path, value: &EgressRouteValue) -> Self {
+        Self {
+            vrf_table_id,
+            pin_dir: pin_dir.to_owned(),
+            sid: std::net::Ipv6Addr::from(value.sid_be),
+            link_ifindex: value.link_ifindex,
+            dmac: format_mac(&value.dmac),
+            smac: format_mac(&value.smac),
+        }
+    }
+
+    /// The row it describes; `None` when a MAC does not parse (a hand-edited record).
+    pub fn value(&self) -> Option<EgressRouteValue> {
+        Some(EgressRouteValue {
+            sid_be: self.sid.octets(),
+            link_ifindex: self.link_ifindex,
+            dmac: parse_mac(&self.dmac)?,
+            smac: parse_mac(&self.smac)?,
+        })
+    }
+}
+
+/// The `egress_route_table` key of a VPC's NAT66 default: `(table, ::/0)`.
+pub fn nat66_key(table_id: u32) -> EgressRouteKey {
+    EgressRouteKey::new(
+        EGRESS_KEY_PREFIX_BITS,
+        EgressRouteKeyData {
+            table_id,
+            family: FAMILY_IPV6,
+            addr_be: [0; 16],
+        },
+    )
+}
+
+fn nat66_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("bpf").join("nat66")
+}
+
+fn nat66_path(state_dir: &Path, table_id: u32) -> PathBuf {
+    nat66_dir(state_dir).join(format!("{table_id}.json"))
 }
 
 fn records_dir(state_dir: &Path) -> PathBuf {
@@ -93,8 +168,16 @@ pub fn read_record(
     state_dir: &Path,
     host_ifname: &str,
 ) -> Result<Option<AttachmentRecord>, BpfError> {
-    let path = record_path(state_dir, host_ifname);
-    match std::fs::read(&path) {
+    read_json(&record_path(state_dir, host_ifname))
+}
+
+/// The NAT66 record of `table_id`, if one exists.
+pub fn read_nat66_record(state_dir: &Path, table_id: u32) -> Result<Option<Nat66Record>, BpfError> {
+    read_json(&nat66_path(state_dir, table_id))
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, BpfError> {
+    match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| io(format!("parse {}", path.display()))(std::io::Error::other(e))),
@@ -104,19 +187,26 @@ pub fn read_record(
 }
 
 fn write_record(state_dir: &Path, record: &AttachmentRecord) -> Result<(), BpfError> {
-    let path = record_path(state_dir, &record.host_ifname);
-    let dir = records_dir(state_dir);
-    std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
+    write_json(&record_path(state_dir, &record.host_ifname), record)
+}
+
+fn write_json<T: Serialize>(path: &Path, record: &T) -> Result<(), BpfError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+    }
     let tmp = path.with_extension(format!("json.tmp.{}", std::process::id()));
     let bytes = serde_json::to_vec(record)
         .map_err(|e| io("encode record".into())(std::io::Error::other(e)))?;
     std::fs::write(&tmp, bytes).map_err(io(format!("write {}", tmp.display())))?;
-    std::fs::rename(&tmp, &path).map_err(io(format!("rename to {}", path.display())))
+    std::fs::rename(&tmp, path).map_err(io(format!("rename to {}", path.display())))
 }
 
 fn remove_record(state_dir: &Path, host_ifname: &str) -> Result<(), BpfError> {
-    let path = record_path(state_dir, host_ifname);
-    match std::fs::remove_file(&path) {
+    remove_file(&record_path(state_dir, host_ifname))
+}
+
+fn remove_file(path: &Path) -> Result<(), BpfError> {
+    match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             Err(io(format!("remove {}", path.display()))(e))
         }
@@ -220,8 +310,9 @@ impl NodeMaps {
     }
 }
 
-/// Registers the VRF's uSID (locator, function, VRF rows) and this attachment's rows
-/// (ifindex → VRF, pass-through prefixes). Idempotent; `vrf_table` counters survive.
+/// Registers the VPC's NAT66 default (when given), the VRF's uSID (locator, function, VRF
+/// rows) and this attachment's rows (ifindex → VRF, pass-through prefixes). Idempotent;
+/// `vrf_table` counters survive. A failed write undoes this registration before returning.
 pub fn register_attachment(r: &Registration<'_>) -> Result<AttachmentRecord, BpfError> {
     let mut m = NodeMaps::open(r.pin_dir)?;
     let _lock = lock(r.state_dir)?;
@@ -240,6 +331,29 @@ pub fn register_attachment(r: &Registration<'_>) -> Result<AttachmentRecord, Bpf
     };
     // Intent first: a crash after this leaves a record DEL and GC can remove rows by.
     write_record(r.state_dir, &record)?;
+    if let Err(e) = write_rows(&mut m, r, &record) {
+        // Undo what this registration may have written, by its record (shared rows stay). If
+        // that fails too, the record stays for DEL and GC; the write error is what matters.
+        let _ = unregister_locked(r.state_dir, r.host_ifname);
+        return Err(e);
+    }
+    Ok(record)
+}
+
+fn write_rows(
+    m: &mut NodeMaps,
+    r: &Registration<'_>,
+    record: &AttachmentRecord,
+) -> Result<(), BpfError> {
+    if let Some(value) = r.nat66_default {
+        // Per VPC, not per attachment: recorded before the write so that the removal of the
+        // table's last attachment (or GC) finds what to remove.
+        let nat66 = Nat66Record::new(r.vrf_table_id, r.pin_dir, &value);
+        write_json(&nat66_path(r.state_dir, r.vrf_table_id), &nat66)?;
+        m.egress
+            .insert(&nat66_key(r.vrf_table_id), value, 0)
+            .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
+    }
     let now = monotonic_ns();
     m.locator
         .insert(r.usid.locator_key(), LocatorValue { generation_ns: now }, 0)
@@ -271,7 +385,7 @@ pub fn register_attachment(r: &Registration<'_>) -> Result<AttachmentRecord, Bpf
             )
             .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
     }
-    Ok(record)
+    Ok(())
 }
 
 /// `vrf_table` read-modify-write: table and kind set, generation stamped, counters kept.
@@ -293,9 +407,10 @@ fn register_vrf(vrf: &mut VrfTable, r: &Registration<'_>, now: u64) -> Result<()
 }
 
 /// Removes the rows of `host_ifname`'s registration, if it has one: its `ifindex_vrf_table`
-/// row (only while it still points at the recorded VRF) and its pass-through entries (only
-/// those no other registration lists). Tolerates a node without the datapath (no record, or no
-/// pinned maps). Returns whether a registration was removed.
+/// row (only while it still points at the recorded VRF), its pass-through entries (only those
+/// no other registration lists) and, when it was its table's last registration, the VPC's
+/// NAT66 default. Tolerates a node without the datapath (no record, or no pinned maps).
+/// Returns whether a registration was removed.
 pub fn unregister_attachment(state_dir: &Path, host_ifname: &str) -> Result<bool, BpfError> {
     let _lock = lock(state_dir)?;
     unregister_locked(state_dir, host_ifname)
@@ -305,10 +420,13 @@ fn unregister_locked(state_dir: &Path, host_ifname: &str) -> Result<bool, BpfErr
     let Some(record) = read_record(state_dir, host_ifname)? else {
         return Ok(false);
     };
-    let shared: HashSet<(u32, IpNetwork)> = all_records(state_dir)?
+    let others: Vec<AttachmentRecord> = all_records(state_dir)?
         .into_iter()
         .filter(|r| r.host_ifname != host_ifname)
-        .flat_map(|r| r.prefixes.into_iter().map(move |p| (r.vrf_table_id, p)))
+        .collect();
+    let shared: HashSet<(u32, IpNetwork)> = others
+        .iter()
+        .flat_map(|r| r.prefixes.iter().map(move |p| (r.vrf_table_id, *p)))
         .collect();
     match remove_rows(&record, &shared) {
         // No maps: nothing of this registration can remain in them.
@@ -316,7 +434,55 @@ fn unregister_locked(state_dir: &Path, host_ifname: &str) -> Result<bool, BpfErr
         other => other?,
     }
     remove_record(state_dir, host_ifname)?;
+    // The NAT66 default serves the whole VPC: it stays while another attachment of the table
+    // is registered. A failure here leaves its record for GC's orphan sweep.
+    if !others.iter().any(|o| o.vrf_table_id == record.vrf_table_id) {
+        release_nat66(state_dir, record.vrf_table_id)?;
+    }
     Ok(true)
+}
+
+/// Removes the NAT66 default of `table_id` (when it still holds what its record says was
+/// written) and the record.
+fn release_nat66(state_dir: &Path, table_id: u32) -> Result<(), BpfError> {
+    let Some(record) = read_nat66_record(state_dir, table_id)? else {
+        return Ok(());
+    };
+    match remove_nat66_row(&record) {
+        // No maps: the row cannot remain.
+        Err(BpfError::NotLoaded { .. }) => {}
+        other => other?,
+    }
+    remove_file(&nat66_path(state_dir, table_id))
+}
+
+fn remove_nat66_row(record: &Nat66Record) -> Result<(), BpfError> {
+    let mut egress: EgressRouteTable = maps::open_typed(&record.pin_dir, maps::EGRESS_ROUTE_TABLE)?;
+    let key = nat66_key(record.vrf_table_id);
+    let current = exact_egress(&egress, &key)?;
+    // Someone else (a routing daemon) may own ::/0 in this table since: leave theirs.
+    if current.is_some() && current == record.value() {
+        ignore_absent(egress.remove(&key)).map_err(map_err(maps::EGRESS_ROUTE_TABLE, "delete"))?;
+    }
+    Ok(())
+}
+
+/// Every NAT66 record (unparseable ones are skipped: they must not stop GC).
+pub fn all_nat66_records(state_dir: &Path) -> Result<Vec<Nat66Record>, BpfError> {
+    let dir = nat66_dir(state_dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(format!("list {}", dir.display()))(e)),
+    };
+    Ok(entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let table = name.strip_suffix(".json")?.parse::<u32>().ok()?;
+            read_nat66_record(state_dir, table).ok().flatten()
+        })
+        .collect())
 }
 
 fn remove_rows(
@@ -384,6 +550,19 @@ pub fn sweep_attachments(
             }
         }
     }
+    // NAT66 defaults whose table has no registration left: a removal that failed half-way, or
+    // a crash between the record and the first attachment's.
+    let tables: HashSet<u32> = all_records(state_dir)?
+        .iter()
+        .map(|r| r.vrf_table_id)
+        .collect();
+    for nat66 in all_nat66_records(state_dir)? {
+        if !tables.contains(&nat66.vrf_table_id) {
+            if let Err(e) = release_nat66(state_dir, nat66.vrf_table_id) {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
     match first_error {
         Some(e) => Err(e),
         None => Ok(removed),
@@ -403,6 +582,8 @@ pub struct Expected<'a> {
     pub host_ifindex: u32,
     /// The attachment's prefixes.
     pub prefixes: &'a [IpNetwork],
+    /// The node's NAT66 shard SIDs; when any, the VPC's `::/0` row must encapsulate to one.
+    pub nat66_sids: &'a [std::net::Ipv6Addr],
 }
 
 /// Compares the maps with `e`; returns every difference found (empty = consistent).
@@ -451,6 +632,23 @@ pub fn verify(e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
             e.host_ifindex
         ));
     }
+    if !e.nat66_sids.is_empty() {
+        match exact_egress(&m.egress, &nat66_key(e.vrf_table_id))? {
+            Some(v)
+                if v.link_ifindex != 0
+                    && e.nat66_sids.contains(&std::net::Ipv6Addr::from(v.sid_be)) => {}
+            Some(v) => problems.push(format!(
+                "egress_route_table's NAT66 default (::/0) in table {} encapsulates to {} via link {}, not to a configured shard SID",
+                e.vrf_table_id,
+                std::net::Ipv6Addr::from(v.sid_be),
+                v.link_ifindex
+            )),
+            None => problems.push(format!(
+                "egress_route_table has no NAT66 default (::/0) in table {}",
+                e.vrf_table_id
+            )),
+        }
+    }
     for prefix in e.prefixes {
         let key = egress_key(e.vrf_table_id, *prefix);
         if exact_egress(&m.egress, &key)?.is_none() {
@@ -462,6 +660,30 @@ pub fn verify(e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
         }
     }
     Ok(problems)
+}
+
+/// Writes `node_src_addr_table[0]`: this node's SRv6 source address. Node-wide; never removed
+/// by the CNI.
+pub fn write_node_src_addr(pin_dir: &Path, addr: std::net::Ipv6Addr) -> Result<(), BpfError> {
+    let mut table: NodeSrcAddrTable = maps::open_typed(pin_dir, maps::NODE_SRC_ADDR_TABLE)?;
+    table
+        .set(
+            0,
+            NodeSrcAddrValue {
+                addr_be: addr.octets(),
+            },
+            0,
+        )
+        .map_err(map_err(maps::NODE_SRC_ADDR_TABLE, "update"))
+}
+
+/// Writes `public_uplink_table[0]`: this node's public uplink. Node-wide; never removed by the
+/// CNI.
+pub fn write_public_uplink(pin_dir: &Path, value: PublicUplinkValue) -> Result<(), BpfError> {
+    let mut table: PublicUplinkTable = maps::open_typed(pin_dir, maps::PUBLIC_UPLINK_TABLE)?;
+    table
+        .set(0, value, 0)
+        .map_err(map_err(maps::PUBLIC_UPLINK_TABLE, "update"))
 }
 
 /// [`unregister_attachment`] for the masters' DEL, which never fails on datapath state: an

@@ -1,7 +1,8 @@
 //! The tc ingress attachment of the pinned `usid_egress` program on a host interface: what the
 //! pod sends enters the host at that interface's ingress, where the program encapsulates it.
 //!
-//! One fixed slot per interface — clsact qdisc, parent ingress, priority (default 1), handle
+//! One fixed slot per interface — clsact qdisc, parent ingress, priority (node-config key
+//! `ebpf_filter_priority`, default 1), handle
 //! 0:1, all protocols, direct action — so a repeated ADD replaces the filter in place instead of
 //! stacking copies.
 
@@ -11,10 +12,8 @@ use aya::programs::tc::{self, NlOptions, SchedClassifierLink, TcAttachOptions, T
 use aya::programs::{ProgramError, SchedClassifier, TcAttachType};
 use std::path::Path;
 
-/// Environment variable overriding the filter priority (a `u16`).
-pub const FILTER_PRIORITY_ENV: &str = "GALACTIC_CNI_EBPF_FILTER_PRIORITY";
-/// Default filter priority.
-pub const DEFAULT_FILTER_PRIORITY: u16 = 1;
+/// Default filter priority (node-config key `ebpf_filter_priority`).
+pub const DEFAULT_FILTER_PRIORITY: u16 = crate::config::DEFAULT_EBPF_FILTER_PRIORITY;
 /// The filter handle (0:1).
 pub const FILTER_HANDLE: TcHandle = TcHandle::new(0, 1);
 
@@ -27,15 +26,6 @@ pub enum AttachOutcome {
     Replaced,
     /// The filter was created.
     Created,
-}
-
-/// The filter priority from `GALACTIC_CNI_EBPF_FILTER_PRIORITY`: `Ok(default)` when unset,
-/// `Err(raw)` when set but not a `u16` (callers warn and use the default, as upstream).
-pub fn priority_from_env() -> Result<u16, String> {
-    match std::env::var(FILTER_PRIORITY_ENV) {
-        Ok(raw) if !raw.trim().is_empty() => raw.trim().parse().map_err(|_| raw),
-        _ => Ok(DEFAULT_FILTER_PRIORITY),
-    }
 }
 
 /// Attaches `<pin_dir>/usid_egress_prog` to `ifname`'s ingress at `priority`, handle 0:1.

@@ -126,3 +126,121 @@ fn unknown_log_level_falls_back_to_info_with_a_warning() {
     assert_eq!(cfg.log_level, Level::Info);
     assert!(cfg.warnings[0].contains("loud"));
 }
+
+#[test]
+fn ebpf_keys_resolve_from_stanza_env_and_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = dir.path().join("none.json");
+    let d = NodeConfig::resolve_from(&json!({}), &env_of(&[]), &none, None).unwrap();
+    assert_eq!(d.bpf_pin_dir, PathBuf::from("/sys/fs/bpf/galactic"));
+    assert!(d.ebpf_datapath);
+    assert_eq!(d.ebpf_filter_priority, 1);
+    assert!(d.nat66_shard_sids.is_empty() && d.ebpf_interfaces.is_empty());
+
+    let file = write(
+        dir.path(),
+        "node.json",
+        r#"{"bpf_pin_dir":"/file/bpf","ebpf_datapath":"off","ebpf_filter_priority":7,
+            "nat66_shard_sids":"2001:db8:5::1","ebpf_interfaces":"eth9"}"#,
+    );
+    let from_file = NodeConfig::resolve_from(&json!({}), &env_of(&[]), &file, None).unwrap();
+    assert_eq!(from_file.bpf_pin_dir, PathBuf::from("/file/bpf"));
+    assert!(!from_file.ebpf_datapath);
+    assert_eq!(from_file.ebpf_filter_priority, 7);
+    assert_eq!(
+        from_file.nat66_shard_sids,
+        vec!["2001:db8:5::1".parse::<Ipv6Addr>().unwrap()]
+    );
+    assert_eq!(from_file.ebpf_interfaces, vec!["eth9"]);
+
+    // The environment names the bpf code read before these keys existed keep working.
+    let env = env_of(&[
+        ("GALACTIC_CNI_BPF_PIN_DIR", "/env/bpf"),
+        ("GALACTIC_CNI_EBPF_DATAPATH", "ON"),
+        ("GALACTIC_CNI_EBPF_FILTER_PRIORITY", "9"),
+        (
+            "GALACTIC_CNI_NAT66_SHARD_SIDS",
+            " 2001:db8:6::1 ,, 2001:db8:5::1 ,",
+        ),
+        ("GALACTIC_CNI_EBPF_INTERFACES", " eth1, eth0 ,eth1,, "),
+    ]);
+    let from_env = NodeConfig::resolve_from(&json!({}), &env, &file, None).unwrap();
+    assert_eq!(from_env.bpf_pin_dir, PathBuf::from("/env/bpf"));
+    assert!(from_env.ebpf_datapath);
+    assert_eq!(from_env.ebpf_filter_priority, 9);
+    assert_eq!(
+        from_env.nat66_shard_sids,
+        vec![
+            "2001:db8:6::1".parse::<Ipv6Addr>().unwrap(),
+            "2001:db8:5::1".parse().unwrap()
+        ],
+        "trimmed, blanks skipped, order kept"
+    );
+    assert_eq!(
+        from_env.ebpf_interfaces,
+        vec!["eth1", "eth0"],
+        "trimmed, deduplicated, first occurrence first"
+    );
+
+    let from_stanza = NodeConfig::resolve_from(
+        &json!({"nat66_shard_sids": "2001:db8:7::1", "ebpf_interfaces": "up0",
+                "ebpf_filter_priority": 3, "ebpf_datapath": "off", "bpf_pin_dir": "/st/bpf"}),
+        &env,
+        &file,
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        from_stanza.nat66_shard_sids,
+        vec!["2001:db8:7::1".parse::<Ipv6Addr>().unwrap()]
+    );
+    assert_eq!(from_stanza.ebpf_interfaces, vec!["up0"]);
+    assert_eq!(from_stanza.ebpf_filter_priority, 3);
+    assert!(!from_stanza.ebpf_datapath);
+    assert_eq!(from_stanza.bpf_pin_dir, PathBuf::from("/st/bpf"));
+}
+
+#[test]
+fn invalid_ebpf_values_are_errors_naming_key_entry_and_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = dir.path().join("none.json");
+    let err = |env: &[(&str, &str)]| {
+        NodeConfig::resolve_from(&json!({}), &env_of(env), &none, None)
+            .unwrap_err()
+            .to_string()
+    };
+    let text = err(&[(
+        "GALACTIC_CNI_NAT66_SHARD_SIDS",
+        "2001:db8:5::1, 10.0.0.1 ,2001:db8:6::1",
+    )]);
+    assert!(
+        text.contains("nat66_shard_sids")
+            && text.contains("\"10.0.0.1\"")
+            && text.contains("GALACTIC_CNI_NAT66_SHARD_SIDS"),
+        "{text}"
+    );
+    for bad in ["ff02::1", "::", "2001:db8::zz"] {
+        let text = err(&[("GALACTIC_CNI_NAT66_SHARD_SIDS", bad)]);
+        assert!(text.contains(&format!("{bad:?}")), "{text}");
+    }
+    let text = err(&[("GALACTIC_CNI_EBPF_INTERFACES", "eth0, a/b")]);
+    assert!(
+        text.contains("ebpf_interfaces") && text.contains("\"a/b\""),
+        "{text}"
+    );
+    let text = err(&[("GALACTIC_CNI_EBPF_INTERFACES", "averyveryverylongname")]);
+    assert!(text.contains("averyveryverylongname"), "{text}");
+    for (key, value) in [
+        ("GALACTIC_CNI_EBPF_FILTER_PRIORITY", "0"),
+        ("GALACTIC_CNI_EBPF_FILTER_PRIORITY", "70000"),
+        ("GALACTIC_CNI_EBPF_FILTER_PRIORITY", "high"),
+        ("GALACTIC_CNI_EBPF_DATAPATH", "maybe"),
+        ("GALACTIC_CNI_BPF_PIN_DIR", "relative/dir"),
+    ] {
+        let text = err(&[(key, value)]);
+        assert!(
+            text.contains(key) && text.contains(&format!("{value:?}")),
+            "{text}"
+        );
+    }
+}

@@ -9,7 +9,7 @@ use super::netns::{run_in, Netns};
 use super::NetError;
 use futures_util::TryStreamExt;
 use ipnetwork::IpNetwork;
-use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage, AddressScope};
 use netlink_packet_route::link::{
     InfoData, InfoKind, InfoVeth, InfoVrf, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
 };
@@ -106,6 +106,71 @@ impl RouteSpec {
 /// The network address of `net` with its prefix (host bits cleared).
 pub fn masked(net: IpNetwork) -> IpNetwork {
     IpNetwork::new(net.network(), net.prefix()).unwrap_or(net)
+}
+
+/// Where the kernel sends a packet for one destination (`ip route get`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteLookup {
+    /// What the matching route does.
+    pub kind: RouteKind,
+    /// Output interface.
+    pub oif: Option<u32>,
+    /// Gateway; `None` when the destination is on-link (then it is its own next hop).
+    pub gateway: Option<IpAddr>,
+    /// Routing table the route was found in.
+    pub table: u32,
+}
+
+impl RouteLookup {
+    /// The next hop for `dst`: the gateway, or `dst` itself when on-link.
+    pub fn next_hop(&self, dst: IpAddr) -> IpAddr {
+        self.gateway.unwrap_or(dst)
+    }
+}
+
+/// A neighbour entry's NUD state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeighState {
+    /// Resolution in progress.
+    Incomplete,
+    /// Confirmed reachable.
+    Reachable,
+    /// Not confirmed recently, still used.
+    Stale,
+    /// Waiting before probing.
+    Delay,
+    /// Being probed.
+    Probe,
+    /// Resolution failed.
+    Failed,
+    /// No resolution needed (e.g. multicast).
+    Noarp,
+    /// Set by an administrator; never expires.
+    Permanent,
+    /// No state, or one this layer does not name.
+    Other,
+}
+
+/// A neighbour entry as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Neighbour {
+    /// The neighbour's address.
+    pub ip: IpAddr,
+    /// Its link-layer address, when the kernel has one.
+    pub lladdr: Option<Vec<u8>>,
+    /// NUD state.
+    pub state: NeighState,
+}
+
+impl Neighbour {
+    /// The Ethernet MAC, when the entry has a 6-byte link-layer address and is in a state the
+    /// kernel itself would send to (an incomplete or failed entry's address is not trusted).
+    pub fn usable_mac(&self) -> Option<[u8; 6]> {
+        if matches!(self.state, NeighState::Incomplete | NeighState::Failed) {
+            return None;
+        }
+        self.lladdr.as_deref()?.try_into().ok()
+    }
 }
 
 /// A policy rule (`ip rule`): `[iif IIF] [from SRC] lookup TABLE` at `priority`.
@@ -336,6 +401,16 @@ impl Netlink {
             .collect())
     }
 
+    /// Global-scope addresses on a link, in the kernel's order.
+    pub fn global_addresses(&self, index: u32) -> Result<Vec<IpNetwork>, NetError> {
+        Ok(self
+            .address_messages(index)?
+            .iter()
+            .filter(|m| m.header.scope == AddressScope::Universe)
+            .filter_map(address_from)
+            .collect())
+    }
+
     /// Adds an address (host bits kept); an identical one already present is success.
     pub fn add_address(
         &self,
@@ -401,6 +476,38 @@ impl Netlink {
             .block_on(request.try_collect())
             .map_err(nl("list routes"))?;
         Ok(msgs.iter().filter_map(route_from).collect())
+    }
+
+    /// The route the kernel would use for a packet this host sends to `dst` (`RTM_GETROUTE`
+    /// for one address, after the policy rules). `None` when the kernel answers that `dst` is
+    /// unreachable (no route, or an unreachable, prohibit or blackhole route).
+    pub fn route_get(&self, dst: IpAddr) -> Result<Option<RouteLookup>, NetError> {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = family(dst.is_ipv6());
+        msg.header.destination_prefix_length = if dst.is_ipv6() { 128 } else { 32 };
+        // A destination attribute makes rtnetlink send a single lookup instead of a dump.
+        msg.attributes
+            .push(RouteAttribute::Destination(RouteAddress::from(dst)));
+        let mut request = self.handle.route().get(msg).execute();
+        match self.runtime.block_on(request.try_next()) {
+            Ok(Some(reply)) => Ok(Some(lookup_from(&reply))),
+            Ok(None) => Err(NetError::Io {
+                what: format!("route get {dst}"),
+                source: io::Error::other("the kernel sent no answer"),
+            }),
+            Err(e) => match nl(format!("route get {dst}"))(e) {
+                NetError::Kernel { source, .. }
+                    if matches!(
+                        source.raw_os_error(),
+                        // unreachable, prohibit; IPv6 blackhole routes answer EINVAL.
+                        Some(libc::ENETUNREACH | libc::EHOSTUNREACH | libc::EACCES | libc::EINVAL)
+                    ) =>
+                {
+                    Ok(None)
+                }
+                other => Err(other),
+            },
+        }
     }
 
     /// Installs `spec`, replacing a route with the same destination, table and type.
@@ -495,14 +602,28 @@ impl Netlink {
 
     /// Permanent neighbour entries on a link: (address, MAC).
     pub fn permanent_neighbours(&self, index: u32) -> Result<Vec<(IpAddr, String)>, NetError> {
+        Ok(self
+            .neighbours(index)?
+            .into_iter()
+            .filter(|n| n.state == NeighState::Permanent)
+            .filter_map(|n| match n.lladdr.as_deref() {
+                Some(bytes) if bytes.len() == 6 => Some((n.ip, format_mac(bytes))),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Every IPv4 and IPv6 neighbour entry on a link, in the kernel's order.
+    pub fn neighbours(&self, index: u32) -> Result<Vec<Neighbour>, NetError> {
         let request = self.handle.neighbours().get().execute();
         let msgs: Vec<NeighbourMessage> = self
             .runtime
             .block_on(request.try_collect())
             .map_err(nl("list neighbours"))?;
+        // The dump covers every link (the kernel filters by ifindex only under strict checking).
         Ok(msgs
             .iter()
-            .filter(|m| m.header.ifindex == index && m.header.state == NeighbourState::Permanent)
+            .filter(|m| m.header.ifindex == index)
             .filter_map(neighbour_from)
             .collect())
     }
@@ -712,17 +833,50 @@ fn describe_rule(spec: &RuleSpec) -> String {
     text + &format!(" lookup {}", spec.table)
 }
 
-fn neighbour_from(msg: &NeighbourMessage) -> Option<(IpAddr, String)> {
+fn lookup_from(msg: &RouteMessage) -> RouteLookup {
+    let mut lookup = RouteLookup {
+        kind: match msg.header.kind {
+            RouteType::Unicast => RouteKind::Unicast,
+            RouteType::Local => RouteKind::Local,
+            // Blackhole, prohibit, throw, …: nothing leaves towards the destination.
+            _ => RouteKind::Unreachable,
+        },
+        oif: None,
+        gateway: None,
+        table: route_table(msg),
+    };
+    for attr in &msg.attributes {
+        match attr {
+            RouteAttribute::Oif(index) => lookup.oif = Some(*index),
+            RouteAttribute::Gateway(addr) => lookup.gateway = ip_of(addr),
+            _ => {}
+        }
+    }
+    lookup
+}
+
+fn neighbour_from(msg: &NeighbourMessage) -> Option<Neighbour> {
     let ip = msg.attributes.iter().find_map(|a| match a {
         NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => Some(IpAddr::V4(*v4)),
         NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => Some(IpAddr::V6(*v6)),
         _ => None,
     })?;
-    let mac = msg.attributes.iter().find_map(|a| match a {
-        NeighbourAttribute::LinkLayerAddress(bytes) if bytes.len() == 6 => Some(format_mac(bytes)),
+    let lladdr = msg.attributes.iter().find_map(|a| match a {
+        NeighbourAttribute::LinkLayerAddress(bytes) => Some(bytes.clone()),
         _ => None,
-    })?;
-    Some((ip, mac))
+    });
+    let state = match msg.header.state {
+        NeighbourState::Incomplete => NeighState::Incomplete,
+        NeighbourState::Reachable => NeighState::Reachable,
+        NeighbourState::Stale => NeighState::Stale,
+        NeighbourState::Delay => NeighState::Delay,
+        NeighbourState::Probe => NeighState::Probe,
+        NeighbourState::Failed => NeighState::Failed,
+        NeighbourState::Noarp => NeighState::Noarp,
+        NeighbourState::Permanent => NeighState::Permanent,
+        _ => NeighState::Other,
+    };
+    Some(Neighbour { ip, lladdr, state })
 }
 
 /// `aa:bb:cc:dd:ee:ff`.

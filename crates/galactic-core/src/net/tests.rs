@@ -170,6 +170,154 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
 }
 
 #[test]
+fn route_get_neighbours_and_global_addresses_read_the_kernel() {
+    use super::netlink::{NeighState, RouteLookup};
+    if !privileged("route_get_neighbours_and_global_addresses_read_the_kernel") {
+        return;
+    }
+    let host = TestNetns::new("nlget");
+    let peer = TestNetns::new("nlgetpeer");
+    let (_h, nl) = open(&host);
+    nl.create_veth("up0", "fab0", &Netns::open(&peer.path()).unwrap(), None)
+        .unwrap();
+    host.ip(&["link", "set", "up0", "address", "02:00:00:00:0a:01", "up"]);
+    host.ip(&[
+        "-6",
+        "addr",
+        "add",
+        "2001:db8:f::2/64",
+        "dev",
+        "up0",
+        "nodad",
+    ]);
+    host.ip(&[
+        "-6",
+        "route",
+        "add",
+        "2001:db8:5::/64",
+        "via",
+        "2001:db8:f::1",
+    ]);
+    host.ip(&["-6", "route", "add", "unreachable", "2001:db8:6::/64"]);
+    host.ip(&["-6", "route", "add", "blackhole", "2001:db8:7::/64"]);
+    let up = nl.require_link("up0").unwrap();
+
+    let via = nl.route_get("2001:db8:5::1".parse().unwrap()).unwrap();
+    assert_eq!(
+        via,
+        Some(RouteLookup {
+            kind: RouteKind::Unicast,
+            oif: Some(up.index),
+            gateway: Some("2001:db8:f::1".parse().unwrap()),
+            table: 254,
+        })
+    );
+    let onlink = nl
+        .route_get("2001:db8:f::9".parse().unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!((onlink.oif, onlink.gateway), (Some(up.index), None));
+    assert_eq!(
+        onlink
+            .next_hop("2001:db8:f::9".parse().unwrap())
+            .to_string(),
+        "2001:db8:f::9",
+        "on-link: the destination is its own next hop"
+    );
+    assert_eq!(
+        nl.route_get("2001:db8:6::1".parse().unwrap()).unwrap(),
+        None,
+        "an unreachable route"
+    );
+    assert_eq!(
+        nl.route_get("2001:db8:99::1".parse().unwrap()).unwrap(),
+        None,
+        "no route at all"
+    );
+    assert_eq!(
+        nl.route_get("2001:db8:7::1".parse().unwrap()).unwrap(),
+        None,
+        "a blackhole route"
+    );
+    let local = nl
+        .route_get("2001:db8:f::2".parse().unwrap())
+        .unwrap()
+        .unwrap();
+    assert_eq!(local.kind, RouteKind::Local);
+
+    host.ip(&[
+        "-6",
+        "neigh",
+        "replace",
+        "2001:db8:f::1",
+        "lladdr",
+        "02:00:00:00:0b:01",
+        "dev",
+        "up0",
+        "nud",
+        "permanent",
+    ]);
+    host.ip(&[
+        "-6",
+        "neigh",
+        "replace",
+        "2001:db8:f::3",
+        "lladdr",
+        "02:00:00:00:0b:03",
+        "dev",
+        "up0",
+        "nud",
+        "stale",
+    ]);
+    let neigh = nl.neighbours(up.index).unwrap();
+    let find = |ip: &str| {
+        neigh
+            .iter()
+            .find(|n| n.ip.to_string() == ip)
+            .unwrap_or_else(|| panic!("{ip} in {neigh:?}"))
+    };
+    assert_eq!(find("2001:db8:f::1").state, NeighState::Permanent);
+    assert_eq!(
+        find("2001:db8:f::1").usable_mac(),
+        Some([2, 0, 0, 0, 0xb, 1])
+    );
+    assert_eq!(find("2001:db8:f::3").state, NeighState::Stale);
+    assert_eq!(
+        find("2001:db8:f::3").lladdr.as_deref(),
+        Some(&[2u8, 0, 0, 0, 0xb, 3][..])
+    );
+    assert!(
+        nl.neighbours(nl.require_link("lo").unwrap().index)
+            .unwrap()
+            .iter()
+            .all(|n| n.ip.to_string() != "2001:db8:f::1"),
+        "only the link's own entries"
+    );
+
+    host.ip(&[
+        "-6",
+        "addr",
+        "add",
+        "2001:db8:f::7/64",
+        "dev",
+        "up0",
+        "nodad",
+    ]);
+    let global = nl.global_addresses(up.index).unwrap();
+    assert!(global.iter().all(|a| a.is_ipv6()), "{global:?}");
+    let texts: Vec<String> = global.iter().map(|a| a.to_string()).collect();
+    assert!(
+        texts.contains(&"2001:db8:f::2/64".to_owned())
+            && texts.contains(&"2001:db8:f::7/64".to_owned()),
+        "{texts:?}"
+    );
+    assert!(
+        !texts.iter().any(|t| t.starts_with("fe80")),
+        "link-local is not global: {texts:?}"
+    );
+}
+
+#[test]
 fn firewall_rules_are_owned_idempotent_and_removed_by_tag() {
     if !privileged("firewall_rules_are_owned_idempotent_and_removed_by_tag") {
         return;

@@ -1,0 +1,667 @@
+//! The NAT66 default egress and the node rows of the eBPF datapath (upstream §6.7 steps 6, 12
+//! and 13) on real BPF maps, with the real galactic-bgp binary.
+//!
+//! The plugins' host is a throwaway namespace with an uplink `up0`: a veth into a second
+//! "fabric" namespace, an IPv6 address, routes towards shard SIDs and a permanent neighbour for
+//! the fabric gateway. Every row is read back byte for byte with aya. The node-config keys are
+//! given through each layer: node.json, the environment and the plugin stanza.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use galactic_core::bpf::abi::*;
+use galactic_core::bpf::maps::{self, pin_empty_maps};
+use galactic_core::bpf::testing::PrivateBpffs;
+use galactic_core::ident::VpcId;
+use galactic_core::net::domain::Domains;
+use galactic_core::testing::host::{with_prev, Host, Pod};
+use galactic_core::testing::privileged::{privileged, TestNetns};
+use galactic_core::testing::Outcome;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
+
+const NS: &str = "galactic-system";
+const UP_MAC: [u8; 6] = [2, 0, 0, 0, 0x0a, 1];
+const FABRIC_MAC: [u8; 6] = [2, 0, 0, 0, 0x0b, 1];
+/// Routed via the fabric gateway, whose neighbour entry is known: resolvable.
+const SID_OK: &str = "2001:db8:5::1";
+/// Routed via a gateway nobody has a neighbour entry for: not resolvable.
+const SID_NO_NEIGH: &str = "2001:db8:6::1";
+/// No route at all (the hosts here have no default route unless a test adds one).
+const SID_NO_ROUTE: &str = "2001:db8:99::1";
+
+/// A host with an uplink into a fabric namespace, a private bpffs with the maps pinned, and a
+/// BGPRouter with SRv6 in the local store. `node_extra` goes into node.json (with the pin dir).
+struct Node {
+    host: Host,
+    bpffs: PrivateBpffs,
+    _fabric: TestNetns,
+    env: Vec<(String, String)>,
+    bgp_stanza: Value,
+}
+
+impl Node {
+    fn new(tag: &str, node_extra: Value) -> Self {
+        let bpffs = PrivateBpffs::mount();
+        pin_empty_maps(&bpffs.pin_dir()).unwrap();
+        let mut config = json!({"publisher": "local", "node_name": "node-a",
+                                "bpf_pin_dir": bpffs.pin_dir()});
+        if let (Some(map), Value::Object(extra)) = (config.as_object_mut(), node_extra) {
+            map.extend(extra);
+        }
+        let host = Host::new(
+            tag,
+            config,
+            &["galactic-cni", "galactic-ipam", "galactic-bgp"],
+        );
+        let dir = host.path("state").join("bgp").join(NS).join("bgprouters");
+        std::fs::create_dir_all(&dir).unwrap();
+        let router = json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
+            "metadata": {"name": "router-a", "namespace": NS},
+            "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "roles": ["tenant"],
+                     "localASN": 65000, "routerID": "10.0.2.1",
+                     "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}});
+        std::fs::write(dir.join("router-a.json"), router.to_string()).unwrap();
+        let fabric = TestNetns::new(&format!("{tag}f"));
+        let h = &host.netns;
+        h.ip(&[
+            "link",
+            "add",
+            "up0",
+            "address",
+            "02:00:00:00:0a:01",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "fab0",
+            "address",
+            "02:00:00:00:0b:01",
+            "netns",
+            fabric.name(),
+        ]);
+        h.ip(&["link", "set", "up0", "up"]);
+        h.ip(&[
+            "-6",
+            "addr",
+            "add",
+            "2001:db8:f::2/64",
+            "dev",
+            "up0",
+            "nodad",
+        ]);
+        fabric.ip(&["link", "set", "fab0", "up"]);
+        fabric.ip(&[
+            "-6",
+            "addr",
+            "add",
+            "2001:db8:f::1/64",
+            "dev",
+            "fab0",
+            "nodad",
+        ]);
+        h.ip(&[
+            "-6",
+            "route",
+            "add",
+            "2001:db8:5::/64",
+            "via",
+            "2001:db8:f::1",
+            "dev",
+            "up0",
+        ]);
+        h.ip(&[
+            "-6",
+            "route",
+            "add",
+            "2001:db8:6::/64",
+            "via",
+            "2001:db8:f::99",
+            "dev",
+            "up0",
+        ]);
+        h.ip(&[
+            "-6",
+            "neigh",
+            "replace",
+            "2001:db8:f::1",
+            "lladdr",
+            "02:00:00:00:0b:01",
+            "dev",
+            "up0",
+            "nud",
+            "permanent",
+        ]);
+        Self {
+            host,
+            bpffs,
+            _fabric: fabric,
+            env: Vec::new(),
+            bgp_stanza: json!({}),
+        }
+    }
+
+    /// An IPv6 default route via the fabric: auto-detection then finds `up0`.
+    fn with_default_route(self) -> Self {
+        self.host.netns.ip(&[
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            "2001:db8:f::1",
+            "dev",
+            "up0",
+        ]);
+        self
+    }
+
+    fn master_conf(&self, att: &str) -> Value {
+        json!({"cniVersion": "1.1.0", "name": "tenant", "type": "galactic-cni", "vpc": "jU", "vpcattachment": att,
+               "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd20:10:ff01::/64",
+                        "ipv4_subnet": "172.21.1.0/24", "data_dir": self.host.path("ipam")}})
+    }
+
+    fn bgp_conf(&self, att: &str) -> Value {
+        let mut conf = json!({"cniVersion": "1.1.0", "name": "tenant", "type": "galactic-bgp",
+                              "vpc": "jU", "vpcattachment": att});
+        if let (Some(map), Some(extra)) = (conf.as_object_mut(), self.bgp_stanza.as_object()) {
+            map.extend(extra.clone());
+        }
+        conf
+    }
+
+    fn run_with(
+        &self,
+        plugin: &str,
+        command: &str,
+        pod: &Pod,
+        conf: &Value,
+        extra: &[(&str, &str)],
+    ) -> Outcome {
+        let binary = self.host.bin_dir.join(plugin);
+        let mut inv = self.host.invocation(&binary, command, pod);
+        for (k, v) in &self.env {
+            inv = inv.var(k, v);
+        }
+        for (k, v) in extra {
+            inv = inv.var(k, v);
+        }
+        inv.stdin(conf.to_string()).run()
+    }
+
+    fn master_add(&self, pod: &Pod, att: &str) -> Value {
+        let out = self.run_with("galactic-cni", "ADD", pod, &self.master_conf(att), &[]);
+        assert!(out.success, "master ADD: {out:?}");
+        out.json()
+    }
+
+    fn bgp_add(&self, pod: &Pod, att: &str, prev: &Value, extra: &[(&str, &str)]) -> Outcome {
+        self.run_with(
+            "galactic-bgp",
+            "ADD",
+            pod,
+            &with_prev(&self.bgp_conf(att), prev),
+            extra,
+        )
+    }
+
+    /// Master ADD then galactic-bgp ADD, both must succeed; the final result.
+    fn add(&self, pod: &Pod, att: &str) -> Value {
+        let prev = self.master_add(pod, att);
+        let out = self.bgp_add(pod, att, &prev, &[]);
+        assert!(out.success, "bgp ADD: {out:?}");
+        out.json()
+    }
+
+    fn master_del(&self, pod: &Pod, att: &str, result: &Value) {
+        self.run_with(
+            "galactic-cni",
+            "DEL",
+            pod,
+            &with_prev(&self.master_conf(att), result),
+            &[],
+        )
+        .expect_quiet_success();
+    }
+
+    /// DEL in reverse order, as a runtime does.
+    fn del(&self, pod: &Pod, att: &str, result: &Value) {
+        self.run_with(
+            "galactic-bgp",
+            "DEL",
+            pod,
+            &with_prev(&self.bgp_conf(att), result),
+            &[],
+        )
+        .expect_quiet_success();
+        self.master_del(pod, att, result);
+    }
+
+    fn check(&self, pod: &Pod, att: &str, result: &Value) -> Outcome {
+        self.run_with(
+            "galactic-bgp",
+            "CHECK",
+            pod,
+            &with_prev(&self.bgp_conf(att), result),
+            &[],
+        )
+    }
+
+    fn table(&self) -> u32 {
+        Domains::new(&self.host.path("state"))
+            .get(&VpcId::parse("jU").unwrap())
+            .unwrap()
+            .expect("the master created the routing domain")
+            .table
+    }
+
+    fn ifindex(&self, name: &str) -> u32 {
+        let link = self.host.netns.ip_json(&["link", "show", name]);
+        u32::try_from(link[0]["ifindex"].as_u64().unwrap()).unwrap()
+    }
+
+    fn map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
+        &self,
+        name: &'static str,
+    ) -> T {
+        maps::open_typed(&self.bpffs.pin_dir(), name).unwrap()
+    }
+
+    /// Every egress entry as (prefixlen, table, family, address bytes) → value bytes.
+    fn egress_rows(&self) -> BTreeMap<(u32, u32, u8, [u8; 16]), Vec<u8>> {
+        let m: maps::EgressRouteTable = self.map(maps::EGRESS_ROUTE_TABLE);
+        m.iter()
+            .map(Result::unwrap)
+            .map(|(k, v)| {
+                let d = k.data();
+                (
+                    (k.prefix_len(), d.table_id, d.family, d.addr_be),
+                    bytes_of(&v).to_vec(),
+                )
+            })
+            .collect()
+    }
+
+    /// The `::/0` row of `table`, as bytes.
+    fn nat66_row(&self, table: u32) -> Option<Vec<u8>> {
+        self.egress_rows()
+            .remove(&(40, table, FAMILY_IPV6, [0; 16]))
+    }
+
+    fn ifindex_rows(&self) -> usize {
+        let m: maps::IfindexVrfTable = self.map(maps::IFINDEX_VRF_TABLE);
+        m.iter().count()
+    }
+
+    fn node_src_addr(&self) -> Vec<u8> {
+        let m: maps::NodeSrcAddrTable = self.map(maps::NODE_SRC_ADDR_TABLE);
+        bytes_of(&m.get(&0, 0).unwrap()).to_vec()
+    }
+
+    fn public_uplink(&self) -> Vec<u8> {
+        let m: maps::PublicUplinkTable = self.map(maps::PUBLIC_UPLINK_TABLE);
+        bytes_of(&m.get(&0, 0).unwrap()).to_vec()
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.host
+            .node
+            .log_lines()
+            .iter()
+            .filter(|l| l["level"] == "WARN")
+            .map(|l| l.to_string())
+            .collect()
+    }
+
+    fn state_files(&self, sub: &str) -> Vec<String> {
+        std::fs::read_dir(self.host.path("state").join("bpf").join(sub))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The 32 bytes of an egress value: SID, ifindex (host order), dmac, smac.
+fn egress_bytes(sid: &str, ifindex: u32, dmac: [u8; 6], smac: [u8; 6]) -> Vec<u8> {
+    let mut out = sid.parse::<Ipv6Addr>().unwrap().octets().to_vec();
+    out.extend_from_slice(&ifindex.to_ne_bytes());
+    out.extend_from_slice(&dmac);
+    out.extend_from_slice(&smac);
+    out
+}
+
+#[test]
+fn the_first_resolvable_shard_sid_wins_and_the_node_rows_are_written() {
+    if !privileged("the_first_resolvable_shard_sid_wins_and_the_node_rows_are_written") {
+        return;
+    }
+    // Keys from node.json: shard SIDs, pin dir; interfaces auto-detected.
+    let node = Node::new(
+        "n66win",
+        json!({"nat66_shard_sids": format!("{SID_NO_NEIGH}, {SID_OK}")}),
+    )
+    .with_default_route();
+    let pod = Pod::new("n66w");
+    let result = node.add(&pod, "G");
+    let (table, up0) = (node.table(), node.ifindex("up0"));
+
+    assert_eq!(
+        node.nat66_row(table),
+        Some(egress_bytes(SID_OK, up0, FABRIC_MAC, UP_MAC)),
+        "the first SID has no neighbour for its gateway; the second wins"
+    );
+    let mut src = vec![];
+    src.extend_from_slice(&"2001:db8:f::2".parse::<Ipv6Addr>().unwrap().octets());
+    assert_eq!(node.node_src_addr(), src);
+    let mut uplink = up0.to_ne_bytes().to_vec();
+    uplink.extend_from_slice(&FABRIC_MAC);
+    uplink.extend_from_slice(&UP_MAC);
+    assert_eq!(node.public_uplink(), uplink);
+    assert!(node.warnings().is_empty(), "{:?}", node.warnings());
+    node.check(&pod, "G", &result).expect_quiet_success();
+
+    // CHECK names a missing ::/0 row.
+    let mut egress: maps::EgressRouteTable = node.map(maps::EGRESS_ROUTE_TABLE);
+    let key = galactic_core::bpf::registry::nat66_key(table);
+    let value = egress.get(&key, 0).unwrap();
+    egress.remove(&key).unwrap();
+    let msg = node.check(&pod, "G", &result).expect_error(999);
+    assert!(
+        msg.contains("::/0") && msg.contains(&table.to_string()),
+        "{msg}"
+    );
+    egress.insert(&key, value, 0).unwrap();
+    node.check(&pod, "G", &result).expect_quiet_success();
+
+    // Node rows are node-wide: the attachment's DEL leaves them (and its VPC's last attachment
+    // takes the ::/0 row).
+    node.del(&pod, "G", &result);
+    assert_eq!(node.node_src_addr(), src);
+    assert_eq!(node.public_uplink(), uplink);
+    assert!(node.egress_rows().is_empty(), "{:?}", node.egress_rows());
+}
+
+#[test]
+fn no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing() {
+    if !privileged("no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing") {
+        return;
+    }
+    let mut node = Node::new("n66none", json!({}));
+    // Keys from the environment (the name the datapath settings always had).
+    node.env.push((
+        "GALACTIC_CNI_NAT66_SHARD_SIDS".into(),
+        format!("{SID_NO_NEIGH},{SID_NO_ROUTE}"),
+    ));
+    let pod = Pod::new("n66n");
+    let prev = node.master_add(&pod, "G");
+    let msg = node.bgp_add(&pod, "G", &prev, &[]).expect_error(11);
+    assert!(
+        msg.contains("no NAT66 shard SID is resolvable yet, out of 2 configured")
+            && msg.contains(&format!(
+                "{SID_NO_NEIGH}: no neighbour entry with a MAC for next hop 2001:db8:f::99 on up0"
+            ))
+            && msg.contains(&format!("{SID_NO_ROUTE}: no route")),
+        "{msg}"
+    );
+    assert!(node.egress_rows().is_empty(), "{:?}", node.egress_rows());
+    assert_eq!(node.ifindex_rows(), 0);
+    let vrf: maps::VrfTable = node.map(maps::VRF_TABLE);
+    assert_eq!(
+        vrf.iter().count(),
+        0,
+        "nothing of the registration was written"
+    );
+    assert_eq!(node.node_src_addr(), vec![0; 16]);
+    assert!(node.state_files("attachments").is_empty());
+    assert!(node.state_files("nat66").is_empty());
+
+    // The retry succeeds once the fabric neighbour is known.
+    node.host.netns.ip(&[
+        "-6",
+        "neigh",
+        "replace",
+        "2001:db8:f::99",
+        "lladdr",
+        "02:00:00:00:0b:99",
+        "dev",
+        "up0",
+        "nud",
+        "permanent",
+    ]);
+    let out = node.bgp_add(&pod, "G", &prev, &[]);
+    assert!(out.success, "{out:?}");
+    assert_eq!(
+        node.nat66_row(node.table()),
+        Some(egress_bytes(
+            SID_NO_NEIGH,
+            node.ifindex("up0"),
+            [2, 0, 0, 0, 0x0b, 0x99],
+            UP_MAC
+        ))
+    );
+    node.del(&pod, "G", &out.json());
+}
+
+#[test]
+fn the_nat66_default_lives_while_its_vpc_has_attachments() {
+    if !privileged("the_nat66_default_lives_while_its_vpc_has_attachments") {
+        return;
+    }
+    let mut node = Node::new("n66life", json!({})).with_default_route();
+    // Keys from the stanza.
+    node.bgp_stanza = json!({"nat66_shard_sids": SID_OK});
+    let (a, b, c) = (Pod::new("n66a"), Pod::new("n66b"), Pod::new("n66c"));
+    let ra = node.add(&a, "G");
+    let rb = node.add(&b, "H");
+    let table = node.table();
+    let row = egress_bytes(SID_OK, node.ifindex("up0"), FABRIC_MAC, UP_MAC);
+    assert_eq!(node.nat66_row(table), Some(row.clone()));
+    assert_eq!(
+        node.egress_rows().len(),
+        5,
+        "::/0 and each pod's /96 and /32"
+    );
+
+    node.del(&a, "G", &ra);
+    assert_eq!(node.nat66_row(table), Some(row.clone()), "H still uses it");
+    assert_eq!(node.egress_rows().len(), 3);
+    node.del(&b, "H", &rb);
+    assert_eq!(
+        node.nat66_row(table),
+        None,
+        "the VPC's last attachment took it"
+    );
+    assert!(node.egress_rows().is_empty());
+    assert!(node.state_files("nat66").is_empty());
+
+    // GC of the last attachment takes it too.
+    let rc = node.add(&c, "K");
+    assert_eq!(node.nat66_row(node.table()), Some(row));
+    let mut gc = node.master_conf("Z");
+    gc["cni.dev/valid-attachments"] = json!([]);
+    node.host
+        .invocation(&node.host.bin_dir.join("galactic-cni"), "GC", &c)
+        .unset("CNI_CONTAINERID")
+        .unset("CNI_IFNAME")
+        .unset("CNI_NETNS")
+        .stdin(gc.to_string())
+        .run()
+        .expect_quiet_success();
+    assert!(node.egress_rows().is_empty(), "{:?}", node.egress_rows());
+    assert!(node.state_files("nat66").is_empty());
+    let _ = rc;
+}
+
+#[test]
+fn a_failed_add_rolls_back_only_what_it_created() {
+    if !privileged("a_failed_add_rolls_back_only_what_it_created") {
+        return;
+    }
+    let node = Node::new("n66rb", json!({"nat66_shard_sids": SID_OK})).with_default_route();
+    let fail = [("GALACTIC_FAILPOINTS", "bgp-after-datapath")];
+    let (a, b, c) = (Pod::new("n66ra"), Pod::new("n66rb"), Pod::new("n66rc"));
+    let ra = node.add(&a, "G");
+    let table = node.table();
+    let before = node.egress_rows();
+    assert!(node.nat66_row(table).is_some());
+
+    // B's ADD fails after its registration: its rows go, A's and the VPC's ::/0 stay.
+    let prev_b = node.master_add(&b, "H");
+    let msg = node.bgp_add(&b, "H", &prev_b, &fail).expect_error(999);
+    assert!(msg.contains("bgp-after-datapath"), "{msg}");
+    assert_eq!(node.egress_rows(), before);
+    assert_eq!(node.ifindex_rows(), 1);
+    node.master_del(&b, "H", &prev_b);
+
+    // A goes; then C's ADD is the VPC's only one and fails: the ::/0 it created goes with it.
+    node.del(&a, "G", &ra);
+    assert!(node.egress_rows().is_empty());
+    let prev_c = node.master_add(&c, "K");
+    node.bgp_add(&c, "K", &prev_c, &fail).expect_error(999);
+    assert!(node.egress_rows().is_empty(), "{:?}", node.egress_rows());
+    assert_eq!(node.ifindex_rows(), 0);
+    assert!(node.state_files("nat66").is_empty());
+    assert!(node.state_files("attachments").is_empty());
+    node.master_del(&c, "K", &prev_c);
+}
+
+#[test]
+fn a_missing_uplink_fails_open_with_a_warning() {
+    if !privileged("a_missing_uplink_fails_open_with_a_warning") {
+        return;
+    }
+    let mut node = Node::new("n66up", json!({}));
+    node.bgp_stanza = json!({"ebpf_interfaces": "nosuch0, up0"});
+    let pod = Pod::new("n66u");
+    let result = node.add(&pod, "G");
+    assert_eq!(node.node_src_addr(), vec![0; 16], "not written");
+    assert_eq!(node.public_uplink(), vec![0; 16], "not written");
+    let warnings = node.warnings();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("own SRv6 source address") && w.contains("nosuch0"))
+            && warnings.iter().any(|w| w.contains("own public uplink")),
+        "{warnings:?}"
+    );
+    assert_eq!(
+        node.ifindex_rows(),
+        1,
+        "the attachment itself is registered"
+    );
+    node.check(&pod, "G", &result).expect_quiet_success();
+
+    // No interface configured and no default route: nothing to detect, still an ADD.
+    node.bgp_stanza = json!({});
+    let other = Pod::new("n66u2");
+    let r2 = node.add(&other, "H");
+    assert_eq!(node.public_uplink(), vec![0; 16]);
+    assert!(node
+        .warnings()
+        .iter()
+        .any(|w| w.contains("no IPv6 default route")));
+    node.del(&other, "H", &r2);
+    node.del(&pod, "G", &result);
+}
+
+#[test]
+fn the_datapath_switched_off_in_node_json_registers_nothing() {
+    if !privileged("the_datapath_switched_off_in_node_json_registers_nothing") {
+        return;
+    }
+    let node = Node::new(
+        "n66off",
+        json!({"ebpf_datapath": "off", "nat66_shard_sids": SID_NO_ROUTE}),
+    );
+    let pod = Pod::new("n66o");
+    let result = node.add(&pod, "G");
+    assert!(node.egress_rows().is_empty());
+    assert_eq!(node.ifindex_rows(), 0);
+    node.check(&pod, "G", &result).expect_quiet_success();
+    node.del(&pod, "G", &result);
+}
+
+#[test]
+fn an_invalid_shard_sid_is_a_config_error_naming_it() {
+    if !privileged("an_invalid_shard_sid_is_a_config_error_naming_it") {
+        return;
+    }
+    let mut node = Node::new("n66bad", json!({}));
+    node.bgp_stanza = json!({"nat66_shard_sids": format!("{SID_OK}, 2001:db8::xyz")});
+    let pod = Pod::new("n66b");
+    let prev = node.master_add(&pod, "G");
+    let msg = node.bgp_add(&pod, "G", &prev, &[]).expect_error(7);
+    assert!(
+        msg.contains("nat66_shard_sids") && msg.contains("\"2001:db8::xyz\""),
+        "{msg}"
+    );
+    assert!(node.egress_rows().is_empty());
+    node.master_del(&pod, "G", &prev);
+}
+
+/// The ::/0 row goes only while it holds what was written; a NAT66 record whose table lost its
+/// last registration without removing it (a failed removal) is swept by GC.
+#[test]
+fn a_rerouted_default_is_left_alone_and_orphaned_records_are_swept() {
+    use galactic_core::bpf::registry::{nat66_key, register_attachment, Registration};
+    use galactic_core::bpf::usid::Usid;
+    if !privileged("a_rerouted_default_is_left_alone_and_orphaned_records_are_swept") {
+        return;
+    }
+    let bpffs = PrivateBpffs::mount();
+    let dir = bpffs.pin_dir();
+    pin_empty_maps(&dir).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let value = EgressRouteValue {
+        sid_be: SID_OK.parse::<Ipv6Addr>().unwrap().octets(),
+        link_ifindex: 9,
+        dmac: FABRIC_MAC,
+        smac: UP_MAC,
+    };
+    let reg = |host: &str, ifindex: u32, table: u32| {
+        register_attachment(&Registration {
+            pin_dir: &dir,
+            state_dir: state.path(),
+            usid: Usid::compute("2001:db8:ff03::/48", 1, 3).unwrap(),
+            vrf_table_id: table,
+            egress_kind: EGRESS_KIND_VETH,
+            host_ifname: host,
+            host_ifindex: ifindex,
+            prefixes: &[],
+            nat66_default: Some(value),
+        })
+        .unwrap();
+    };
+    let mut egress: maps::EgressRouteTable =
+        maps::open_typed(&dir, maps::EGRESS_ROUTE_TABLE).unwrap();
+    reg("GaH", 41, 1000);
+    assert_eq!(egress.get(&nat66_key(1000), 0).unwrap(), value);
+    // A routing daemon put its own default at ::/0 since.
+    let theirs = EgressRouteValue {
+        link_ifindex: 3,
+        ..value
+    };
+    egress.insert(&nat66_key(1000), theirs, 0).unwrap();
+    assert!(galactic_core::bpf::unregister_attachment(state.path(), "GaH").unwrap());
+    assert_eq!(
+        egress.get(&nat66_key(1000), 0).unwrap(),
+        theirs,
+        "left alone"
+    );
+    egress.remove(&nat66_key(1000)).unwrap();
+
+    // A registration record gone without its table's NAT66 removal (as after a crash): GC.
+    reg("GbH", 42, 1001);
+    std::fs::remove_file(state.path().join("bpf/attachments/GbH.json")).unwrap();
+    assert!(egress.get(&nat66_key(1001), 0).is_ok());
+    let live = std::collections::HashSet::new();
+    assert!(galactic_core::bpf::sweep_attachments(state.path(), &live)
+        .unwrap()
+        .is_empty());
+    assert!(egress.get(&nat66_key(1001), 0).is_err(), "swept");
+    assert!(!state.path().join("bpf/nat66/1001.json").exists());
+}

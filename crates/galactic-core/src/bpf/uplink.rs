@@ -1,0 +1,218 @@
+//! The node's uplink as the datapath needs it, read from the host namespace's kernel state
+//! (upstream §6.7 steps 6, 12 and 13):
+//!
+//! - the NAT66 default egress of a VPC: the first configured shard SID that has a unicast route,
+//!   an output link with a MAC, and a neighbour entry with a MAC for the route's next hop;
+//! - the node rows: this node's SRv6 source address and its public uplink (link, next-hop MAC,
+//!   own MAC), from the first eBPF interface (configured, or the first link of an IPv6 default
+//!   route in the main table).
+//!
+//! Everything here only reads; the registry writes.
+
+use super::abi::{EgressRouteValue, PublicUplinkValue};
+use super::BpfError;
+use crate::net::netlink::{parse_mac, Link, Netlink, RouteKind};
+use crate::net::NetError;
+use std::fmt;
+use std::net::{IpAddr, Ipv6Addr};
+
+/// The main routing table, where auto-detection looks for IPv6 default routes.
+const MAIN_TABLE: u32 = 254;
+
+/// Why a shard SID (or the uplink) does not resolve.
+#[derive(Debug)]
+pub enum Unresolved {
+    /// The kernel has no usable route to it.
+    NoRoute,
+    /// The route does not forward (local, blackhole, …).
+    NotForwarded(RouteKind),
+    /// The route names no output link.
+    NoOutputLink,
+    /// The output link has vanished since the lookup.
+    LinkGone(u32),
+    /// The output link has no Ethernet MAC (e.g. a tun or a VRF device).
+    NoLinkMac(String),
+    /// No neighbour entry with a MAC for the next hop on that link.
+    NoNeighbour {
+        /// The next hop.
+        next_hop: IpAddr,
+        /// The link.
+        link: String,
+    },
+    /// A netlink read failed.
+    Lookup(NetError),
+}
+
+impl fmt::Display for Unresolved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoRoute => f.write_str("no route"),
+            Self::NotForwarded(kind) => write!(f, "the route is {kind:?}, not a forwarding route"),
+            Self::NoOutputLink => f.write_str("the route has no output link"),
+            Self::LinkGone(index) => write!(f, "output link {index} no longer exists"),
+            Self::NoLinkMac(link) => write!(f, "output link {link} has no MAC address"),
+            Self::NoNeighbour { next_hop, link } => write!(
+                f,
+                "no neighbour entry with a MAC for next hop {next_hop} on {link}"
+            ),
+            Self::Lookup(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<NetError> for Unresolved {
+    fn from(e: NetError) -> Self {
+        Self::Lookup(e)
+    }
+}
+
+fn link_by_index(nl: &Netlink, index: u32) -> Result<Link, Unresolved> {
+    nl.links()?
+        .into_iter()
+        .find(|l| l.index == index)
+        .ok_or(Unresolved::LinkGone(index))
+}
+
+fn mac_of(link: &Link) -> Result<[u8; 6], Unresolved> {
+    link.mac
+        .as_deref()
+        .and_then(parse_mac)
+        .ok_or_else(|| Unresolved::NoLinkMac(link.name.clone()))
+}
+
+/// The encapsulation towards `sid`: `ip route get` gives link and next hop (the SID itself
+/// when on-link); smac is the link's MAC, dmac the next hop's neighbour entry on that link.
+pub fn resolve_sid(nl: &Netlink, sid: Ipv6Addr) -> Result<EgressRouteValue, Unresolved> {
+    let route = nl.route_get(IpAddr::V6(sid))?.ok_or(Unresolved::NoRoute)?;
+    if route.kind != RouteKind::Unicast {
+        return Err(Unresolved::NotForwarded(route.kind));
+    }
+    let link = link_by_index(nl, route.oif.ok_or(Unresolved::NoOutputLink)?)?;
+    let smac = mac_of(&link)?;
+    let next_hop = route.next_hop(IpAddr::V6(sid));
+    let dmac = nl
+        .neighbours(link.index)?
+        .iter()
+        .filter(|n| n.ip == next_hop)
+        .find_map(|n| n.usable_mac())
+        .ok_or_else(|| Unresolved::NoNeighbour {
+            next_hop,
+            link: link.name.clone(),
+        })?;
+    Ok(EgressRouteValue {
+        sid_be: sid.octets(),
+        link_ifindex: link.index,
+        dmac,
+        smac,
+    })
+}
+
+/// The NAT66 default egress: the first of `sids` that resolves. None resolving is
+/// [`BpfError::NoShardSidResolvable`] listing each SID and why.
+pub fn resolve_nat66(nl: &Netlink, sids: &[Ipv6Addr]) -> Result<EgressRouteValue, BpfError> {
+    let mut reasons = Vec::with_capacity(sids.len());
+    for sid in sids {
+        match resolve_sid(nl, *sid) {
+            Ok(value) => return Ok(value),
+            Err(why) => reasons.push(format!("{sid}: {why}")),
+        }
+    }
+    Err(BpfError::NoShardSidResolvable {
+        configured: sids.len(),
+        reasons,
+    })
+}
+
+/// The eBPF interfaces: `configured` as given (missing ones included, so the first one is the
+/// one the node config names), else the links of the main table's IPv6 default routes in the
+/// kernel's order.
+pub fn ebpf_interfaces(nl: &Netlink, configured: &[String]) -> Result<Vec<String>, NetError> {
+    if !configured.is_empty() {
+        return Ok(configured.to_vec());
+    }
+    let links = nl.links()?;
+    let mut out: Vec<String> = Vec::new();
+    for route in nl.routes(true, MAIN_TABLE)? {
+        if route.dst.prefix() != 0 || route.kind != RouteKind::Unicast {
+            continue;
+        }
+        let name = route
+            .dev
+            .and_then(|dev| links.iter().find(|l| l.index == dev))
+            .map(|l| l.name.clone());
+        if let Some(name) = name.filter(|n| !out.contains(n)) {
+            out.push(name);
+        }
+    }
+    Ok(out)
+}
+
+/// What the node rows would hold; each half resolves (or fails) on its own.
+#[derive(Debug)]
+pub struct NodeRows {
+    /// The interface they came from, when one was found.
+    pub interface: Option<String>,
+    /// `node_src_addr_table[0]`: the interface's first global IPv6 address.
+    pub src_addr: Result<Ipv6Addr, String>,
+    /// `public_uplink_table[0]`.
+    pub uplink: Result<PublicUplinkValue, String>,
+}
+
+/// Resolves the node rows from the first eBPF interface (`configured`, else auto-detected).
+pub fn resolve_node_rows(nl: &Netlink, configured: &[String]) -> NodeRows {
+    let failed = |why: String| NodeRows {
+        interface: None,
+        src_addr: Err(why.clone()),
+        uplink: Err(why),
+    };
+    let first = match ebpf_interfaces(nl, configured) {
+        Ok(names) => names.into_iter().next(),
+        Err(e) => return failed(format!("detect the eBPF interfaces: {e}")),
+    };
+    let Some(name) = first else {
+        return failed(
+            "no eBPF interface: ebpf_interfaces is empty and the main table has no IPv6 default route"
+                .into(),
+        );
+    };
+    let link = match nl.link(&name) {
+        Ok(Some(link)) => link,
+        Ok(None) => return failed(format!("eBPF interface {name} does not exist")),
+        Err(e) => return failed(e.to_string()),
+    };
+    NodeRows {
+        interface: Some(name),
+        src_addr: src_addr(nl, &link),
+        uplink: public_uplink(nl, &link),
+    }
+}
+
+fn src_addr(nl: &Netlink, link: &Link) -> Result<Ipv6Addr, String> {
+    let addrs = nl.global_addresses(link.index).map_err(|e| e.to_string())?;
+    addrs
+        .iter()
+        .find_map(|a| match a.ip() {
+            IpAddr::V6(v6) => Some(v6),
+            IpAddr::V4(_) => None,
+        })
+        .ok_or_else(|| format!("{} has no global IPv6 address", link.name))
+}
+
+fn public_uplink(nl: &Netlink, link: &Link) -> Result<PublicUplinkValue, String> {
+    let smac = mac_of(link).map_err(|e| e.to_string())?;
+    let dmac = nl
+        .neighbours(link.index)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .filter(|n| matches!(n.ip, IpAddr::V6(v6) if !v6.is_multicast()))
+        .find_map(|n| n.usable_mac())
+        .ok_or_else(|| format!("{} has no IPv6 neighbour with a MAC address", link.name))?;
+    Ok(PublicUplinkValue {
+        link_ifindex: link.index,
+        dmac,
+        smac,
+    })
+}
+
+#[cfg(test)]
+mod tests;

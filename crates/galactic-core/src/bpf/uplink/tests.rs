@@ -1,0 +1,182 @@
+//! Resolution against real links, routes and neighbours in throwaway namespaces.
+
+use super::*;
+use crate::net::netns::Netns;
+use crate::testing::privileged::{privileged, TestNetns};
+
+/// A namespace with `up0` (a veth into a peer namespace), `2001:db8:f::2/64`, a route to
+/// `2001:db8:5::/64` via the peer and a permanent neighbour entry for the peer.
+fn uplinked(tag: &str) -> (TestNetns, TestNetns, Netlink) {
+    let host = TestNetns::new(tag);
+    let peer = TestNetns::new(&format!("{tag}p"));
+    host.ip(&[
+        "link",
+        "add",
+        "up0",
+        "address",
+        "02:00:00:00:0a:01",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "fab0",
+        "address",
+        "02:00:00:00:0b:01",
+        "netns",
+        peer.name(),
+    ]);
+    host.ip(&["link", "set", "up0", "up"]);
+    host.ip(&[
+        "-6",
+        "addr",
+        "add",
+        "2001:db8:f::2/64",
+        "dev",
+        "up0",
+        "nodad",
+    ]);
+    host.ip(&[
+        "-6",
+        "route",
+        "add",
+        "2001:db8:5::/64",
+        "via",
+        "2001:db8:f::1",
+    ]);
+    host.ip(&[
+        "-6",
+        "neigh",
+        "replace",
+        "2001:db8:f::1",
+        "lladdr",
+        "02:00:00:00:0b:01",
+        "dev",
+        "up0",
+        "nud",
+        "permanent",
+    ]);
+    let nl = Netlink::in_netns(&Netns::open(&host.path()).unwrap()).unwrap();
+    (host, peer, nl)
+}
+
+#[test]
+fn shard_sids_resolve_via_gateway_or_on_link_and_say_why_not() {
+    if !privileged("shard_sids_resolve_via_gateway_or_on_link_and_say_why_not") {
+        return;
+    }
+    let (host, _peer, nl) = uplinked("upsid");
+    let up0 = nl.require_link("up0").unwrap().index;
+    let via = resolve_sid(&nl, "2001:db8:5::1".parse().unwrap()).unwrap();
+    assert_eq!(
+        via,
+        EgressRouteValue {
+            sid_be: "2001:db8:5::1".parse::<Ipv6Addr>().unwrap().octets(),
+            link_ifindex: up0,
+            dmac: [2, 0, 0, 0, 0xb, 1],
+            smac: [2, 0, 0, 0, 0xa, 1],
+        }
+    );
+    // On-link: the SID is its own next hop.
+    let onlink = resolve_sid(&nl, "2001:db8:f::1".parse().unwrap()).unwrap();
+    assert_eq!(onlink.dmac, [2, 0, 0, 0, 0xb, 1]);
+    let why = resolve_sid(&nl, "2001:db8:f::5".parse().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        why,
+        "no neighbour entry with a MAC for next hop 2001:db8:f::5 on up0"
+    );
+    // A failed entry's address is not trusted.
+    host.ip(&[
+        "-6",
+        "neigh",
+        "replace",
+        "2001:db8:f::5",
+        "lladdr",
+        "02:00:00:00:0b:05",
+        "dev",
+        "up0",
+        "nud",
+        "failed",
+    ]);
+    assert!(resolve_sid(&nl, "2001:db8:f::5".parse().unwrap()).is_err());
+    let why = resolve_sid(&nl, "2001:db8:99::1".parse().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(why, "no route");
+    let why = resolve_sid(&nl, "2001:db8:f::2".parse().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(why.contains("Local"), "{why}");
+
+    let first = resolve_nat66(
+        &nl,
+        &[
+            "2001:db8:99::1".parse().unwrap(),
+            "2001:db8:5::1".parse().unwrap(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(first, via, "the first that resolves wins");
+    let none = resolve_nat66(
+        &nl,
+        &[
+            "2001:db8:99::1".parse().unwrap(),
+            "2001:db8:f::5".parse().unwrap(),
+        ],
+    )
+    .unwrap_err();
+    assert!(matches!(
+        none,
+        BpfError::NoShardSidResolvable { configured: 2, .. }
+    ));
+    assert!(
+        none.to_string()
+            .starts_with("no NAT66 shard SID is resolvable yet, out of 2 configured: 2001:db8:99::1: no route; 2001:db8:f::5: "),
+        "{none}"
+    );
+}
+
+#[test]
+fn node_rows_come_from_the_first_configured_or_detected_interface() {
+    if !privileged("node_rows_come_from_the_first_configured_or_detected_interface") {
+        return;
+    }
+    let (host, _peer, nl) = uplinked("uprows");
+    let up0 = nl.require_link("up0").unwrap().index;
+    let none = resolve_node_rows(&nl, &[]);
+    assert!(none.interface.is_none());
+    assert!(
+        none.uplink.unwrap_err().contains("no IPv6 default route"),
+        "nothing to detect"
+    );
+    host.ip(&[
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "2001:db8:f::1",
+        "dev",
+        "up0",
+    ]);
+    assert_eq!(ebpf_interfaces(&nl, &[]).unwrap(), vec!["up0"]);
+    let rows = resolve_node_rows(&nl, &[]);
+    assert_eq!(rows.interface.as_deref(), Some("up0"));
+    assert_eq!(rows.src_addr.unwrap().to_string(), "2001:db8:f::2");
+    assert_eq!(
+        rows.uplink.unwrap(),
+        PublicUplinkValue {
+            link_ifindex: up0,
+            dmac: [2, 0, 0, 0, 0xb, 1],
+            smac: [2, 0, 0, 0, 0xa, 1],
+        }
+    );
+    // Configured interfaces win over detection, in the configured order.
+    let rows = resolve_node_rows(&nl, &["nosuch0".into(), "up0".into()]);
+    assert!(rows.src_addr.unwrap_err().contains("nosuch0"));
+    // An interface without a global IPv6 address or neighbours.
+    let rows = resolve_node_rows(&nl, &["lo".into()]);
+    assert!(rows.src_addr.is_err(), "::1 is host scope, not global");
+    assert!(rows.uplink.is_err());
+}
