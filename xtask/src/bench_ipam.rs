@@ -386,17 +386,9 @@ fn floor_burst() -> Result<Burst> {
     })
 }
 
+/// The staged release build (static, see `stage::build_release`), as nodes run it.
 fn build_release() -> Result<PathBuf> {
-    let root = crate::workspace_root();
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--release", "-p", "galactic-ipam"])
-        .current_dir(&root)
-        .status()?;
-    if !status.success() {
-        bail!("cargo build --release -p galactic-ipam failed");
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from);
-    Ok(target.join("release/galactic-ipam"))
+    Ok(crate::stage::build_release()?.join("galactic-ipam"))
 }
 
 /// `path` from the Debian package `package`, installed when missing.

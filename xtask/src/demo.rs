@@ -58,8 +58,8 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     install_interrupt_handler();
     let release = args.iter().any(|a| a == "--release");
-    step("build and stage the plugins", || stage(release))?;
-    let scene = Scene::new(PathBuf::from(stage_dir(release)))?;
+    let plugins = step("build and stage the plugins", || stage(release))?;
+    let scene = Scene::new(plugins)?;
     let outcome = scene.play();
     let cleanup = scene.teardown_check();
     drop(scene);
@@ -79,22 +79,12 @@ fn install_interrupt_handler() {
     let _ = unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGINT, &action) };
 }
 
-fn stage(release: bool) -> Result<()> {
+fn stage(release: bool) -> Result<PathBuf> {
     let dir = crate::stage::build_plugins(release)?;
     if !dir.join("galactic-cni").is_file() {
         bail!("build produced no galactic-cni in {}", dir.display());
     }
-    Ok(())
-}
-
-fn stage_dir(release: bool) -> String {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::workspace_root().join("target"));
-    target
-        .join(if release { "release" } else { "debug" })
-        .display()
-        .to_string()
+    Ok(dir)
 }
 
 /// Prints one step with PASS/FAIL.

@@ -136,21 +136,7 @@ pub fn run(args: &[String]) -> Result<()> {
 
 /// Builds the plugin binaries (debug profile); returns the directory holding them.
 pub fn build_plugins() -> Result<PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let root = crate::workspace_root();
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(&root).args(["build", "--quiet", "--bins"]);
-    for plugin in crate::stage::PLUGINS {
-        cmd.args(["--package", plugin]);
-    }
-    let status = cmd.status().context("run cargo build")?;
-    if !status.success() {
-        bail!("cargo build of the plugins failed ({status})");
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    Ok(target.join("debug"))
+    crate::stage::build_plugins(false)
 }
 
 /// Lints every source under `paths` with the plugins in `bin_dir`.

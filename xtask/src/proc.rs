@@ -77,8 +77,9 @@ pub fn run(
     })
 }
 
-/// Like [`run`], but through the small `rss-probe` launcher (built next to xtask), so that
-/// `max_rss_kib` is the program's own peak and not this large process's (see rss-probe's docs).
+/// Like [`run`], but through the `rss-probe` launcher (built next to xtask), so that
+/// `max_rss_kib` is the program's own peak (`VmHWM` at its exit) and not this large process's nor
+/// the launcher's (see rss-probe's docs).
 pub fn run_probed(program: &Path, env: &[(&str, String)], stdin: &[u8]) -> Result<Run> {
     let probe = std::env::current_exe()?.with_file_name("rss-probe");
     if !probe.is_file() {
@@ -88,7 +89,11 @@ pub fn run_probed(program: &Path, env: &[(&str, String)], stdin: &[u8]) -> Resul
         );
     }
     let out = tempfile::NamedTempFile::new()?;
-    let mut run = run(&[&probe, out.path(), program], None, env, stdin)?;
+    let mut env = env.to_vec();
+    if let Ok(dir) = std::env::var("RSS_PROBE_SMAPS") {
+        env.push(("RSS_PROBE_SMAPS", dir));
+    }
+    let mut run = run(&[&probe, out.path(), program], None, &env, stdin)?;
     run.max_rss_kib = std::fs::read_to_string(out.path())?
         .trim()
         .parse()
