@@ -4,11 +4,14 @@
 //! Kubernetes API, or as files under the state directory (`publisher: local`). It passes
 //! `prevResult` on unchanged. When the node's BGPRouter has SRv6 settings it also registers the
 //! attachment in the eBPF uSID datapath's pinned maps. See `docs/kubernetes.md`, `docs/ebpf.md`.
+//!
+//! `galactic-bgp nad …` performs the masters' NetworkAttachmentDefinition calls (see `nad`).
 
 mod annotations;
 mod conf;
 mod datapath;
 mod error;
+mod nad;
 mod netns;
 mod ops;
 mod prev;
@@ -50,5 +53,9 @@ impl Plugin for GalacticBgp {
 }
 
 fn main() -> ExitCode {
-    run(&GalacticBgp)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.split_first() {
+        Some((first, rest)) if first == "nad" => nad::main(rest),
+        _ => run(&GalacticBgp),
+    }
 }

@@ -224,6 +224,44 @@ fn a_nad_without_galactic_bgp_is_refused_before_any_kernel_state_exists() {
     let out = rt.add(&pod).unwrap_err();
     let msg = out.expect_error(7);
     assert!(msg.contains("galactic-bgp"), "{msg}");
+    assert_nothing_attached(&cluster, &pod);
+}
+
+#[test]
+fn without_galactic_bgp_in_cni_path_the_kubernetes_publisher_refuses_before_any_state() {
+    if !privileged(
+        "without_galactic_bgp_in_cni_path_the_kubernetes_publisher_refuses_before_any_state",
+    ) {
+        return;
+    }
+    let list = conflist("tenant-nohelper");
+    let cluster = Cluster::new("cnohelp", &list);
+    // The masters reach the NAD through galactic-bgp (decision 0014); here it is not installed.
+    std::fs::remove_file(cluster.host.bin_dir.join("galactic-bgp")).unwrap();
+    let rt = Runtime {
+        host: &cluster.host,
+        conflist: list,
+        args: ARGS.into(),
+    };
+    let pod = Pod::new("cnohelp");
+    let out = rt.add(&pod).unwrap_err();
+    let msg = out.expect_error(7);
+    assert!(
+        msg.contains("galactic-bgp") && msg.contains("CNI_PATH"),
+        "{msg}"
+    );
+    assert_nothing_attached(&cluster, &pod);
+    let nad = cluster.get("network-attachment-definitions", "pods", "tenant-nohelper");
+    assert!(
+        nad.unwrap()["metadata"]["annotations"]
+            .get("k8s.v1.cni.cncf.io/host-interface")
+            .is_none(),
+        "nothing annotated"
+    );
+}
+
+/// No interface, attachment record or IPAM state exists after a refused ADD.
+fn assert_nothing_attached(cluster: &Cluster, pod: &Pod) {
     let links = cluster.host.netns.ip(&["-o", "link", "show"]);
     assert_eq!(
         links.lines().count(),

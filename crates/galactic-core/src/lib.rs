@@ -27,7 +27,7 @@ pub mod testing;
 #[cfg(feature = "kube")]
 pub mod kube;
 
-#[cfg(all(feature = "net", feature = "kube"))]
+#[cfg(feature = "net")]
 pub mod master;
 #[cfg(feature = "net")]
 pub mod net;

@@ -64,7 +64,7 @@ impl Delegate<'_> {
 
     /// ADD: the delegate's result. Empty output is a decode error (an IPAM ADD must answer).
     pub fn add(&self, stdin: &[u8]) -> Result<CniResult, CniError> {
-        let stdout = self.exec(Command::Add, stdin)?;
+        let stdout = self.exec(&[], Command::Add, stdin)?;
         if stdout.iter().all(u8::is_ascii_whitespace) {
             return Err(CniError::decode(format!(
                 "delegate plugin {:?} returned no result for ADD",
@@ -81,13 +81,20 @@ impl Delegate<'_> {
 
     /// DEL, CHECK, STATUS or GC: success unless the delegate fails; its output is ignored.
     pub fn call(&self, command: Command, stdin: &[u8]) -> Result<(), CniError> {
-        self.exec(command, stdin).map(drop)
+        self.exec(&[], command, stdin).map(drop)
+    }
+
+    /// A step another plugin binary performs for this one (`args` name it, e.g. the NAD calls
+    /// galactic-bgp makes for the masters): same environment and stdin as a delegate call,
+    /// success unless it fails, its error passed through unchanged.
+    pub fn call_step(&self, args: &[&str], command: Command, stdin: &[u8]) -> Result<(), CniError> {
+        self.exec(args, command, stdin).map(drop)
     }
 
     /// Runs the delegate once and returns its stdout when it exits 0.
-    fn exec(&self, command: Command, stdin: &[u8]) -> Result<Vec<u8>, CniError> {
+    fn exec(&self, args: &[&str], command: Command, stdin: &[u8]) -> Result<Vec<u8>, CniError> {
         let binary = self.find()?;
-        let output = run_bounded(&binary, command, stdin, self.timeout)?;
+        let output = run_bounded(&binary, args, command, stdin, self.timeout)?;
         // Forward the delegate's diagnostics to our stderr (C77); the runtime keeps it.
         let _ = std::io::stderr().write_all(&output.stderr);
         if output.status.success() {
@@ -104,11 +111,12 @@ fn is_executable_file(path: &Path) -> bool {
 /// Spawns `binary`, feeds `stdin`, and waits at most `timeout` (then kills it: code 11).
 fn run_bounded(
     binary: &Path,
+    args: &[&str],
     command: Command,
     stdin: &[u8],
     timeout: Duration,
 ) -> Result<Output, CniError> {
-    let mut child = spawn_retrying(binary, command)?;
+    let mut child = spawn_retrying(binary, args, command)?;
     let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
     let input = child.stdin.take();
     let bytes = stdin.to_vec();
@@ -140,10 +148,15 @@ fn run_bounded(
     outcome
 }
 
-fn spawn_retrying(binary: &Path, command: Command) -> Result<std::process::Child, CniError> {
+fn spawn_retrying(
+    binary: &Path,
+    args: &[&str],
+    command: Command,
+) -> Result<std::process::Child, CniError> {
     let mut attempt = 0;
     loop {
         let spawned = Process::new(binary)
+            .args(args)
             .env("CNI_COMMAND", command.as_str())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -69,6 +69,10 @@ pub fn run<P: Plugin>(plugin: &P) -> ExitCode {
             &CniError::io(format!("cannot read stdin: {e}")),
         ),
     };
+    print_reply(&reply)
+}
+
+fn print_reply(reply: &Reply) -> ExitCode {
     if let Some(value) = &reply.stdout {
         let mut out = std::io::stdout().lock();
         // Nothing sensible can be done when stdout itself is gone; the exit code still tells.
@@ -79,6 +83,52 @@ pub fn run<P: Plugin>(plugin: &P) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Runs one step that a plugin performs for another one, which execs it with its own environment
+/// and stdin plus arguments naming the step (see [`super::delegate::Delegate::call_step`]). The
+/// request is validated as the caller's was; success prints nothing, failure prints the CNI
+/// error, so the caller passes it on unchanged. One log line per step, as per operation.
+pub fn run_step(
+    name: &'static str,
+    step: &str,
+    perform: impl FnOnce(&Request) -> Result<(), CniError>,
+) -> ExitCode {
+    install_panic_hook();
+    let mut stdin = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut stdin) {
+        return print_reply(&error_reply(
+            SpecVersion::LATEST.as_str(),
+            &CniError::io(format!("cannot read stdin: {e}")),
+        ));
+    }
+    let version = declared_version(&stdin);
+    let lookup = |k: &str| std::env::var(k).ok();
+    let command = lookup("CNI_COMMAND")
+        .map(|raw| Command::parse(&raw))
+        .unwrap_or_else(|| Err(CniError::invalid_env("CNI_COMMAND is not set")));
+    let outcome = command
+        .and_then(|command| prepare(name, command, &lookup, stdin))
+        .and_then(|req| {
+            let started = Instant::now();
+            let outcome = perform(&req);
+            let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+            match &outcome {
+                Ok(()) => log::info(&format!("{step}: done"), json!({"durationMs": elapsed_ms})),
+                Err(e) => log::error(
+                    &format!("{step}: failed"),
+                    json!({"durationMs": elapsed_ms, "code": e.code, "err": e.to_string()}),
+                ),
+            }
+            outcome
+        });
+    print_reply(&match outcome {
+        Ok(()) => Reply {
+            stdout: None,
+            success: true,
+        },
+        Err(e) => error_reply(&version, &e),
+    })
 }
 
 /// The whole protocol as a function of the environment and stdin (testable without a process).
@@ -105,7 +155,7 @@ pub fn execute<P: Plugin>(
         return version(&stdin);
     }
     let version = declared_version(&stdin);
-    match prepare(plugin, command, &lookup, stdin) {
+    match prepare(plugin.name(), command, &lookup, stdin) {
         Ok(req) => handle(plugin, req),
         Err(e) => error_reply(&version, &e),
     }
@@ -140,8 +190,8 @@ fn declared_version(stdin: &[u8]) -> String {
 }
 
 /// Validates everything a handler may rely on.
-fn prepare<P: Plugin>(
-    plugin: &P,
+fn prepare(
+    name: &'static str,
     command: Command,
     lookup: &impl Fn(&str) -> Option<String>,
     stdin: Vec<u8>,
@@ -161,12 +211,12 @@ fn prepare<P: Plugin>(
     let node = match NodeConfig::resolve(&conf.raw, lookup) {
         Ok(node) => node,
         Err(e) if command == Command::Del => {
-            log::stderr_warn(plugin.name(), &format!("DEL continues with defaults: {e}"));
+            log::stderr_warn(name, &format!("DEL continues with defaults: {e}"));
             NodeConfig::defaults()
         }
         Err(e) => return Err(CniError::invalid_config(e.to_string())),
     };
-    log::init(plugin.name(), &node, log_context(command, &env, &conf));
+    log::init(name, &node, log_context(command, &env, &conf));
     if let Some(e) = &decode_error {
         log::warn(
             "DEL: configuration not fully decoded; releasing what is known",

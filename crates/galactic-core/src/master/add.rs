@@ -33,7 +33,7 @@ struct Add<'a> {
     pod: Option<(Netns, Netlink)>,
     records: Records,
     domains: Domains,
-    nad: Option<Nad>,
+    nad: Option<Nad<'a>>,
 }
 
 pub fn add(kind: Kind, req: &Request) -> Result<CniResult, CniError> {
@@ -65,7 +65,7 @@ impl<'a> Add<'a> {
         kind: Kind,
         conf: MasterConf,
         req: &'a Request,
-        nad: Option<Nad>,
+        nad: Option<Nad<'a>>,
     ) -> Result<Self, CniError> {
         let pod = match kind {
             Kind::Veth => {

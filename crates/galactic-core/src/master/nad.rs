@@ -2,57 +2,78 @@
 //! NAD whose chain lacks `galactic-bgp` before any state exists, and annotate the NAD with the
 //! host interface once it exists. Nodes on the local publisher (the demo, Podman, nerdctl) have
 //! no NAD, and a pod without `K8S_POD_NAMESPACE` in `CNI_ARGS` was not attached through Multus.
+//!
+//! The Kubernetes calls themselves run in `galactic-bgp` (`galactic-bgp nad verify-chain` and
+//! `galactic-bgp nad annotate <host interface>`), exec'd from `CNI_PATH` like an IPAM delegate:
+//! the chain needs galactic-bgp anyway, and keeping the Kubernetes client out of the master
+//! binaries halves the code every master call maps (docs/decisions/0014).
 
-use crate::cni::{CniError, Request};
+use crate::cni::delegate::{Delegate, DEFAULT_TIMEOUT};
+use crate::cni::{CniError, Command, Request};
 use crate::config::Publisher;
-use crate::kube::{annotate_nad_host_interface, verify_chain_complete, ClientOptions, KubeClient};
 use crate::log;
 use serde_json::json;
+use std::path::PathBuf;
 
-/// The pod's NAD, reachable through the cluster.
-pub struct Nad {
-    client: KubeClient,
-    namespace: String,
-    name: String,
+/// The plugin that performs the NAD calls for the masters.
+pub const NAD_HELPER: &str = "galactic-bgp";
+
+/// The pod's NAD, reachable through `galactic-bgp`.
+pub struct Nad<'a> {
+    req: &'a Request,
+    helper: PathBuf,
 }
 
-impl Nad {
+impl<'a> Nad<'a> {
     /// The NAD of this attachment, when the node publishes to Kubernetes and the runtime said
-    /// which namespace the pod is in. The NAD is named like the network.
-    pub fn of(req: &Request) -> Result<Option<Self>, CniError> {
+    /// which namespace the pod is in. Code 7 when galactic-bgp is not in `CNI_PATH`.
+    pub fn of(req: &'a Request) -> Result<Option<Self>, CniError> {
         if req.node.publisher != Publisher::Kubernetes {
             return Ok(None);
         }
-        let Some(namespace) = req
+        if req
             .env
             .args
             .get("K8S_POD_NAMESPACE")
-            .filter(|n| !n.is_empty())
-        else {
+            .is_none_or(|n| n.is_empty())
+        {
             return Ok(None);
-        };
-        let client = KubeClient::from_kubeconfig(&req.node.kubeconfig, ClientOptions::default())?;
-        Ok(Some(Self {
-            client,
-            namespace: namespace.to_owned(),
-            name: req.conf.name.clone(),
-        }))
+        }
+        let helper = helper(req).find().map_err(|e| {
+            CniError::invalid_config(format!(
+                "{e}; with the kubernetes publisher the master needs {NAD_HELPER} to verify and \
+                 annotate the pod's NetworkAttachmentDefinition"
+            ))
+        })?;
+        Ok(Some(Self { req, helper }))
     }
 
     /// Code 7 unless the NAD's conflist runs `galactic-bgp` after the master.
     pub fn verify_chain(&self) -> Result<(), CniError> {
-        verify_chain_complete(&self.client, &self.namespace, &self.name)?;
+        self.step(&["nad", "verify-chain"])?;
         log::debug(
             "ADD: NAD chain complete",
-            json!({"nad": format!("{}/{}", self.namespace, self.name)}),
+            json!({"helper": self.helper.display().to_string()}),
         );
         Ok(())
     }
 
     /// Records the host interface on the NAD (that one annotation only).
     pub fn annotate(&self, host_ifname: &str) -> Result<(), CniError> {
-        annotate_nad_host_interface(&self.client, &self.namespace, &self.name, host_ifname)?;
+        self.step(&["nad", "annotate", host_ifname])?;
         log::debug("ADD: NAD annotated", json!({"hostIfname": host_ifname}));
         Ok(())
+    }
+
+    fn step(&self, args: &[&str]) -> Result<(), CniError> {
+        helper(self.req).call_step(args, Command::Add, &self.req.stdin)
+    }
+}
+
+fn helper(req: &Request) -> Delegate<'_> {
+    Delegate {
+        plugin_type: NAD_HELPER,
+        search_path: &req.env.path,
+        timeout: DEFAULT_TIMEOUT,
     }
 }
