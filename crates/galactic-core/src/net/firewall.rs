@@ -241,51 +241,28 @@ fn nft(args: &[&str]) -> Result<String, NetError> {
 
 /// The table of our own for the host-service filter (table-mode routing domains).
 const OWN_TABLE: &str = "galactic";
+/// Its input chain, holding the one host-service rule.
+const OWN_INPUT_CHAIN: &str = "input";
 
 /// Table mode only: host sockets bound to the wildcard address would be reachable from pods at
 /// their gateway address (a VRF hides them). TCP and UDP from `G*` interfaces to the host itself
 /// are rejected in an input chain of our own table; pings and forwarding are unaffected. Idempotent.
+///
+/// The table, chain and rule are created in one `nft -f -` transaction, so the chain's presence
+/// (seen over netlink, no `nft` process) means the rule is there: every ADD after the first on a
+/// node pays a netlink dump, not an exec.
 pub fn protect_host_services() -> Result<(), NetError> {
+    if super::nftables::has_chain(super::nftables::FAMILY_INET, OWN_TABLE, OWN_INPUT_CHAIN)? {
+        return Ok(());
+    }
     if !available() {
         return Err(NetError::Unsupported {
             what: "table-mode host-service filter needs nft (Debian package nftables)".into(),
         });
     }
-    let ruleset = ruleset()?;
-    let present = ruleset.iter().filter_map(|i| i.get("rule")).any(|r| {
-        r.get("table").and_then(Value::as_str) == Some(OWN_TABLE)
-            && r.get("comment").and_then(Value::as_str) == Some("galactic:host-services")
-    });
-    if present {
-        return Ok(());
-    }
-    nft(&["add", "table", "inet", OWN_TABLE])?;
-    nft(&[
-        "add",
-        "chain",
-        "inet",
-        OWN_TABLE,
-        "input",
-        "{ type filter hook input priority 0 ; policy accept ; }",
-    ])?;
-    nft(&[
-        "add",
-        "rule",
-        "inet",
-        OWN_TABLE,
-        "input",
-        "iifname",
-        "\"G*\"",
-        "meta",
-        "l4proto",
-        "{",
-        "tcp",
-        ",",
-        "udp",
-        "}",
-        "reject",
-        "comment",
-        "\"galactic:host-services\"",
-    ])?;
-    Ok(())
+    nft_batch(&format!(
+        "add table inet {OWN_TABLE}\n\
+         add chain inet {OWN_TABLE} {OWN_INPUT_CHAIN} {{ type filter hook input priority 0 ; policy accept ; }}\n\
+         add rule inet {OWN_TABLE} {OWN_INPUT_CHAIN} iifname \"G*\" meta l4proto {{ tcp, udp }} reject comment \"galactic:host-services\"\n"
+    ))
 }

@@ -1,8 +1,9 @@
 //! A read-only look at nftables over netlink (NETLINK_NETFILTER), without running `nft`.
 //!
-//! Spawning `nft` costs milliseconds on every ADD, CHECK and DEL. Most nodes have no forward base
-//! chain at all, and then there is nothing to allow or remove: one netlink dump of the chains
-//! answers that in microseconds, and `nft` runs only when a forward chain exists.
+//! Spawning `nft` costs milliseconds (and a process of ≈ 4 MiB) on every ADD, CHECK and DEL. Most
+//! nodes have no forward base chain at all, and then there is nothing to allow or remove; the
+//! table-mode host-service filter, once created, only needs to be seen. One netlink dump of the
+//! chains answers both in microseconds, and `nft` runs only when there is something to change.
 
 use super::NetError;
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
@@ -16,14 +17,42 @@ const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 const NLMSG_HDRLEN: usize = 16;
 const NFGENMSG_LEN: usize = 4;
+const NFTA_CHAIN_TABLE: u16 = 1;
+const NFTA_CHAIN_NAME: u16 = 3;
 const NFTA_CHAIN_HOOK: u16 = 4;
 const NFTA_HOOK_HOOKNUM: u16 = 1;
 /// `NF_INET_FORWARD` (also the forward hook of the arp and bridge families).
 const HOOK_FORWARD: u32 = 2;
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
+/// `NFPROTO_INET`: the inet family (`nft add table inet …`).
+pub const FAMILY_INET: u8 = 1;
+
+/// One chain of the ruleset: as much of it as this crate decides on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    /// `NFPROTO_*` family.
+    pub family: u8,
+    pub table: String,
+    pub name: String,
+    /// The hook number of a base chain.
+    pub hook: Option<u32>,
+}
+
 /// Whether any base chain hooks `forward` (in any family).
 pub fn has_forward_chain() -> Result<bool, NetError> {
+    Ok(chains()?.iter().any(|c| c.hook == Some(HOOK_FORWARD)))
+}
+
+/// Whether the chain `family table name` exists.
+pub fn has_chain(family: u8, table: &str, name: &str) -> Result<bool, NetError> {
+    Ok(chains()?
+        .iter()
+        .any(|c| c.family == family && c.table == table && c.name == name))
+}
+
+/// Every chain of every family (none when the kernel has no nf_tables).
+pub fn chains() -> Result<Vec<Chain>, NetError> {
     let io_err = |source: io::Error| NetError::Io {
         what: "dump nftables chains".into(),
         source,
@@ -32,13 +61,12 @@ pub fn has_forward_chain() -> Result<bool, NetError> {
     socket.bind_auto().map_err(io_err)?;
     socket.connect(&SocketAddr::new(0, 0)).map_err(io_err)?;
     socket.send(&request(), 0).map_err(io_err)?;
-    let mut found = false;
+    let mut chains = Vec::new();
     loop {
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
         let n = socket.recv(&mut buf, 0).map_err(io_err)?;
-        match scan(&buf[..n.min(buf.len())])? {
-            Scan::More(any) => found |= any,
-            Scan::Done(any) => return Ok(found || any),
+        if scan(&buf[..n.min(buf.len())], &mut chains)? == Scan::Done {
+            return Ok(chains);
         }
     }
 }
@@ -56,16 +84,16 @@ fn request() -> Vec<u8> {
     msg
 }
 
+#[derive(Debug, PartialEq, Eq)]
 enum Scan {
-    /// More datagrams follow; whether this one held a forward chain.
-    More(bool),
+    /// More datagrams follow.
+    More,
     /// The dump ended.
-    Done(bool),
+    Done,
 }
 
-/// Walks the netlink messages of one datagram.
-fn scan(mut data: &[u8]) -> Result<Scan, NetError> {
-    let mut found = false;
+/// Walks the netlink messages of one datagram, collecting the chains.
+fn scan(mut data: &[u8], chains: &mut Vec<Chain>) -> Result<Scan, NetError> {
     while data.len() >= NLMSG_HDRLEN {
         let len = u32::from_ne_bytes([data[0], data[1], data[2], data[3]]) as usize;
         let kind = u16::from_ne_bytes([data[4], data[5]]);
@@ -74,13 +102,30 @@ fn scan(mut data: &[u8]) -> Result<Scan, NetError> {
         }
         let payload = &data[NLMSG_HDRLEN..len];
         match kind {
-            NLMSG_DONE => return Ok(Scan::Done(found)),
-            NLMSG_ERROR => return error(payload).map(|()| Scan::Done(found)),
-            _ => found |= payload.get(NFGENMSG_LEN..).is_some_and(chain_hooks_forward),
+            NLMSG_DONE => return Ok(Scan::Done),
+            NLMSG_ERROR => return error(payload).map(|()| Scan::Done),
+            _ => chains.extend(chain(payload)),
         }
         data = &data[align(len).min(data.len())..];
     }
-    Ok(Scan::More(found))
+    Ok(Scan::More)
+}
+
+/// One NFT_MSG_NEWCHAIN payload: nfgenmsg (family first), then the chain's attributes.
+fn chain(payload: &[u8]) -> Option<Chain> {
+    let family = *payload.first()?;
+    let attrs = payload.get(NFGENMSG_LEN..)?;
+    let text = |kind: u16| {
+        attributes(attrs).find(|(k, _)| *k == kind).map(|(_, v)| {
+            String::from_utf8_lossy(v.split(|b| *b == 0).next().unwrap_or(v)).into_owned()
+        })
+    };
+    Some(Chain {
+        family,
+        table: text(NFTA_CHAIN_TABLE)?,
+        name: text(NFTA_CHAIN_NAME)?,
+        hook: hook_number(attrs),
+    })
 }
 
 /// An NLMSG_ERROR: errno 0 is an acknowledgement; no nf_tables in the kernel means no chains.
@@ -97,17 +142,13 @@ fn error(payload: &[u8]) -> Result<(), NetError> {
     }
 }
 
-/// Whether a chain's attributes carry a hook whose number is `forward`.
-fn chain_hooks_forward(attrs: &[u8]) -> bool {
-    attributes(attrs)
-        .find(|(kind, _)| *kind == NFTA_CHAIN_HOOK)
-        .is_some_and(|(_, hook)| {
-            attributes(hook).any(|(kind, value)| {
-                kind == NFTA_HOOK_HOOKNUM
-                    && value.len() >= 4
-                    && u32::from_be_bytes([value[0], value[1], value[2], value[3]]) == HOOK_FORWARD
-            })
-        })
+/// The hook number of a base chain's attributes (big-endian u32).
+fn hook_number(attrs: &[u8]) -> Option<u32> {
+    let (_, hook) = attributes(attrs).find(|(kind, _)| *kind == NFTA_CHAIN_HOOK)?;
+    attributes(hook).find_map(|(kind, value)| match value {
+        [a, b, c, d, ..] if kind == NFTA_HOOK_HOOKNUM => Some(u32::from_be_bytes([*a, *b, *c, *d])),
+        _ => None,
+    })
 }
 
 /// Iterates netlink attributes: (type without flags, payload).

@@ -362,6 +362,22 @@ fn firewall_rules_are_owned_idempotent_and_removed_by_tag() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!forward(&empty), "an input chain is not a forward chain");
+    let has = |ns: &TestNetns, family, table: &'static str, chain: &'static str| {
+        super::netns::run_in(&Netns::open(&ns.path()).unwrap(), move || {
+            super::nftables::has_chain(family, table, chain)
+        })
+        .unwrap()
+        .unwrap()
+    };
+    let inet = super::nftables::FAMILY_INET;
+    assert!(
+        has(&empty, inet, "g", "input"),
+        "the chain is seen by family, table and name"
+    );
+    assert!(!has(&empty, inet, "g", "output"), "another name");
+    assert!(!has(&empty, inet, "h", "input"), "another table");
+    assert!(!has(&empty, 2, "g", "input"), "another family (ip)");
+    assert!(has(&host, 2, "filter", "FORWARD"), "ip filter FORWARD");
     assert!(
         forward(&host),
         "the forward chains created above are seen over netlink"
