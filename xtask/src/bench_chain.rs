@@ -168,6 +168,13 @@ fn run_chain(
         }
         let rss = chain.rss.entry(stage.name.clone()).or_default();
         *rss = (*rss).max(run.max_rss_kib);
+        for (program, kib) in &run.started_rss_kib {
+            let rss = chain
+                .rss
+                .entry(format!("{program} (started by {})", stage.name))
+                .or_default();
+            *rss = (*rss).max(*kib);
+        }
         if cached.is_none() {
             prev = Some(
                 serde_json::from_slice(&run.stdout)
@@ -216,7 +223,7 @@ fn reference_chain(bins: &Path, work: &Path) -> Chain {
         label: "reference (bridge + host-local)",
         network: "bench-reference",
         stages: vec![Stage {
-            name: "bridge (+host-local)".into(),
+            name: "bridge".into(),
             binary: bins.join("bridge"),
             stanza: json!({"type": "bridge", "bridge": "gbench0", "isGateway": true, "ipMasq": false,
                 "ipam": {"type": "host-local", "dataDir": work.join("host-local"),
@@ -270,15 +277,17 @@ fn print_table(chains: &[Chain], iterations: usize) {
             ours.as_secs_f64() / reference.as_secs_f64()
         );
     }
-    println!("\nper plugin process: ADD median, peak RSS (max over all runs):");
+    println!(
+        "\nper plugin process: ADD median (a plugin's includes the processes it starts), \
+         peak RSS (own VmHWM, max over all ADD and DEL runs):"
+    );
     for chain in chains {
         for (plugin, kib) in &chain.rss {
             let add = chain
                 .stage_add
                 .get(plugin)
-                .map(|t| median_p95(&mut t.clone()).0)
-                .unwrap_or_default();
-            println!("  {:<36} {:>10} {:>8} KiB", plugin, ms(add), kib);
+                .map_or("–".to_owned(), |t| ms(median_p95(&mut t.clone()).0));
+            println!("  {:<46} {:>10} {:>8} KiB", plugin, add, kib);
         }
     }
 }

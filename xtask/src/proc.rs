@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 pub struct Run {
     /// Wall time from spawn to reap.
     pub elapsed: Duration,
-    /// Peak resident set size in KiB (`ru_maxrss`).
+    /// Peak resident set size in KiB (`ru_maxrss`; with [`run_probed`], the program's own).
     pub max_rss_kib: u64,
+    /// With [`run_probed`]: the peak RSS in KiB of each program the process started, by name.
+    pub started_rss_kib: Vec<(String, u64)>,
     /// Exit status.
     pub status: ExitStatus,
     /// stdout.
@@ -72,6 +74,7 @@ pub fn run(
     Ok(Run {
         elapsed: started.elapsed(),
         max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+        started_rss_kib: Vec::new(),
         status: ExitStatus::from_raw(status),
         stdout,
     })
@@ -94,9 +97,15 @@ pub fn run_probed(program: &Path, env: &[(&str, String)], stdin: &[u8]) -> Resul
         env.push(("RSS_PROBE_SMAPS", dir));
     }
     let mut run = run(&[&probe, out.path(), program], None, &env, stdin)?;
-    run.max_rss_kib = std::fs::read_to_string(out.path())?
-        .trim()
-        .parse()
-        .context("rss-probe output")?;
+    let report = std::fs::read_to_string(out.path())?;
+    let mut peaks = report.lines().map(|line| {
+        let (name, kib) = line.rsplit_once(' ').context("rss-probe output line")?;
+        Ok((
+            name.to_owned(),
+            kib.parse::<u64>().context("rss-probe KiB")?,
+        ))
+    });
+    run.max_rss_kib = peaks.next().context("rss-probe wrote no peak")??.1;
+    run.started_rss_kib = peaks.collect::<Result<_>>()?;
     Ok(run)
 }
