@@ -50,6 +50,64 @@ fn runtime() -> Result<tokio::runtime::Runtime, KubeError> {
         .map_err(KubeError::Runtime)
 }
 
+/// Release plugins link glibc statically (see `xtask build-and-stage`), and a static glibc's
+/// `getaddrinfo` would load the host's NSS modules, which only work with the exact glibc the
+/// binary was linked with. A kubeconfig server given by host name is therefore resolved by the
+/// host's own `getent ahosts` (the host's NSS and nsswitch.conf, as a dynamic binary would), and
+/// the client connects to that address while verifying the certificate for the name
+/// (`tls_server_name`, unless the kubeconfig sets one). IP literals are used as they are.
+pub fn pin_server_address(config: &mut kube::Config) -> Result<(), KubeError> {
+    let Some(host) = config.cluster_url.host().map(str::to_owned) else {
+        return Ok(());
+    };
+    if host
+        .trim_matches(['[', ']'])
+        .parse::<std::net::IpAddr>()
+        .is_ok()
+    {
+        return Ok(());
+    }
+    let address = resolve_with_getent(&host)?;
+    let authority = match (address, config.cluster_url.port_u16()) {
+        (std::net::IpAddr::V6(a), Some(port)) => format!("[{a}]:{port}"),
+        (std::net::IpAddr::V6(a), None) => format!("[{a}]"),
+        (a, Some(port)) => format!("{a}:{port}"),
+        (a, None) => a.to_string(),
+    };
+    let mut parts = config.cluster_url.clone().into_parts();
+    parts.authority = Some(authority.parse().map_err(|e| KubeError::Resolve {
+        host: host.clone(),
+        why: format!("{authority} is not a valid authority: {e}"),
+    })?);
+    config.cluster_url = http::Uri::from_parts(parts).map_err(|e| KubeError::Resolve {
+        host: host.clone(),
+        why: format!("cannot rebuild the server URL: {e}"),
+    })?;
+    config.tls_server_name.get_or_insert(host);
+    Ok(())
+}
+
+/// The first address `getent ahosts NAME` prints.
+fn resolve_with_getent(host: &str) -> Result<std::net::IpAddr, KubeError> {
+    let failed = |why: String| KubeError::Resolve {
+        host: host.to_owned(),
+        why,
+    };
+    let out = std::process::Command::new("getent")
+        .args(["ahosts", host])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map_err(|e| failed(format!("cannot run getent: {e}")))?;
+    if !out.status.success() {
+        return Err(failed(format!("no address ({})", out.status)));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(|| failed("getent printed no address".into()))
+}
+
 impl KubeClient {
     /// Builds a client from the kubeconfig at `path` (its current context). `http://` servers
     /// are accepted, which is what the loopback test fixture serves.
@@ -71,6 +129,9 @@ impl KubeClient {
                 path: path.into(),
                 source,
             })?;
+            if cfg!(target_feature = "crt-static") {
+                pin_server_address(&mut config)?;
+            }
             config.connect_timeout = Some(options.call_timeout);
             config.read_timeout = Some(options.call_timeout);
             config.write_timeout = Some(options.call_timeout);
@@ -199,5 +260,64 @@ impl KubeClient {
             );
             std::thread::sleep(wait);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cni::{CniError, Code};
+
+    fn config(url: &str) -> kube::Config {
+        kube::Config::new(url.parse().unwrap())
+    }
+
+    #[test]
+    fn a_host_name_is_resolved_by_getent_and_verified_by_name() {
+        let mut c = config("https://localhost:6443/base");
+        pin_server_address(&mut c).unwrap();
+        let host = c
+            .cluster_url
+            .host()
+            .unwrap()
+            .trim_matches(['[', ']'])
+            .to_owned();
+        let ip: std::net::IpAddr = host.parse().unwrap();
+        assert!(ip.is_loopback(), "{ip}");
+        assert_eq!(c.cluster_url.port_u16(), Some(6443));
+        assert_eq!(c.cluster_url.scheme_str(), Some("https"));
+        assert_eq!(c.cluster_url.path(), "/base");
+        assert_eq!(c.tls_server_name.as_deref(), Some("localhost"));
+    }
+
+    #[test]
+    fn a_kubeconfig_tls_server_name_is_kept() {
+        let mut c = config("https://localhost");
+        c.tls_server_name = Some("api.cluster.example".into());
+        pin_server_address(&mut c).unwrap();
+        assert_eq!(c.cluster_url.port_u16(), None);
+        assert_eq!(c.tls_server_name.as_deref(), Some("api.cluster.example"));
+    }
+
+    #[test]
+    fn ip_literals_are_left_alone() {
+        for url in [
+            "https://10.96.0.1:443",
+            "https://[fd00::1]:6443",
+            "http://127.0.0.1:8080",
+        ] {
+            let mut c = config(url);
+            pin_server_address(&mut c).unwrap();
+            assert_eq!(c.cluster_url.to_string().trim_end_matches('/'), url);
+            assert_eq!(c.tls_server_name, None);
+        }
+    }
+
+    #[test]
+    fn an_unresolvable_server_is_try_again_later() {
+        let mut c = config("https://no-such-host.invalid:6443");
+        let err = pin_server_address(&mut c).unwrap_err();
+        assert!(err.to_string().contains("no-such-host.invalid"), "{err}");
+        assert_eq!(CniError::from(err).code, Code::TRY_AGAIN_LATER);
     }
 }

@@ -72,6 +72,14 @@ pub enum KubeError {
     /// No Node matched a local address.
     #[error("node name auto-detection: {0}")]
     NodeNotDetected(String),
+    /// The API server's host name did not resolve (code 11: DNS may come back).
+    #[error("cannot resolve the API server {host} (getent ahosts): {why}")]
+    Resolve {
+        /// The host name of the kubeconfig's server.
+        host: String,
+        /// What getent said, or why it could not run.
+        why: String,
+    },
 }
 
 impl KubeError {
@@ -115,6 +123,7 @@ impl From<KubeError> for CniError {
                 Code::INVALID_CONFIG
             }
             KubeError::NodeNotDetected(_) => Code::INVALID_ENVIRONMENT,
+            KubeError::Resolve { .. } => Code::TRY_AGAIN_LATER,
             _ if err.class() == Some(ErrorClass::Transient) => Code::TRY_AGAIN_LATER,
             _ if err.status_code() == Some(422) => Code::INVALID_CONFIG,
             _ => Code::INTERNAL,
