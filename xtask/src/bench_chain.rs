@@ -6,6 +6,10 @@
 //! (installed with apt when missing). Each iteration creates a pod namespace, runs the chain's ADD
 //! (prevResult threaded from plugin to plugin) and its DEL in reverse, and deletes the namespace.
 //! The plugins run in a throwaway "host" namespace this command enters and leaves.
+//!
+//! Each iteration attaches twice per chain: once timed, with the plugins spawned directly, and
+//! once through `rss-probe`, which stops every process at exec and exit (ptrace) to read its peak
+//! RSS — stops that would bias the times against the chain with more processes.
 
 use crate::proc;
 use crate::stats::median_p95;
@@ -119,13 +123,24 @@ fn measure(
                     ),
                 ]
             };
-            let (add, result) = run_chain(chain, &env("ADD"), None)?;
-            let (del, _) = run_chain(chain, &env("DEL"), Some(&result))?;
+            let (add, result) = run_chain(chain, &env("ADD"), None, Probe::Timed)?;
+            let (del, _) = run_chain(chain, &env("DEL"), Some(&result), Probe::Timed)?;
             chain.add.push(add);
             chain.del.push(del);
+            let (_, result) = run_chain(chain, &env("ADD"), None, Probe::Rss)?;
+            run_chain(chain, &env("DEL"), Some(&result), Probe::Rss)?;
         }
     }
     Ok(chains)
+}
+
+/// How a chain run is observed.
+#[derive(Clone, Copy, PartialEq)]
+enum Probe {
+    /// Plugins spawned directly; wall times recorded.
+    Timed,
+    /// Plugins run under rss-probe; peak RSS recorded, times not.
+    Rss,
 }
 
 /// Runs ADD forward (threading prevResult) or DEL in reverse (with the final result).
@@ -133,6 +148,7 @@ fn run_chain(
     chain: &mut Chain,
     env: &[(&'static str, String)],
     cached: Option<&Value>,
+    probe: Probe,
 ) -> Result<(Duration, Value)> {
     let mut total = Duration::ZERO;
     let mut prev: Option<Value> = cached.cloned();
@@ -142,6 +158,7 @@ fn run_chain(
     };
     for i in order {
         let stage = &chain.stages[i];
+        let (name, binary) = (stage.name.clone(), stage.binary.clone());
         let mut conf = stage.stanza.clone();
         // Debian's reference plugins speak up to 1.0.0; both chains use it so they do the same work.
         conf["cniVersion"] = json!("1.0.0");
@@ -149,40 +166,49 @@ fn run_chain(
         if let Some(p) = &prev {
             conf["prevResult"] = p.clone();
         }
-        let run = proc::run_probed(&stage.binary, env, conf.to_string().as_bytes())?;
+        let stdin = conf.to_string();
+        let run = match probe {
+            Probe::Timed => proc::run(&[&binary], None, env, stdin.as_bytes())?,
+            Probe::Rss => proc::run_probed(&binary, env, stdin.as_bytes())?,
+        };
         if !run.status.success() {
             bail!(
                 "{} {}: {}",
-                stage.name,
+                name,
                 env[0].1,
                 String::from_utf8_lossy(&run.stdout)
             );
         }
         total += run.elapsed;
-        if cached.is_none() {
-            chain
+        match probe {
+            Probe::Timed if cached.is_none() => chain
                 .stage_add
-                .entry(stage.name.clone())
+                .entry(name.clone())
                 .or_default()
-                .push(run.elapsed);
-        }
-        let rss = chain.rss.entry(stage.name.clone()).or_default();
-        *rss = (*rss).max(run.max_rss_kib);
-        for (program, kib) in &run.started_rss_kib {
-            let rss = chain
-                .rss
-                .entry(format!("{program} (started by {})", stage.name))
-                .or_default();
-            *rss = (*rss).max(*kib);
+                .push(run.elapsed),
+            Probe::Timed => {}
+            Probe::Rss => record_rss(chain, &name, &run),
         }
         if cached.is_none() {
             prev = Some(
                 serde_json::from_slice(&run.stdout)
-                    .with_context(|| format!("{} ADD result", stage.name))?,
+                    .with_context(|| format!("{name} ADD result"))?,
             );
         }
     }
     Ok((total, prev.unwrap_or(Value::Null)))
+}
+
+fn record_rss(chain: &mut Chain, stage: &str, run: &proc::Run) {
+    let rss = chain.rss.entry(stage.to_owned()).or_default();
+    *rss = (*rss).max(run.max_rss_kib);
+    for (program, kib) in &run.started_rss_kib {
+        let rss = chain
+            .rss
+            .entry(format!("{program} (started by {stage})"))
+            .or_default();
+        *rss = (*rss).max(*kib);
+    }
 }
 
 fn our_chain(bins: &Path, work: &Path) -> Chain {
