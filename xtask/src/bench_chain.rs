@@ -51,7 +51,7 @@ fn option(args: &[String], name: &str) -> Option<String> {
 }
 
 pub fn run(args: &[String]) -> Result<()> {
-    build_probe()?;
+    proc::build_probe()?;
     let iterations = option(args, "--iterations")
         .map(|n| n.parse())
         .transpose()?
@@ -69,19 +69,6 @@ pub fn run(args: &[String]) -> Result<()> {
     drop(host);
     let chains = outcome?;
     print_table(&chains, iterations);
-    Ok(())
-}
-
-/// The small launcher that measures each plugin's own peak RSS.
-fn build_probe() -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let ok = Command::new(cargo)
-        .current_dir(crate::workspace_root())
-        .args(["build", "--quiet", "-p", "xtask", "--bin", "rss-probe"])
-        .status()?;
-    if !ok.success() {
-        bail!("building rss-probe failed");
-    }
     Ok(())
 }
 

@@ -20,7 +20,6 @@ const POOL: &str = "10.128.0.0/14";
 const NETWORK: &str = "bench";
 const HOST_LOCAL: &str = "/usr/lib/cni/host-local";
 const CONCURRENCY: usize = 32;
-const GNU_TIME: &str = "/usr/bin/time";
 
 struct Options {
     samples: usize,
@@ -88,30 +87,10 @@ fn reap(child: std::process::Child, started: Instant) -> Result<Run> {
     })
 }
 
-/// Peak RSS (KiB) of one run, measured by GNU time. Measuring from this process would be wrong:
-/// a child created by vfork/fork inherits this (much larger) process's high-water mark.
+/// Peak RSS (KiB) of one run: the process's own `VmHWM` at exit, read by `rss-probe` (a child
+/// spawned from this process, or from GNU time, would carry its parent's high-water mark).
 fn peak_rss_kib(binary: &Path, env: &[(&str, String)], stdin: &[u8]) -> Result<u64> {
-    let report = tempfile::NamedTempFile::new()?;
-    let mut child = Command::new(GNU_TIME)
-        .args(["-f", "%M", "-o"])
-        .arg(report.path())
-        .arg(binary)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (*k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("spawn {GNU_TIME}"))?;
-    if let Some(mut input) = child.stdin.take() {
-        let _ = input.write_all(stdin);
-    }
-    child.wait()?;
-    let text = fs::read_to_string(report.path())?;
-    text.lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .with_context(|| format!("{GNU_TIME} reported {text:?}"))
+    Ok(crate::proc::run_probed(binary, env, stdin)?.max_rss_kib)
 }
 
 fn run_once(binary: &Path, env: &[(&str, String)], stdin: &[u8]) -> Result<Run> {
@@ -427,7 +406,7 @@ pub fn run(args: &[String]) -> Result<()> {
         ours.dir.join("node.json"),
         json!({"log_file": ours.dir.join("galactic.log"), "state_dir": ours.dir}).to_string(),
     )?;
-    debian_tool(GNU_TIME, "time").context("GNU time is needed to measure peak RSS")?;
+    crate::proc::build_probe()?;
     let theirs = debian_tool(HOST_LOCAL, "containernetworking-plugins").map(|binary| HostLocal {
         binary,
         dir: tmp.path().join("host-local"),
@@ -544,7 +523,7 @@ fn table(
         burst_floor.stats.p95 / floor.median,
     ));
     out.push_str(&format!(
-        "\nPeak RSS of one galactic-ipam invocation (GNU time; max of ADD, CHECK, DEL at every level): \
+        "\nPeak RSS of one galactic-ipam invocation (own VmHWM; max of ADD, CHECK, DEL at every level): \
          {:.1} MiB (`/bin/true` measured the same way: {:.1} MiB)\n",
         rss as f64 / 1024.0,
         floor_rss as f64 / 1024.0

@@ -80,6 +80,19 @@ pub fn run(
     })
 }
 
+/// Builds `rss-probe` next to xtask (see [`run_probed`]).
+pub fn build_probe() -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let ok = Command::new(cargo)
+        .current_dir(crate::workspace_root())
+        .args(["build", "--quiet", "-p", "xtask", "--bin", "rss-probe"])
+        .status()?;
+    if !ok.success() {
+        bail!("building rss-probe failed");
+    }
+    Ok(())
+}
+
 /// Like [`run`], but through the `rss-probe` launcher (built next to xtask), so that
 /// `max_rss_kib` is the program's own peak (`VmHWM` at its exit) and not this large process's nor
 /// the launcher's (see rss-probe's docs).
