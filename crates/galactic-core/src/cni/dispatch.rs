@@ -60,16 +60,25 @@ pub struct Reply {
 /// Runs `plugin` for this process: reads the environment and stdin, prints the reply.
 pub fn run<P: Plugin>(plugin: &P) -> ExitCode {
     install_panic_hook();
-    let mut stdin = Vec::new();
-    let read = std::io::stdin().read_to_end(&mut stdin);
-    let reply = match read {
-        Ok(_) => execute(plugin, |k| std::env::var(k).ok(), stdin),
-        Err(e) => error_reply(
-            SpecVersion::LATEST.as_str(),
-            &CniError::io(format!("cannot read stdin: {e}")),
-        ),
+    let reply = match read_stdin() {
+        Ok(stdin) => execute(plugin, |k| std::env::var(k).ok(), stdin),
+        Err(reply) => reply,
     };
     print_reply(&reply)
+}
+
+/// All of stdin, or the error reply when it cannot be read.
+fn read_stdin() -> Result<Vec<u8>, Reply> {
+    let mut stdin = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut stdin)
+        .map(|_| stdin)
+        .map_err(|e| {
+            error_reply(
+                SpecVersion::LATEST.as_str(),
+                &CniError::io(format!("cannot read stdin: {e}")),
+            )
+        })
 }
 
 fn print_reply(reply: &Reply) -> ExitCode {
@@ -95,13 +104,10 @@ pub fn run_step(
     perform: impl FnOnce(&Request) -> Result<(), CniError>,
 ) -> ExitCode {
     install_panic_hook();
-    let mut stdin = Vec::new();
-    if let Err(e) = std::io::stdin().read_to_end(&mut stdin) {
-        return print_reply(&error_reply(
-            SpecVersion::LATEST.as_str(),
-            &CniError::io(format!("cannot read stdin: {e}")),
-        ));
-    }
+    let stdin = match read_stdin() {
+        Ok(stdin) => stdin,
+        Err(reply) => return print_reply(&reply),
+    };
     let version = declared_version(&stdin);
     let lookup = |k: &str| std::env::var(k).ok();
     let command = lookup("CNI_COMMAND")
