@@ -665,3 +665,66 @@ fn a_rerouted_default_is_left_alone_and_orphaned_records_are_swept() {
     assert!(egress.get(&nat66_key(1001), 0).is_err(), "swept");
     assert!(!state.path().join("bpf/nat66/1001.json").exists());
 }
+
+#[test]
+fn a_replacement_interrupted_between_record_and_map_is_still_removed() {
+    use galactic_core::bpf::registry::{nat66_key, register_attachment, Registration};
+    use galactic_core::bpf::usid::Usid;
+    if !privileged("a_replacement_interrupted_between_record_and_map_is_still_removed") {
+        return;
+    }
+    let bpffs = PrivateBpffs::mount();
+    let dir = bpffs.pin_dir();
+    pin_empty_maps(&dir).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let first = EgressRouteValue {
+        sid_be: SID_OK.parse::<Ipv6Addr>().unwrap().octets(),
+        link_ifindex: 9,
+        dmac: FABRIC_MAC,
+        smac: UP_MAC,
+    };
+    let second = EgressRouteValue {
+        link_ifindex: 10,
+        ..first
+    };
+    let reg = |host: &str, ifindex: u32, value: EgressRouteValue| {
+        register_attachment(&Registration {
+            pin_dir: &dir,
+            state_dir: state.path(),
+            usid: Usid::compute("2001:db8:ff03::/48", 1, 3).unwrap(),
+            vrf_table_id: 1000,
+            egress_kind: EGRESS_KIND_VETH,
+            host_ifname: host,
+            host_ifindex: ifindex,
+            prefixes: &[],
+            nat66_default: Some(value),
+        })
+        .unwrap();
+    };
+    let egress: maps::EgressRouteTable = maps::open_typed(&dir, maps::EGRESS_ROUTE_TABLE).unwrap();
+    let record_path = state.path().join("bpf/nat66/1000.json");
+    let record = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(&record_path).unwrap()).unwrap()
+    };
+    reg("GaH", 41, first);
+    assert_eq!(record().get("replaces"), None, "nothing replaced yet");
+    // A second attachment of the VPC resolves another uplink: the record names both rows.
+    reg("GbH", 42, second);
+    assert_eq!(egress.get(&nat66_key(1000), 0).unwrap(), second);
+    assert_eq!(record()["linkIfindex"], 10);
+    assert_eq!(record()["replaces"]["linkIfindex"], 9);
+    // As if that ADD had died after its record and before the map write: the map holds the
+    // replaced row, which the removal of the VPC's last attachment must still take.
+    let mut interrupted: maps::EgressRouteTable =
+        maps::open_typed(&dir, maps::EGRESS_ROUTE_TABLE).unwrap();
+    interrupted.insert(&nat66_key(1000), first, 0).unwrap();
+    assert!(galactic_core::bpf::unregister_attachment(state.path(), "GaH").unwrap());
+    assert_eq!(
+        egress.get(&nat66_key(1000), 0).unwrap(),
+        first,
+        "GbH still uses it"
+    );
+    assert!(galactic_core::bpf::unregister_attachment(state.path(), "GbH").unwrap());
+    assert!(egress.get(&nat66_key(1000), 0).is_err(), "removed");
+    assert!(!record_path.exists());
+}

@@ -13,16 +13,17 @@
 //!   lock                         flock: one registration/removal at a time on the node
 //!   attachments/G{vpc}{att}H.json {"hostIfname","ifindex","block","argument","vrfTableId",
 //!                                  "prefixes":[canonical CIDR…],"pinDir"}
-//!   nat66/{table}.json           {"vrfTableId","pinDir","sid","linkIfindex","dmac","smac"}:
-//!                                  the ::/0 row last written in that table
+//!   nat66/{table}.json           {"vrfTableId","pinDir","sid","linkIfindex","dmac","smac",
+//!                                  "replaces"?:{"sid",…}}: the ::/0 row last written in that
+//!                                  table, and the row it replaced
 //! ```
 //! A pass-through key (VRF table, prefix) can be shared: masked /96 pool prefixes are the same
 //! for every pod of a pool. Removal keeps a key that another record still lists, and never
 //! deletes a key whose value is no longer the pass-through (someone routed it since).
 //!
 //! The ::/0 row serves every attachment of the VPC on the node: it goes when the last
-//! attachment record of its table goes, and only while it still holds what was written (a route
-//! someone else put at ::/0 since is left alone).
+//! attachment record of its table goes, and only while it still holds what was written or what
+//! that replaced (a route someone else put at ::/0 since is left alone).
 
 use super::abi::*;
 use super::maps::{
@@ -94,6 +95,19 @@ pub struct Nat66Record {
     pub vrf_table_id: u32,
     /// Where the maps were.
     pub pin_dir: PathBuf,
+    /// The row written.
+    #[serde(flatten)]
+    pub row: Nat66Row,
+    /// The row it replaced. The record is written before the map, so after a failed or
+    /// interrupted write the map may still hold this one; removal accepts either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<Nat66Row>,
+}
+
+/// One NAT66 default row, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Nat66Row {
     /// The shard SID.
     pub sid: std::net::Ipv6Addr,
     /// Output link.
@@ -104,11 +118,9 @@ pub struct Nat66Record {
     pub smac: String,
 }
 
-impl Nat66Record {
-    fn new(vrf_table_id: u32, pin_dir: &Path, value: &EgressRouteValue) -> Self {
+impl Nat66Row {
+    fn new(value: &EgressRouteValue) -> Self {
         Self {
-            vrf_table_id,
-            pin_dir: pin_dir.to_owned(),
             sid: std::net::Ipv6Addr::from(value.sid_be),
             link_ifindex: value.link_ifindex,
             dmac: format_mac(&value.dmac),
@@ -116,7 +128,7 @@ impl Nat66Record {
         }
     }
 
-    /// The row it describes; `None` when a MAC does not parse (a hand-edited record).
+    /// The map value it describes; `None` when a MAC does not parse (a hand-edited record).
     pub fn value(&self) -> Option<EgressRouteValue> {
         Some(EgressRouteValue {
             sid_be: self.sid.octets(),
@@ -346,10 +358,21 @@ fn write_rows(
     record: &AttachmentRecord,
 ) -> Result<(), BpfError> {
     if let Some(value) = r.nat66_default {
-        // Per VPC, not per attachment: recorded before the write so that the removal of the
-        // table's last attachment (or GC) finds what to remove.
-        let nat66 = Nat66Record::new(r.vrf_table_id, r.pin_dir, &value);
-        write_json(&nat66_path(r.state_dir, r.vrf_table_id), &nat66)?;
+        // Per VPC, not per attachment: recorded before the write (with the row it replaces) so
+        // that the removal of the table's last attachment, or GC, finds what to remove whichever
+        // of the two the map holds if the write below fails or is interrupted.
+        let path = nat66_path(r.state_dir, r.vrf_table_id);
+        let previous = read_nat66_record(r.state_dir, r.vrf_table_id)?;
+        let row = Nat66Row::new(&value);
+        if previous.as_ref().map(|p| &p.row) != Some(&row) {
+            let record = Nat66Record {
+                vrf_table_id: r.vrf_table_id,
+                pin_dir: r.pin_dir.to_owned(),
+                row,
+                replaces: previous.map(|p| p.row),
+            };
+            write_json(&path, &record)?;
+        }
         m.egress
             .insert(&nat66_key(r.vrf_table_id), value, 0)
             .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
@@ -461,7 +484,9 @@ fn remove_nat66_row(record: &Nat66Record) -> Result<(), BpfError> {
     let key = nat66_key(record.vrf_table_id);
     let current = exact_egress(&egress, &key)?;
     // Someone else (a routing daemon) may own ::/0 in this table since: leave theirs.
-    if current.is_some() && current == record.value() {
+    let ours =
+        |row: Option<&Nat66Row>| current.is_some() && row.and_then(Nat66Row::value) == current;
+    if ours(Some(&record.row)) || ours(record.replaces.as_ref()) {
         ignore_absent(egress.remove(&key)).map_err(map_err(maps::EGRESS_ROUTE_TABLE, "delete"))?;
     }
     Ok(())
