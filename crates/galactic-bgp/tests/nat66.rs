@@ -607,35 +607,14 @@ fn an_invalid_shard_sid_is_a_config_error_naming_it() {
 /// last registration without removing it (a failed removal) is swept by GC.
 #[test]
 fn a_rerouted_default_is_left_alone_and_orphaned_records_are_swept() {
-    use galactic_core::bpf::registry::{nat66_key, register_attachment, Registration};
-    use galactic_core::bpf::usid::Usid;
+    use galactic_core::bpf::registry::nat66_key;
     if !privileged("a_rerouted_default_is_left_alone_and_orphaned_records_are_swept") {
         return;
     }
-    let bpffs = PrivateBpffs::mount();
-    let dir = bpffs.pin_dir();
-    pin_empty_maps(&dir).unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let value = EgressRouteValue {
-        sid_be: SID_OK.parse::<Ipv6Addr>().unwrap().octets(),
-        link_ifindex: 9,
-        dmac: FABRIC_MAC,
-        smac: UP_MAC,
-    };
-    let reg = |host: &str, ifindex: u32, table: u32| {
-        register_attachment(&Registration {
-            pin_dir: &dir,
-            state_dir: state.path(),
-            usid: Usid::compute("2001:db8:ff03::/48", 1, 3).unwrap(),
-            vrf_table_id: table,
-            egress_kind: EGRESS_KIND_VETH,
-            host_ifname: host,
-            host_ifindex: ifindex,
-            prefixes: &[],
-            nat66_default: Some(value),
-        })
-        .unwrap();
-    };
+    let registry = Registry::new();
+    let (dir, state) = (registry.bpffs.pin_dir(), &registry.state);
+    let value = registry_value();
+    let reg = |host: &str, ifindex: u32, table: u32| registry.register(host, ifindex, table, value);
     let mut egress: maps::EgressRouteTable =
         maps::open_typed(&dir, maps::EGRESS_ROUTE_TABLE).unwrap();
     reg("GaH", 41, 1000);
@@ -668,39 +647,18 @@ fn a_rerouted_default_is_left_alone_and_orphaned_records_are_swept() {
 
 #[test]
 fn a_replacement_interrupted_between_record_and_map_is_still_removed() {
-    use galactic_core::bpf::registry::{nat66_key, register_attachment, Registration};
-    use galactic_core::bpf::usid::Usid;
+    use galactic_core::bpf::registry::nat66_key;
     if !privileged("a_replacement_interrupted_between_record_and_map_is_still_removed") {
         return;
     }
-    let bpffs = PrivateBpffs::mount();
-    let dir = bpffs.pin_dir();
-    pin_empty_maps(&dir).unwrap();
-    let state = tempfile::tempdir().unwrap();
-    let first = EgressRouteValue {
-        sid_be: SID_OK.parse::<Ipv6Addr>().unwrap().octets(),
-        link_ifindex: 9,
-        dmac: FABRIC_MAC,
-        smac: UP_MAC,
-    };
+    let registry = Registry::new();
+    let (dir, state) = (registry.bpffs.pin_dir(), &registry.state);
+    let first = registry_value();
     let second = EgressRouteValue {
         link_ifindex: 10,
         ..first
     };
-    let reg = |host: &str, ifindex: u32, value: EgressRouteValue| {
-        register_attachment(&Registration {
-            pin_dir: &dir,
-            state_dir: state.path(),
-            usid: Usid::compute("2001:db8:ff03::/48", 1, 3).unwrap(),
-            vrf_table_id: 1000,
-            egress_kind: EGRESS_KIND_VETH,
-            host_ifname: host,
-            host_ifindex: ifindex,
-            prefixes: &[],
-            nat66_default: Some(value),
-        })
-        .unwrap();
-    };
+    let reg = |host: &str, ifindex: u32, value| registry.register(host, ifindex, 1000, value);
     let egress: maps::EgressRouteTable = maps::open_typed(&dir, maps::EGRESS_ROUTE_TABLE).unwrap();
     let record_path = state.path().join("bpf/nat66/1000.json");
     let record = || -> serde_json::Value {
@@ -727,4 +685,48 @@ fn a_replacement_interrupted_between_record_and_map_is_still_removed() {
     assert!(galactic_core::bpf::unregister_attachment(state.path(), "GbH").unwrap());
     assert!(egress.get(&nat66_key(1000), 0).is_err(), "removed");
     assert!(!record_path.exists());
+}
+
+/// Registrations straight through the registry, on a private bpffs with empty pinned maps.
+struct Registry {
+    bpffs: PrivateBpffs,
+    state: tempfile::TempDir,
+}
+
+impl Registry {
+    fn new() -> Self {
+        let bpffs = PrivateBpffs::mount();
+        pin_empty_maps(&bpffs.pin_dir()).unwrap();
+        Self {
+            bpffs,
+            state: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn register(&self, host: &str, ifindex: u32, table: u32, nat66: EgressRouteValue) {
+        use galactic_core::bpf::registry::{register_attachment, Registration};
+        use galactic_core::bpf::usid::Usid;
+        register_attachment(&Registration {
+            pin_dir: &self.bpffs.pin_dir(),
+            state_dir: self.state.path(),
+            usid: Usid::compute("2001:db8:ff03::/48", 1, 3).unwrap(),
+            vrf_table_id: table,
+            egress_kind: EGRESS_KIND_VETH,
+            host_ifname: host,
+            host_ifindex: ifindex,
+            prefixes: &[],
+            nat66_default: Some(nat66),
+        })
+        .unwrap();
+    }
+}
+
+/// A NAT66 default towards the resolvable SID over link 9.
+fn registry_value() -> EgressRouteValue {
+    EgressRouteValue {
+        sid_be: SID_OK.parse::<Ipv6Addr>().unwrap().octets(),
+        link_ifindex: 9,
+        dmac: FABRIC_MAC,
+        smac: UP_MAC,
+    }
 }
