@@ -135,17 +135,7 @@ impl Node {
 
     /// Every egress entry as (prefixlen, table, family, address bytes) → value bytes.
     fn egress_rows(&self) -> BTreeMap<(u32, u32, u8, [u8; 16]), Vec<u8>> {
-        let m: maps::EgressRouteTable = self.map(maps::EGRESS_ROUTE_TABLE);
-        m.iter()
-            .map(Result::unwrap)
-            .map(|(k, v)| {
-                let d = k.data();
-                (
-                    (k.prefix_len(), d.table_id, d.family, d.addr_be),
-                    bytes_of(&v).to_vec(),
-                )
-            })
-            .collect()
+        galactic_core::bpf::testing::egress_rows(&self.map(maps::EGRESS_ROUTE_TABLE))
     }
 
     fn vrf_value(&self) -> VrfValue {

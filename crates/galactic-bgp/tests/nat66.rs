@@ -63,54 +63,10 @@ impl Node {
                      "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}});
         std::fs::write(dir.join("router-a.json"), router.to_string()).unwrap();
         let fabric = TestNetns::new(&format!("{tag}f"));
-        let h = &host.netns;
-        h.ip(&[
-            "link",
-            "add",
-            "up0",
-            "address",
-            "02:00:00:00:0a:01",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "fab0",
-            "address",
-            "02:00:00:00:0b:01",
-            "netns",
-            fabric.name(),
-        ]);
-        h.ip(&["link", "set", "up0", "up"]);
-        h.ip(&[
-            "-6",
-            "addr",
-            "add",
-            "2001:db8:f::2/64",
-            "dev",
-            "up0",
-            "nodad",
-        ]);
-        fabric.ip(&["link", "set", "fab0", "up"]);
-        fabric.ip(&[
-            "-6",
-            "addr",
-            "add",
-            "2001:db8:f::1/64",
-            "dev",
-            "fab0",
-            "nodad",
-        ]);
-        h.ip(&[
-            "-6",
-            "route",
-            "add",
-            "2001:db8:5::/64",
-            "via",
-            "2001:db8:f::1",
-            "dev",
-            "up0",
-        ]);
-        h.ip(&[
+        galactic_core::bpf::testing::uplink(&host.netns, &fabric);
+        // A second shard prefix via a next hop without a neighbour entry: unresolvable until a
+        // test adds one.
+        host.netns.ip(&[
             "-6",
             "route",
             "add",
@@ -119,18 +75,6 @@ impl Node {
             "2001:db8:f::99",
             "dev",
             "up0",
-        ]);
-        h.ip(&[
-            "-6",
-            "neigh",
-            "replace",
-            "2001:db8:f::1",
-            "lladdr",
-            "02:00:00:00:0b:01",
-            "dev",
-            "up0",
-            "nud",
-            "permanent",
         ]);
         Self {
             host,
@@ -270,17 +214,7 @@ impl Node {
 
     /// Every egress entry as (prefixlen, table, family, address bytes) → value bytes.
     fn egress_rows(&self) -> BTreeMap<(u32, u32, u8, [u8; 16]), Vec<u8>> {
-        let m: maps::EgressRouteTable = self.map(maps::EGRESS_ROUTE_TABLE);
-        m.iter()
-            .map(Result::unwrap)
-            .map(|(k, v)| {
-                let d = k.data();
-                (
-                    (k.prefix_len(), d.table_id, d.family, d.addr_be),
-                    bytes_of(&v).to_vec(),
-                )
-            })
-            .collect()
+        galactic_core::bpf::testing::egress_rows(&self.map(maps::EGRESS_ROUTE_TABLE))
     }
 
     /// The `::/0` row of `table`, as bytes.

@@ -51,3 +51,62 @@ impl Drop for PrivateBpffs {
             .output();
     }
 }
+
+/// Wires `host` to `fabric` the way a node reaches its SRv6 fabric: `up0`
+/// (02:00:00:00:0a:01, 2001:db8:f::2/64) in `host`, its veth peer `fab0` (02:00:00:00:0b:01,
+/// 2001:db8:f::1/64) in `fabric`, a route to 2001:db8:5::/64 via the fabric end, and a permanent
+/// neighbour entry for it (so its MAC is known without traffic).
+pub fn uplink(
+    host: &crate::testing::privileged::TestNetns,
+    fabric: &crate::testing::privileged::TestNetns,
+) {
+    host.ip(&[
+        "link",
+        "add",
+        "up0",
+        "address",
+        "02:00:00:00:0a:01",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "fab0",
+        "address",
+        "02:00:00:00:0b:01",
+        "netns",
+        fabric.name(),
+    ]);
+    for cmd in [
+        "link set up0 up",
+        "-6 addr add 2001:db8:f::2/64 dev up0 nodad",
+        "-6 route add 2001:db8:5::/64 via 2001:db8:f::1 dev up0",
+        "-6 neigh replace 2001:db8:f::1 lladdr 02:00:00:00:0b:01 dev up0 nud permanent",
+    ] {
+        host.ip(&cmd.split_whitespace().collect::<Vec<_>>());
+    }
+    for cmd in [
+        "link set fab0 up",
+        "-6 addr add 2001:db8:f::1/64 dev fab0 nodad",
+    ] {
+        fabric.ip(&cmd.split_whitespace().collect::<Vec<_>>());
+    }
+}
+
+/// An egress key as (prefix length, table, family, address bytes), for comparisons in tests.
+pub type EgressRowKey = (u32, u32, u8, [u8; 16]);
+
+/// Every `egress_route_table` entry: key → value bytes.
+pub fn egress_rows(
+    map: &super::maps::EgressRouteTable,
+) -> std::collections::BTreeMap<EgressRowKey, Vec<u8>> {
+    map.iter()
+        .map(|entry| {
+            let (k, v) = entry.expect("read an egress_route_table entry");
+            let d = k.data();
+            (
+                (k.prefix_len(), d.table_id, d.family, d.addr_be),
+                super::abi::bytes_of(&v).to_vec(),
+            )
+        })
+        .collect()
+}

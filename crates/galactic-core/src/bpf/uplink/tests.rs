@@ -9,52 +9,7 @@ use crate::testing::privileged::{privileged, TestNetns};
 fn uplinked(tag: &str) -> (TestNetns, TestNetns, Netlink) {
     let host = TestNetns::new(tag);
     let peer = TestNetns::new(&format!("{tag}p"));
-    host.ip(&[
-        "link",
-        "add",
-        "up0",
-        "address",
-        "02:00:00:00:0a:01",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "fab0",
-        "address",
-        "02:00:00:00:0b:01",
-        "netns",
-        peer.name(),
-    ]);
-    host.ip(&["link", "set", "up0", "up"]);
-    host.ip(&[
-        "-6",
-        "addr",
-        "add",
-        "2001:db8:f::2/64",
-        "dev",
-        "up0",
-        "nodad",
-    ]);
-    host.ip(&[
-        "-6",
-        "route",
-        "add",
-        "2001:db8:5::/64",
-        "via",
-        "2001:db8:f::1",
-    ]);
-    host.ip(&[
-        "-6",
-        "neigh",
-        "replace",
-        "2001:db8:f::1",
-        "lladdr",
-        "02:00:00:00:0b:01",
-        "dev",
-        "up0",
-        "nud",
-        "permanent",
-    ]);
+    crate::bpf::testing::uplink(&host, &peer);
     let nl = Netlink::in_netns(&Netns::open(&host.path()).unwrap()).unwrap();
     (host, peer, nl)
 }
