@@ -588,6 +588,14 @@ pub fn sweep_attachments(
             }
         }
     }
+    // What writers killed between their write and their rename left behind.
+    for dir in [records_dir(state_dir), nat66_dir(state_dir)] {
+        if let Err(e) = crate::net::state::sweep_temporaries(&dir) {
+            first_error.get_or_insert(io(format!("sweep {}", dir.display()))(
+                std::io::Error::other(e),
+            ));
+        }
+    }
     match first_error {
         Some(e) => Err(e),
         None => Ok(removed),

@@ -65,6 +65,11 @@ pub fn gc(req: &Request) -> Result<(), CniError> {
     if let Err(e) = remove_unused_domains(&host, &domains, &records) {
         errors.push(format!("routing domains: {e}"));
     }
+    for swept in [records.sweep_temporaries(), domains.sweep_temporaries()] {
+        if let Err(e) = swept {
+            errors.push(format!("temporary state files: {e}"));
+        }
+    }
     match errors.is_empty() {
         true => Ok(()),
         false => Err(CniError::io(format!(

@@ -89,6 +89,11 @@ impl Records {
         state::remove(&self.path(host_ifname))
     }
 
+    /// Removes what writers killed mid-write left behind (GC).
+    pub fn sweep_temporaries(&self) -> Result<usize, NetError> {
+        state::sweep_temporaries(&self.dir)
+    }
+
     /// Every record (unreadable ones are skipped with a warning: they must not stop GC).
     pub fn all(&self) -> Result<Vec<Record>, NetError> {
         let mut out = Vec::new();

@@ -105,6 +105,11 @@ impl Domains {
         Ok(out)
     }
 
+    /// Removes what writers killed mid-write left behind (GC).
+    pub fn sweep_temporaries(&self) -> Result<usize, NetError> {
+        state::sweep_temporaries(&self.dir)
+    }
+
     fn save(&self, vpc: &VpcId, domain: &Domain) -> Result<(), NetError> {
         write_json_atomic(&self.record_path(vpc), domain)
     }
