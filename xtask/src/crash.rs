@@ -514,21 +514,7 @@ fn list_files(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
 
 /// `cargo build` of the chain's plugins (debug: failpoints exist only there); their directory.
 pub fn build_debug_plugins() -> Result<PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut command = Command::new(cargo);
-    command
-        .current_dir(crate::workspace_root())
-        .args(["build", "--quiet"]);
-    for plugin in CHAIN.iter().chain(&["galactic-ipam"]) {
-        command.args(["-p", plugin]);
-    }
-    if !command.status().context("run cargo build")?.success() {
-        bail!("cargo build of the plugins failed");
-    }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| crate::workspace_root().join("target"));
-    Ok(target.join("debug"))
+    crate::stage::build_plugins(false)
 }
 
 /// One attachment of the campaign.

@@ -3,7 +3,7 @@
 //! Runs the `fuzz` test target of each crate that has one with `GALACTIC_FUZZ_SECONDS=N` (default
 //! 60 s per target; targets run two at a time), then prints the cases run per target. The
 //! targets, their seed corpora (`fuzz/corpus/<target>/`) and the properties are described in
-//! `galactic_core::testing::fuzz` and `docs/reliability.md`. Plain `cargo test` runs the same
+//! `galactic_testkit::fuzz` and `docs/reliability.md`. Plain `cargo test` runs the same
 //! targets with a small fixed case count (the CI pass).
 
 use anyhow::{bail, Context, Result};

@@ -151,8 +151,13 @@ fn build(release: bool) -> Result<PathBuf> {
     let root = crate::workspace_root();
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root).args(["build", "--quiet", "--bins"]);
-    for plugin in PLUGINS {
-        cmd.args(["--package", plugin]);
+    let mut packages: Vec<&str> = PLUGINS
+        .iter()
+        .map(|p| galactic_testkit::package_of(p))
+        .collect();
+    packages.dedup();
+    for package in packages {
+        cmd.args(["--package", package]);
     }
     let triple = host_triple();
     if release {

@@ -5,8 +5,8 @@
 // A benchmark's setup failing is a bug in the benchmark: panic with the reason.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use galactic_core::kube::fixture::ApiServer;
-use galactic_core::testing::{Invocation, TestNode};
+use galactic_testkit::apiserver::ApiServer;
+use galactic_testkit::{Invocation, TestNode};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Instant;

@@ -7,12 +7,12 @@
 use galactic_core::bpf::abi::*;
 use galactic_core::bpf::maps::{self, pin_empty_maps, PIN_DIR_ENV, USID_EGRESS_PROG};
 use galactic_core::bpf::registry::egress_key;
-use galactic_core::bpf::testing::PrivateBpffs;
 use galactic_core::ident::VpcId;
 use galactic_core::net::domain::Domains;
-use galactic_core::testing::host::{with_prev, Host, Pod};
-use galactic_core::testing::privileged::privileged;
-use galactic_core::testing::Outcome;
+use galactic_testkit::bpffs::PrivateBpffs;
+use galactic_testkit::host::{with_prev, Host, Pod};
+use galactic_testkit::privileged::privileged;
+use galactic_testkit::Outcome;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -135,7 +135,7 @@ impl Node {
 
     /// Every egress entry as (prefixlen, table, family, address bytes) → value bytes.
     fn egress_rows(&self) -> BTreeMap<(u32, u32, u8, [u8; 16]), Vec<u8>> {
-        galactic_core::bpf::testing::egress_rows(&self.map(maps::EGRESS_ROUTE_TABLE))
+        galactic_testkit::bpffs::egress_rows(&self.map(maps::EGRESS_ROUTE_TABLE))
     }
 
     fn vrf_value(&self) -> VrfValue {

@@ -10,12 +10,12 @@
 
 use galactic_core::bpf::abi::*;
 use galactic_core::bpf::maps::{self, pin_empty_maps};
-use galactic_core::bpf::testing::PrivateBpffs;
 use galactic_core::ident::VpcId;
 use galactic_core::net::domain::Domains;
-use galactic_core::testing::host::{with_prev, Host, Pod};
-use galactic_core::testing::privileged::{privileged, TestNetns};
-use galactic_core::testing::Outcome;
+use galactic_testkit::bpffs::PrivateBpffs;
+use galactic_testkit::host::{with_prev, Host, Pod};
+use galactic_testkit::privileged::{privileged, TestNetns};
+use galactic_testkit::Outcome;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
@@ -63,7 +63,7 @@ impl Node {
                      "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}});
         std::fs::write(dir.join("router-a.json"), router.to_string()).unwrap();
         let fabric = TestNetns::new(&format!("{tag}f"));
-        galactic_core::bpf::testing::uplink(&host.netns, &fabric);
+        galactic_testkit::bpffs::uplink(&host.netns, &fabric);
         // A second shard prefix via a next hop without a neighbour entry: unresolvable until a
         // test adds one.
         host.netns.ip(&[
@@ -214,7 +214,7 @@ impl Node {
 
     /// Every egress entry as (prefixlen, table, family, address bytes) → value bytes.
     fn egress_rows(&self) -> BTreeMap<(u32, u32, u8, [u8; 16]), Vec<u8>> {
-        galactic_core::bpf::testing::egress_rows(&self.map(maps::EGRESS_ROUTE_TABLE))
+        galactic_testkit::bpffs::egress_rows(&self.map(maps::EGRESS_ROUTE_TABLE))
     }
 
     /// The `::/0` row of `table`, as bytes.

@@ -1,6 +1,6 @@
 //! The CNI protocol as a runtime sees it, against the built binary.
 
-use galactic_core::testing::{protocol_suite, ExpectStatus};
+use galactic_testkit::{protocol_suite, ExpectStatus};
 use serde_json::json;
 use std::path::Path;
 

@@ -4,8 +4,8 @@
 // Helpers outside #[test] functions panic on fixture failures by design.
 #![allow(clippy::unwrap_used)]
 
-use galactic_core::kube::fixture::{ApiServer, Fault, FaultAction};
-use galactic_core::testing::{Invocation, Outcome, TestNode};
+use galactic_testkit::apiserver::{ApiServer, Fault, FaultAction};
+use galactic_testkit::{Invocation, Outcome, TestNode};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;

@@ -21,13 +21,8 @@ pub mod lockfile;
 pub mod log;
 pub mod rollback;
 
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
-
 #[cfg(feature = "kube")]
 pub mod kube;
 
-#[cfg(feature = "net")]
-pub mod master;
 #[cfg(feature = "net")]
 pub mod net;

@@ -5,14 +5,14 @@
 //! store paths); whatever the legacy readers accept imports into a store that `verify` finds
 //! consistent. Seeds: `fuzz/corpus/<target>/`.
 
-use galactic_core::testing::fuzz::proptest::prelude::*;
-use galactic_core::testing::fuzz::proptest::test_runner::TestCaseError;
-use galactic_core::testing::fuzz::{self, assert_cni_error, mutations};
 use galactic_ipam::config::{self, Context, Mode};
 use galactic_ipam::error::IpamError;
 use galactic_ipam::legacy;
 use galactic_ipam::pool::Family;
 use galactic_ipam::store::{LegacyRecord, Store};
+use galactic_testkit::fuzz::proptest::prelude::*;
+use galactic_testkit::fuzz::proptest::test_runner::TestCaseError;
+use galactic_testkit::fuzz::{self, assert_cni_error, mutations};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;

@@ -171,7 +171,7 @@ fn env_flip_edited_config_and_undecodable_config_still_release() {
     let net = dual();
     net.add("c2");
     let edited = Net::on(
-        galactic_core::testing::TestNode::new(json!({})),
+        galactic_testkit::TestNode::new(json!({})),
         "net1",
         json!({"ipv4_subnet": "192.168.0.0/24"}),
     );
@@ -195,7 +195,7 @@ fn gc_releases_what_is_not_valid_scoped_to_the_network() {
     }
     net.add_if("a", "net9");
     let other = Net::on(
-        galactic_core::testing::TestNode::new(json!({})),
+        galactic_testkit::TestNode::new(json!({})),
         "net2",
         json!({}),
     );
@@ -216,7 +216,7 @@ fn gc_releases_what_is_not_valid_scoped_to_the_network() {
 
     // The older key is accepted too; an empty list releases everything of this network.
     let conf = net.conf(json!({"cni.dev/attachments": []}));
-    galactic_core::testing::Invocation::new(std::path::Path::new(common::BIN), "GC", &net.node)
+    galactic_testkit::Invocation::new(std::path::Path::new(common::BIN), "GC", &net.node)
         .var("CNI_PATH", "/opt")
         .stdin(conf)
         .run()

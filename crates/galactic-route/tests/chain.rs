@@ -16,7 +16,7 @@
 mod common;
 
 use common::{result_ip, Node, Pod};
-use galactic_core::testing::privileged::{privileged, TestNetns};
+use galactic_testkit::privileged::{privileged, TestNetns};
 use serde_json::{json, Value};
 
 const ROUTER_HOST: &str = "G00000000A001H";

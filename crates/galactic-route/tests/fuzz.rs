@@ -3,8 +3,8 @@
 //! namespace never panic and always answer with a proper CNI error. Seeds:
 //! `fuzz/corpus/route-stanza/`.
 
-use galactic_core::testing::fuzz::plugin_campaign;
-use galactic_core::testing::privileged::privileged;
+use galactic_testkit::fuzz::plugin_campaign;
+use galactic_testkit::privileged::privileged;
 
 #[test]
 fn route_stanza() {

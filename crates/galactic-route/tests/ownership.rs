@@ -4,7 +4,7 @@
 mod common;
 
 use common::{master_conf, pool_ipam, result_ip, route_conf, with_prev, Node, Pod};
-use galactic_core::testing::privileged::privileged;
+use galactic_testkit::privileged::privileged;
 use serde_json::{json, Value};
 
 #[test]

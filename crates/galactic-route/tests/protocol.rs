@@ -1,7 +1,7 @@
 //! The CNI protocol as a runtime sees it, against the built binary, and the chain-order errors
 //! that need no kernel access (they are found before any netlink socket is opened).
 
-use galactic_core::testing::{protocol_suite, ExpectStatus, Invocation, Outcome, TestNode};
+use galactic_testkit::{protocol_suite, ExpectStatus, Invocation, Outcome, TestNode};
 use serde_json::{json, Value};
 use std::path::Path;
 

@@ -5,8 +5,8 @@
 mod common;
 
 use common::{master_conf, pool_ipam, result_ip, route_conf, with_prev, Node, Pod};
-use galactic_core::testing::privileged::privileged;
-use galactic_core::testing::Outcome;
+use galactic_testkit::privileged::privileged;
+use galactic_testkit::Outcome;
 use serde_json::{json, Value};
 
 const HOST: &str = "G00000000A001H";

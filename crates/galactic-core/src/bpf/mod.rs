@@ -9,8 +9,6 @@ pub mod abi;
 pub mod maps;
 pub mod registry;
 pub mod tc;
-#[cfg(any(test, feature = "testing"))]
-pub mod testing;
 pub mod uplink;
 pub mod usid;
 

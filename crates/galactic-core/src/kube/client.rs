@@ -156,22 +156,16 @@ impl KubeClient {
         })
     }
 
-    /// A client over any HTTP service (the in-process test fixture), default namespace `default`.
-    #[cfg(feature = "kube-fixture")]
-    pub fn from_service<S, B>(service: S, options: ClientOptions) -> Result<Self, KubeError>
-    where
-        S: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>
-            + Send
-            + 'static,
-        S::Future: Send + 'static,
-        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-        B: hyper::body::Body<Data = bytes::Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
+    /// A client built by `build` on this client's own runtime (the kube client spawns its
+    /// request buffer onto the current runtime): how a caller brings its own transport, such as
+    /// the test kit's in-process API server.
+    pub fn from_built(
+        build: impl FnOnce() -> kube::Client,
+        options: ClientOptions,
+    ) -> Result<Self, KubeError> {
         let started = Instant::now();
         let runtime = runtime()?;
-        // The client spawns its request buffer onto the current runtime.
-        let client = runtime.block_on(async { kube::Client::new(service, "default") });
+        let client = runtime.block_on(async { build() });
         Ok(Self {
             runtime,
             client,

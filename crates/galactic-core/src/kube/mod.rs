@@ -8,7 +8,7 @@
 //! connections). Permanent failures (validation, 403, 404, 409) are returned at once: a 409 is
 //! resolved by the caller re-reading and re-applying, never by blind retry.
 //!
-//! With the `kube-fixture` feature, [`fixture`] provides a small stateful API server for tests.
+//! The test kit (`galactic-testkit`) serves a loopback API server for tests.
 
 mod client;
 mod crd;
@@ -17,9 +17,6 @@ mod nad;
 mod node;
 mod patch;
 mod retry;
-
-#[cfg(feature = "kube-fixture")]
-pub mod fixture;
 
 pub use client::{ClientOptions, KubeClient};
 pub use crd::{

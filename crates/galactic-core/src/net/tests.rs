@@ -2,7 +2,7 @@
 
 use super::netlink::{AddrFlags, Netlink, RouteKind, RouteSpec, RuleSpec};
 use super::netns::Netns;
-use crate::testing::privileged::{privileged, TestNetns};
+use galactic_testkit::privileged::{privileged, TestNetns};
 
 fn open(ns: &TestNetns) -> (Netns, Netlink) {
     let netns = Netns::open(&ns.path()).unwrap();

@@ -1,8 +1,8 @@
 //! Running the built binary like a runtime, against a throwaway node.
 #![allow(dead_code)]
 
-use galactic_core::testing::{Invocation, Outcome, TestNode};
 use galactic_ipam::store::{Store, VerifyReport};
+use galactic_testkit::{Invocation, Outcome, TestNode};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -9,8 +9,8 @@
 #![allow(clippy::unwrap_used)]
 
 use galactic_core::ident::VpcId;
-use galactic_core::testing::privileged::TestNetns;
-use galactic_core::testing::{workspace_binary, Invocation, Outcome, TestNode};
+use galactic_testkit::privileged::TestNetns;
+use galactic_testkit::{workspace_binary, Invocation, Outcome, TestNode};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 

@@ -2,14 +2,14 @@
 
 use super::*;
 use crate::net::netns::Netns;
-use crate::testing::privileged::{privileged, TestNetns};
+use galactic_testkit::privileged::{privileged, TestNetns};
 
 /// A namespace with `up0` (a veth into a peer namespace), `2001:db8:f::2/64`, a route to
 /// `2001:db8:5::/64` via the peer and a permanent neighbour entry for the peer.
 fn uplinked(tag: &str) -> (TestNetns, TestNetns, Netlink) {
     let host = TestNetns::new(tag);
     let peer = TestNetns::new(&format!("{tag}p"));
-    crate::bpf::testing::uplink(&host, &peer);
+    galactic_testkit::bpffs::uplink(&host, &peer);
     let nl = Netlink::in_netns(&Netns::open(&host.path()).unwrap()).unwrap();
     (host, peer, nl)
 }

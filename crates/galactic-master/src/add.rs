@@ -1,0 +1,498 @@
+//! ADD for both masters.
+//!
+//! Order: validate (stanza, delegate present, NAD chain) → IPAM delegate ADD → attachment record →
+//! routing domain → host interface → sysctls → forward rules → domain membership → guest →
+//! VPC gateways → host gateway.
+
+use super::addressing::{self, Assigned};
+use super::conf::MasterConf;
+use super::nad::Nad;
+use super::record::{Kind, Record, Records};
+use super::{cni_error, gateway, guest};
+use galactic_core::cni::delegate::{Delegate, DEFAULT_TIMEOUT};
+use galactic_core::cni::{CniError, CniResult, Command, Interface, Request};
+use galactic_core::failpoint;
+use galactic_core::ident::VpcId;
+use galactic_core::log;
+use galactic_core::net::domain::{self, Domain, Domains};
+use galactic_core::net::netlink::{Link, Netlink};
+use galactic_core::net::netns::Netns;
+use galactic_core::net::sysctl::{self, Family};
+use galactic_core::net::{firewall, tap, NetError};
+use galactic_core::rollback::Rollback;
+use serde_json::json;
+use std::net::IpAddr;
+
+/// Everything one ADD works with.
+struct Add<'a> {
+    req: &'a Request,
+    kind: Kind,
+    conf: MasterConf,
+    host_ifname: String,
+    host: Netlink,
+    pod: Option<(Netns, Netlink)>,
+    records: Records,
+    domains: Domains,
+    nad: Option<Nad<'a>>,
+}
+
+pub fn add(kind: Kind, req: &Request) -> Result<CniResult, CniError> {
+    let conf = MasterConf::parse(req)?;
+    if req.conf.raw.get("prevResult").is_some_and(|v| !v.is_null()) {
+        return Err(CniError::invalid_config(
+            "a master plugin must be first in the chain, but the configuration carries a prevResult",
+        ));
+    }
+    // Before any state exists: a NAD without galactic-bgp would attach with no path to its VPC.
+    if let Some(plugin_type) = conf.ipam_type.as_deref() {
+        Delegate {
+            plugin_type,
+            search_path: &req.env.path,
+            timeout: DEFAULT_TIMEOUT,
+        }
+        .find()?;
+    }
+    let nad = Nad::of(req)?;
+    if let Some(nad) = &nad {
+        nad.verify_chain()?;
+    }
+    let add = Add::open(kind, conf, req, nad)?;
+    add.run()
+}
+
+impl<'a> Add<'a> {
+    fn open(
+        kind: Kind,
+        conf: MasterConf,
+        req: &'a Request,
+        nad: Option<Nad<'a>>,
+    ) -> Result<Self, CniError> {
+        let pod = match kind {
+            Kind::Veth => {
+                let path = req
+                    .env
+                    .netns
+                    .as_ref()
+                    .ok_or_else(|| CniError::invalid_env("ADD requires CNI_NETNS"))?;
+                let ns = Netns::open(path)
+                    .map_err(|e| CniError::invalid_env(format!("CNI_NETNS: {e}")))?;
+                let nl = Netlink::in_netns(&ns)
+                    .map_err(cni_error("open the container's netlink socket"))?;
+                Some((ns, nl))
+            }
+            Kind::Tap => None,
+        };
+        Ok(Self {
+            host_ifname: conf.host_ifname(),
+            host: Netlink::current().map_err(cni_error("open the host netlink socket"))?,
+            records: Records::new(&req.node.state_dir),
+            domains: Domains::new(&req.node.state_dir),
+            req,
+            kind,
+            conf,
+            pod,
+            nad,
+        })
+    }
+
+    fn record(&self) -> Result<Record, CniError> {
+        Ok(Record {
+            network: self.req.conf.name.clone(),
+            container_id: self.req.env.container_id()?.to_string(),
+            ifname: self.req.env.ifname()?.to_string(),
+            netns: self.req.env.netns.as_ref().map(|p| p.display().to_string()),
+            kind: self.kind,
+            vpc: self.conf.vpc.raw().to_owned(),
+            attachment: self.conf.att.raw().to_owned(),
+            host_ifname: self.host_ifname.clone(),
+            ipam_type: self.conf.ipam_type.clone(),
+        })
+    }
+
+    fn run(&self) -> Result<CniResult, CniError> {
+        let record = self.record()?;
+        self.claim(&record)?;
+        let mut rb = Rollback::new();
+        let result = self.steps(&record, &mut rb);
+        match result {
+            Ok(out) => {
+                rb.commit();
+                Ok(out)
+            }
+            Err(e) => Err(rb.unwind(e)),
+        }
+    }
+
+    /// Every step, each pushing its undo onto `rb` right after it succeeds.
+    fn steps(&'a self, record: &Record, rb: &mut Rollback<'a>) -> Result<CniResult, CniError> {
+        // IPAM first: a configuration only the delegate can judge (or a full disk) then fails
+        // before anything on the node changed; its undo is the delegate's DEL.
+        let assigned = self.delegate_ipam(rb)?;
+        failpoint::hit("after-ipam")?;
+
+        self.records
+            .put(record)
+            .map_err(cni_error("write the attachment record"))?;
+        rb.push("attachment record", move || {
+            self.records.remove(&self.host_ifname)
+        });
+        failpoint::hit("after-record")?;
+
+        let domain = self.ensure_domain(rb)?;
+        failpoint::hit("after-domain")?;
+
+        let host = self.create_host_interface()?;
+        rb.push("host interface", move || {
+            self.host.delete_link(&self.host_ifname)
+        });
+        if let Some(nad) = &self.nad {
+            nad.annotate(&self.host_ifname)?;
+        }
+        failpoint::hit("after-interface")?;
+
+        self.host_sysctls()
+            .map_err(cni_error("set host interface sysctls"))?;
+        firewall::allow(&self.host_ifname).map_err(cni_error("allow forwarding"))?;
+        rb.push("forward rules", move || firewall::remove(&self.host_ifname));
+        failpoint::hit("after-firewall")?;
+
+        domain::attach(&self.host, &domain, &self.conf.vpc, &host)
+            .map_err(cni_error("join the routing domain"))?;
+        let attached = domain.clone();
+        rb.push("routing domain membership", move || {
+            domain::detach(&self.host, &attached, &self.host_ifname)
+        });
+        self.host
+            .set_up(host.index)
+            .map_err(cni_error("set the host interface up"))?;
+        failpoint::hit("after-attach")?;
+
+        let guest = self.configure_guest(&assigned)?;
+        failpoint::hit("after-guest")?;
+
+        self.add_gateways(&assigned, rb)?;
+        failpoint::hit("after-gateways")?;
+
+        let guest_mac = guest.as_ref().and_then(|g| g.mac.as_deref());
+        gateway::configure(
+            &self.host,
+            self.kind,
+            &host,
+            domain.table,
+            &assigned,
+            guest_mac,
+        )
+        .map_err(cni_error("configure the host gateway"))?;
+        failpoint::hit("after-host-gateway")?;
+
+        log::debug(
+            "ADD: attachment configured",
+            json!({"hostIfname": self.host_ifname, "table": domain.table}),
+        );
+        Ok(self.result(&host, guest.as_ref(), &assigned))
+    }
+
+    /// Decides what to do when the host interface or its record already exists.
+    fn claim(&self, ours: &Record) -> Result<(), CniError> {
+        let existing = self
+            .records
+            .get(&self.host_ifname)
+            .map_err(cni_error("read the attachment record"))?;
+        match existing {
+            Some(r) if r.is_for(&ours.network, &ours.container_id, &ours.ifname) => {
+                log::info("ADD: retried for an existing attachment; converging", json!({"hostIfname": self.host_ifname}));
+                Ok(())
+            }
+            Some(r) if owner_alive(&r) => Err(CniError::invalid_config(format!(
+                "VPC attachment {} of VPC {} is already attached on this node by container {} ({}); \
+                 an attachment id can be attached once per node",
+                ours.attachment,
+                ours.vpc,
+                r.container_id,
+                r.netns.as_deref().unwrap_or("no netns")
+            ))),
+            Some(stale) => {
+                log::warn("ADD: removing a stale attachment whose namespace is gone",
+                    json!({"hostIfname": self.host_ifname, "staleContainerID": stale.container_id}));
+                super::del::teardown_host(&self.host, &self.domains, &stale).map_err(cni_error("remove the stale attachment"))?;
+                self.records.remove(&stale.host_ifname).map_err(cni_error("remove the stale record"))
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn ensure_domain(&'a self, rb: &mut Rollback<'a>) -> Result<Domain, CniError> {
+        let _lock = self
+            .domains
+            .lock()
+            .map_err(cni_error("lock the routing domains"))?;
+        let backend = self
+            .domains
+            .backend(&self.host, self.req.node.routing_domain)
+            .map_err(cni_error("choose the routing domain backend"))?;
+        let (domain, created) = self
+            .domains
+            .ensure(&self.host, &self.conf.vpc, backend)
+            .map_err(cni_error("set up the routing domain"))?;
+        if created {
+            log::info(
+                "ADD: routing domain created",
+                json!({"vpc": domain.vpc, "table": domain.table, "backend": domain.backend}),
+            );
+            rb.push("routing domain", move || {
+                release_if_unused(self, &self.conf.vpc)
+            });
+        }
+        Ok(domain)
+    }
+
+    fn create_host_interface(&self) -> Result<Link, CniError> {
+        if let Some(link) = self
+            .host
+            .link(&self.host_ifname)
+            .map_err(cni_error("look up the host interface"))?
+        {
+            self.verify_existing(&link)?;
+            return Ok(link);
+        }
+        let name = &self.host_ifname;
+        match (&self.pod, self.kind) {
+            (Some((ns, pod_nl)), Kind::Veth) => {
+                let ifname = self.req.env.ifname()?.as_str();
+                if pod_nl
+                    .link(ifname)
+                    .map_err(cni_error("look up the container interface"))?
+                    .is_some()
+                {
+                    return Err(CniError::invalid_config(format!(
+                        "interface {ifname} already exists in the container"
+                    )));
+                }
+                self.host
+                    .create_veth(name, ifname, ns, self.conf.mtu)
+                    .map_err(cni_error("create the veth pair"))?;
+            }
+            _ => {
+                tap::create(name, &self.conf.tap).map_err(cni_error("create the tap"))?;
+                if let Some(mtu) = self.conf.mtu {
+                    let link = self
+                        .host
+                        .require_link(name)
+                        .map_err(cni_error("read the tap"))?;
+                    self.host
+                        .set_mtu(link.index, mtu)
+                        .map_err(cni_error("set the tap MTU"))?;
+                }
+            }
+        }
+        self.host
+            .require_link(name)
+            .map_err(cni_error("read the host interface"))
+    }
+
+    /// A retried ADD finds its own interface; it must be of the right kind.
+    fn verify_existing(&self, link: &Link) -> Result<(), CniError> {
+        let expected = match self.kind {
+            Kind::Veth => "veth",
+            Kind::Tap => "tun",
+        };
+        if link.kind.as_deref() != Some(expected) {
+            return Err(CniError::invalid_config(format!(
+                "{} exists but is a {:?} device, not {expected}; it is not ours to replace",
+                link.name, link.kind
+            )));
+        }
+        Ok(())
+    }
+
+    /// Forwarding on, reverse-path filter off, proxy ARP/NDP on (as upstream), and IPv6
+    /// `force_forwarding` where the kernel has it (per-interface `forwarding` alone does not
+    /// forward IPv6 while `all.forwarding` is 0).
+    fn host_sysctls(&self) -> Result<(), NetError> {
+        let name = &self.host_ifname;
+        sysctl::set_interface(Family::V4, name, "forwarding", "1")?;
+        sysctl::set_interface(Family::V4, name, "rp_filter", "0")?;
+        sysctl::set_interface(Family::V6, name, "forwarding", "1")?;
+        if self.kind == Kind::Veth {
+            sysctl::set_interface(Family::V4, name, "proxy_arp", "1")?;
+            sysctl::set_interface(Family::V6, name, "proxy_ndp", "1")?;
+        }
+        if sysctl::interface_key_exists(Family::V6, "force_forwarding") {
+            sysctl::set_interface(Family::V6, name, "force_forwarding", "1")?;
+        } else if sysctl::get_global("ipv6.conf.all.forwarding")? != "1" {
+            return Err(NetError::Unsupported {
+                what: "IPv6 forwarding: this kernel lacks net.ipv6.conf.*.force_forwarding (< 6.17) and \
+                       net.ipv6.conf.all.forwarding is 0; set it to 1 on this node"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn delegate_ipam(&'a self, rb: &mut Rollback<'a>) -> Result<Vec<Assigned>, CniError> {
+        let Some(plugin_type) = self.conf.ipam_type.as_deref() else {
+            return Ok(Vec::new());
+        };
+        let delegate = Delegate {
+            plugin_type,
+            search_path: &self.req.env.path,
+            timeout: DEFAULT_TIMEOUT,
+        };
+        let result = delegate.add(&self.req.stdin)?;
+        rb.push("IPAM allocation", move || {
+            let delegate = Delegate {
+                plugin_type,
+                search_path: &self.req.env.path,
+                timeout: DEFAULT_TIMEOUT,
+            };
+            delegate.call(Command::Del, &self.req.stdin)
+        });
+        let assigned = addressing::from_result(&result);
+        if assigned.is_empty() {
+            return Err(CniError::decode(format!(
+                "IPAM plugin {plugin_type:?} returned no addresses"
+            )));
+        }
+        log::debug(
+            "ADD: IPAM allocated",
+            json!({"ips": result.ips.iter().map(|i| i.address.to_string()).collect::<Vec<_>>()}),
+        );
+        Ok(assigned)
+    }
+
+    fn configure_guest(&self, assigned: &[Assigned]) -> Result<Option<Link>, CniError> {
+        let Some((_, pod_nl)) = &self.pod else {
+            return Ok(None);
+        };
+        let ifname = self.req.env.ifname()?.as_str();
+        let guest = pod_nl
+            .require_link(ifname)
+            .map_err(cni_error("find the container interface"))?;
+        guest::configure(pod_nl, &guest, assigned)
+            .map_err(cni_error("configure the container interface"))?;
+        pod_nl
+            .require_link(ifname)
+            .map(Some)
+            .map_err(cni_error("read the container interface"))
+    }
+
+    fn add_gateways(
+        &'a self,
+        assigned: &[Assigned],
+        rb: &mut Rollback<'a>,
+    ) -> Result<(), CniError> {
+        let gateways = addressing::gateways(assigned);
+        if gateways.is_empty() {
+            return Ok(());
+        }
+        let added = {
+            let _lock = self
+                .domains
+                .lock()
+                .map_err(cni_error("lock the routing domains"))?;
+            self.domains
+                .add_gateways(&self.host, &self.conf.vpc, &gateways)
+                .map_err(cni_error("add the VPC gateways"))?
+        };
+        if !added.is_empty() {
+            rb.push("VPC gateways", move || {
+                remove_gateways_if_unused(self, &added)
+            });
+        }
+        Ok(())
+    }
+
+    fn result(&self, host: &Link, guest: Option<&Link>, assigned: &[Assigned]) -> CniResult {
+        let mut interfaces = vec![Interface {
+            name: host.name.clone(),
+            mac: host.mac.clone(),
+            mtu: Some(host.mtu),
+            ..Default::default()
+        }];
+        if let Some(guest) = guest {
+            interfaces.push(Interface {
+                name: guest.name.clone(),
+                mac: guest.mac.clone(),
+                mtu: Some(guest.mtu),
+                sandbox: self.req.env.netns.as_ref().map(|p| p.display().to_string()),
+                ..Default::default()
+            });
+        }
+        let index = interfaces.len() - 1;
+        let ips = assigned.iter().map(|a| self.result_ip(a, index)).collect();
+        let routes = assigned
+            .iter()
+            .filter(|a| a.gateway.is_some())
+            .map(|a| default_route(a.address.ip()))
+            .collect();
+        CniResult {
+            interfaces,
+            ips,
+            routes,
+            ..Default::default()
+        }
+    }
+
+    fn result_ip(&self, a: &Assigned, interface: usize) -> galactic_core::cni::IpConfig {
+        // A VM on a tap learns its on-link IPv4 subnet (holding the gateway) from the result.
+        let address = match (self.kind, a.address) {
+            (Kind::Tap, ipnetwork::IpNetwork::V4(v4))
+                if v4.prefix() == 32 && a.gateway.is_some() =>
+            {
+                ipnetwork::IpNetwork::new(v4.ip().into(), 25).unwrap_or(a.address)
+            }
+            _ => a.address,
+        };
+        galactic_core::cni::IpConfig {
+            address,
+            gateway: a.gateway,
+            interface: Some(interface),
+            extra: Default::default(),
+        }
+    }
+}
+
+fn default_route(family_of: IpAddr) -> galactic_core::cni::Route {
+    let any: IpAddr = if family_of.is_ipv6() {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
+    galactic_core::cni::Route::to(ipnetwork::IpNetwork::new(any, 0).unwrap_or_else(|_| any.into()))
+}
+
+/// Whether the owner of a record is still there: its netns path exists.
+fn owner_alive(record: &Record) -> bool {
+    record
+        .netns
+        .as_deref()
+        .is_some_and(|p| std::path::Path::new(p).exists())
+}
+
+/// Tears the VPC's domain down when no other attachment record refers to it.
+fn release_if_unused(add: &Add<'_>, vpc: &VpcId) -> Result<(), NetError> {
+    let _lock = add.domains.lock()?;
+    if others_use_vpc(add, vpc)? {
+        return Ok(());
+    }
+    add.domains.remove(&add.host, vpc)
+}
+
+/// Removes gateways this ADD added, unless another attachment of the VPC exists (it may rely on
+/// them; GC removes them with the domain).
+fn remove_gateways_if_unused(add: &Add<'_>, gateways: &[IpAddr]) -> Result<(), NetError> {
+    let _lock = add.domains.lock()?;
+    if others_use_vpc(add, &add.conf.vpc)? {
+        return Ok(());
+    }
+    add.domains
+        .remove_gateways(&add.host, &add.conf.vpc, gateways)
+}
+
+fn others_use_vpc(add: &Add<'_>, vpc: &VpcId) -> Result<bool, NetError> {
+    Ok(add
+        .records
+        .all()?
+        .iter()
+        .any(|r| r.vpc == vpc.raw() && r.host_ifname != add.host_ifname))
+}

@@ -1,0 +1,11 @@
+//! `galactic-cni`: the veth master plugin. Attaches a container to its VPC's routing domain
+//! through a veth pair whose guest end is created directly in the container's namespace; IPAM is
+//! delegated by exec. The flow lives in the `galactic_master` library.
+
+use galactic_core::cni::run;
+use galactic_master::Master;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    run(&Master::VETH)
+}

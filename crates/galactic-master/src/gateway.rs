@@ -1,0 +1,94 @@
+//! The host gateway of an attachment: gateway addresses on the host interface, the pod's route
+//! in the VPC table, and (veth) a permanent neighbour entry, which the eBPF datapath's
+//! `bpf_fib_lookup` needs because it never triggers neighbour resolution itself.
+
+use super::addressing::Assigned;
+use super::record::Kind;
+use galactic_core::net::netlink::{masked, AddrFlags, Link, Netlink, RouteSpec};
+use galactic_core::net::NetError;
+use ipnetwork::IpNetwork;
+use std::net::IpAddr;
+
+/// The IPv4 gateway prefix on a tap: the VM sees its gateway on-link inside a /25, and
+/// `noprefixroute` keeps the /25 out of the host's tables.
+const TAP_V4_GATEWAY_PREFIX: u8 = 25;
+
+/// The gateway address as configured on the host interface.
+pub fn host_address(kind: Kind, gw: IpAddr) -> (IpNetwork, AddrFlags) {
+    let prefix = match (gw, kind) {
+        (IpAddr::V6(_), _) => 128,
+        (IpAddr::V4(_), Kind::Veth) => 32,
+        (IpAddr::V4(_), Kind::Tap) => TAP_V4_GATEWAY_PREFIX,
+    };
+    let net = IpNetwork::new(gw, prefix).unwrap_or_else(|_| IpNetwork::from(gw));
+    // A /128 without noprefixroute would add a route to main per host end; a /32 adds none.
+    let flags = AddrFlags {
+        nodad: gw.is_ipv6(),
+        noprefixroute: gw.is_ipv6() || prefix != 32,
+    };
+    (net, flags)
+}
+
+/// The route that sends the pod's traffic to the host interface: the endpoint prefix for IPv6,
+/// the host address for IPv4 (an `addresses` entry's wider prefix must not capture its subnet).
+pub fn pod_route(table: u32, host: &Link, a: &Assigned) -> RouteSpec {
+    let dst = match a.address.ip() {
+        IpAddr::V6(_) => masked(a.address),
+        ip @ IpAddr::V4(_) => IpNetwork::from(ip),
+    };
+    RouteSpec::device(dst, table, host.index)
+}
+
+/// Configures everything on the host side.
+pub fn configure(
+    nl: &Netlink,
+    kind: Kind,
+    host: &Link,
+    table: u32,
+    assigned: &[Assigned],
+    guest_mac: Option<&str>,
+) -> Result<(), NetError> {
+    for gw in assigned.iter().filter_map(|a| a.gateway) {
+        let (net, flags) = host_address(kind, gw);
+        nl.add_address(host.index, net, flags)?;
+    }
+    for a in assigned {
+        nl.replace_route(&pod_route(table, host, a))?;
+        if let Some(mac) = guest_mac {
+            nl.replace_neighbour(host.index, a.address.ip(), mac)?;
+        }
+    }
+    Ok(())
+}
+
+/// What differs on the host side.
+pub fn differences(
+    nl: &Netlink,
+    kind: Kind,
+    host: &Link,
+    table: u32,
+    assigned: &[Assigned],
+) -> Result<Vec<String>, NetError> {
+    let mut problems = Vec::new();
+    let addresses = nl.addresses(host.index)?;
+    for gw in assigned.iter().filter_map(|a| a.gateway) {
+        let (net, _) = host_address(kind, gw);
+        if !addresses.contains(&net) {
+            problems.push(format!("gateway address {net} is not on {}", host.name));
+        }
+    }
+    for a in assigned {
+        let want = pod_route(table, host, a);
+        let present = nl
+            .routes(a.address.is_ipv6(), table)?
+            .iter()
+            .any(|r| r.dst == want.dst && r.dev == want.dev);
+        if !present {
+            problems.push(format!(
+                "route {} dev {} is missing from table {table}",
+                want.dst, host.name
+            ));
+        }
+    }
+    Ok(problems)
+}

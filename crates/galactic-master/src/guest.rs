@@ -1,0 +1,100 @@
+//! The guest side of a veth attachment, configured through a netlink socket opened inside the
+//! container's namespace.
+
+use super::addressing::Assigned;
+use galactic_core::net::netlink::{AddrFlags, Link, Netlink, RouteKind, RouteSpec};
+use galactic_core::net::NetError;
+use ipnetwork::IpNetwork;
+use std::net::IpAddr;
+
+/// The main routing table.
+const MAIN_TABLE: u32 = 254;
+
+/// Adds the addresses, an on-link route to each gateway and a default route via it.
+pub fn configure(nl: &Netlink, guest: &Link, assigned: &[Assigned]) -> Result<(), NetError> {
+    nl.set_up(guest.index)?;
+    for a in assigned {
+        // DAD is pointless here (the address is unique by allocation) and would leave it tentative.
+        nl.add_address(
+            guest.index,
+            a.address,
+            AddrFlags {
+                nodad: a.address.is_ipv6(),
+                noprefixroute: false,
+            },
+        )?;
+    }
+    for gw in assigned.iter().filter_map(|a| a.gateway) {
+        nl.replace_route(&RouteSpec::device(
+            IpNetwork::from(gw),
+            MAIN_TABLE,
+            guest.index,
+        ))?;
+        install_default(nl, guest, gw)?;
+    }
+    Ok(())
+}
+
+/// A default route via `gw` on the guest link, unless one exists; one via another gateway or
+/// device is refused rather than silently replaced.
+fn install_default(nl: &Netlink, guest: &Link, gw: IpAddr) -> Result<(), NetError> {
+    let existing = nl
+        .routes(gw.is_ipv6(), MAIN_TABLE)?
+        .into_iter()
+        .find(|r| r.dst.prefix() == 0 && r.kind == RouteKind::Unicast);
+    match existing {
+        Some(r) if r.gateway == Some(gw) && r.dev == Some(guest.index) => Ok(()),
+        Some(r) => Err(NetError::Conflict(format!(
+            "the container already has a default route via {:?} (device {:?}); refusing to replace it with one via {gw} on {}",
+            r.gateway, r.dev, guest.name
+        ))),
+        None => nl.replace_route(&default_via(guest, gw)),
+    }
+}
+
+fn default_via(guest: &Link, gw: IpAddr) -> RouteSpec {
+    let any: IpAddr = if gw.is_ipv6() {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else {
+        std::net::Ipv4Addr::UNSPECIFIED.into()
+    };
+    RouteSpec {
+        dst: IpNetwork::new(any, 0).unwrap_or_else(|_| IpNetwork::from(any)),
+        table: MAIN_TABLE,
+        kind: RouteKind::Unicast,
+        dev: Some(guest.index),
+        gateway: Some(gw),
+        onlink: true,
+        scope_link: false,
+    }
+}
+
+/// What differs between the guest link and the expected addresses and default routes.
+pub fn differences(
+    nl: &Netlink,
+    guest: &Link,
+    assigned: &[Assigned],
+) -> Result<Vec<String>, NetError> {
+    let present = nl.addresses(guest.index)?;
+    let mut problems = Vec::new();
+    for a in assigned {
+        if !present.contains(&a.address) {
+            problems.push(format!(
+                "address {} is not on {} in the container",
+                a.address, guest.name
+            ));
+        }
+        if let Some(gw) = a.gateway {
+            let has_default = nl.routes(gw.is_ipv6(), MAIN_TABLE)?.iter().any(|r| {
+                r.dst.prefix() == 0 && r.gateway == Some(gw) && r.dev == Some(guest.index)
+            });
+            if !has_default {
+                problems.push(format!(
+                    "default route via {gw} on {} is missing in the container",
+                    guest.name
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}

@@ -1,0 +1,315 @@
+//! `docs/configuration.md` against the code, in both directions.
+//!
+//! The field tables (each preceded by `<!-- fields: NAME -->`) are read from the markdown.
+//! - Documented → read: for every stanza field, its documented example is accepted by the real
+//!   plugin binary and a value of the wrong type is refused (so the plugin really reads the key;
+//!   a field it ignored would accept anything). For node-config keys, the example changes the
+//!   resolved `NodeConfig`.
+//! - Read → documented: every key literal the parsers' sources read (outside their tests) is in
+//!   the table of its stanza, or in the short list below of literals that are values, not keys.
+//!
+//! Plugins are judged as `cargo xtask lint-manifests` judges them (decision 0040): masters and
+//! the `ipam` block by the master's STATUS (which delegates STATUS to galactic-ipam), galactic-route
+//! and galactic-bgp by an ADD without `prevResult` (code 6 after a valid stanza, 7 otherwise).
+
+// A test fails by panicking.
+#![allow(clippy::unwrap_used)]
+
+use galactic_core::config::NodeConfig;
+use galactic_testkit::{workspace_binary, Invocation, TestNode};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+const PLUGINS: [&str; 5] = [
+    "galactic-cni",
+    "galactic-tap-cni",
+    "galactic-ipam",
+    "galactic-route",
+    "galactic-bgp",
+];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The first-column keys and example column of the table after `<!-- fields: NAME -->`.
+fn table(name: &str) -> Vec<(String, Value)> {
+    let text = std::fs::read_to_string(root().join("docs/configuration.md")).unwrap();
+    let marker = format!("<!-- fields: {name} -->");
+    let start = text
+        .find(&marker)
+        .unwrap_or_else(|| panic!("configuration.md has no {marker}"));
+    let mut lines = text[start + marker.len()..].lines().skip(1);
+    let header: Vec<String> = cells(lines.next().unwrap());
+    let example = header.iter().position(|h| h == "example").unwrap();
+    lines
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let row = cells(l);
+            let key = row[0].trim_matches('`').to_owned();
+            let value: Value = serde_json::from_str(row[example].trim_matches('`'))
+                .unwrap_or_else(|e| panic!("{name}.{key}: example is not JSON: {e}"));
+            (key, value)
+        })
+        .collect()
+}
+
+fn cells(line: &str) -> Vec<String> {
+    line.trim()
+        .trim_matches('|')
+        .split(" | ")
+        .map(|c| c.trim().to_owned())
+        .collect()
+}
+
+/// The binaries in a bin dir, and a throwaway node.
+struct Judge {
+    node: TestNode,
+    bin: PathBuf,
+}
+
+impl Judge {
+    fn new() -> Self {
+        let node = TestNode::new(json!({"routing_domain": "table"}));
+        let bin = node.dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for plugin in PLUGINS {
+            std::os::unix::fs::symlink(workspace_binary(plugin), bin.join(plugin)).unwrap();
+        }
+        Self { node, bin }
+    }
+
+    /// Whether the plugin named by `conf["type"]` accepts the stanza; the refusal otherwise.
+    fn verdict(&self, conf: &Value) -> Result<(), String> {
+        let plugin = conf["type"].as_str().unwrap();
+        let mut conf = conf.clone();
+        conf["cniVersion"] = json!("1.1.0");
+        conf["name"] = json!("docs");
+        let master = plugin.starts_with("galactic-cni") || plugin == "galactic-tap-cni";
+        let binary = self.bin.join(plugin);
+        let mut inv = Invocation::new(&binary, if master { "STATUS" } else { "ADD" }, &self.node)
+            .var("CNI_PATH", &self.bin.display().to_string())
+            .stdin(conf.to_string());
+        if !master {
+            inv = inv
+                .var("CNI_CONTAINERID", "docs")
+                .var("CNI_NETNS", "/var/run/netns/galactic-docs-never-created")
+                .var("CNI_IFNAME", "eth0");
+        }
+        let out = inv.run();
+        let reply: Value = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
+        match (master, out.success, reply["code"].as_u64()) {
+            (true, true, _) => Ok(()),
+            (false, false, Some(6)) => Ok(()),
+            _ => Err(format!("{reply} {}", out.stderr)),
+        }
+    }
+
+    /// `field` is read: its example is accepted and an object in its place is refused.
+    fn assert_read(&self, what: &str, with_example: &Value, with_wrong: &Value) {
+        if let Err(e) = self.verdict(with_example) {
+            panic!("{what}: the documented example is refused: {e}\n{with_example}");
+        }
+        assert!(
+            self.verdict(with_wrong).is_err(),
+            "{what}: a value of the wrong type is accepted, so the plugin does not read it: {with_wrong}"
+        );
+    }
+}
+
+const WRONG: &str = r#"{"wrong type": true}"#;
+
+fn wrong() -> Value {
+    serde_json::from_str(WRONG).unwrap()
+}
+
+fn master_base() -> Value {
+    json!({"type": "galactic-cni", "vpc": "A", "vpcattachment": "1",
+           "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd20:10:ff01::/64",
+                    "ipv4_subnet": "10.21.1.0/24"}})
+}
+
+/// A data_dir/legacy_dir example points at the node; the probe keeps to the temporary node.
+fn local_path(judge: &Judge, key: &str, example: &Value) -> Value {
+    if example.as_str().is_some_and(|p| p.starts_with("/var/lib")) {
+        json!(judge.node.dir.path().join(key))
+    } else {
+        example.clone()
+    }
+}
+
+#[test]
+fn every_documented_stanza_field_is_read_by_its_plugin() {
+    let judge = Judge::new();
+    for (key, example) in table("master") {
+        let (mut good, mut bad) = (master_base(), master_base());
+        good[&key] = example;
+        bad[&key] = wrong();
+        judge.assert_read(&format!("master.{key}"), &good, &bad);
+    }
+    for (key, example) in table("ipam") {
+        let standalone = ["addresses", "static_ip"].contains(&key.as_str());
+        let (mut good, mut bad) = (master_base(), master_base());
+        if standalone {
+            good["ipam"] = json!({"type": "galactic-ipam"});
+            bad["ipam"] = json!({"type": "galactic-ipam"});
+        }
+        good["ipam"][&key] = local_path(&judge, &key, &example);
+        bad["ipam"][&key] = wrong();
+        judge.assert_read(&format!("ipam.{key}"), &good, &bad);
+    }
+    for (key, example) in table("addresses") {
+        let entry = |v: Value| {
+            let mut e = json!({"address": "10.21.4.7/32"});
+            e[&key] = v;
+            let mut m = master_base();
+            m["ipam"] = json!({"type": "galactic-ipam", "addresses": [e]});
+            m
+        };
+        judge.assert_read(
+            &format!("addresses[].{key}"),
+            &entry(example),
+            &entry(wrong()),
+        );
+    }
+    for (name, plugin) in [("route", "galactic-route"), ("bgp", "galactic-bgp")] {
+        for (key, example) in table(name) {
+            let base = json!({"type": plugin, "vpc": "A", "vpcattachment": "1"});
+            let (mut good, mut bad) = (base.clone(), base);
+            good[&key] = example;
+            bad[&key] = wrong();
+            judge.assert_read(&format!("{name}.{key}"), &good, &bad);
+        }
+    }
+    for (key, example) in table("termination") {
+        let stanza = |v: Value| {
+            let mut entry = json!({"network": "198.51.100.0/24"});
+            entry[&key] = v;
+            json!({"type": "galactic-route", "vpc": "A", "vpcattachment": "1", "terminations": [entry]})
+        };
+        let example = if key == "via" {
+            json!("198.51.100.1")
+        } else {
+            example
+        };
+        judge.assert_read(
+            &format!("terminations[].{key}"),
+            &stanza(example),
+            &stanza(wrong()),
+        );
+    }
+}
+
+#[test]
+fn every_documented_node_config_key_changes_the_resolved_config() {
+    for (key, example) in table("node") {
+        let resolved = NodeConfig::resolve_from(
+            &json!({ &key: example }),
+            &|_: &str| None,
+            Path::new("/nonexistent/node.json"),
+            None,
+        )
+        .unwrap_or_else(|e| panic!("node.{key}: example refused: {e}"));
+        assert_ne!(
+            resolved,
+            NodeConfig::defaults(),
+            "node.{key}: the example changes nothing, so the key is not read"
+        );
+    }
+}
+
+/// Key-like string literals (`"snake_case"`) in the non-test part of a source file.
+fn literals(path: &str) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(root().join(path)).unwrap();
+    // An inline test module ends the production code; `#[cfg(test)] mod tests;` does not.
+    let code = text.split("mod tests {").next().unwrap_or_default();
+    let mut out = BTreeSet::new();
+    for line in code.lines() {
+        let line = line.split("//").next().unwrap_or_default();
+        for (i, part) in line.split('"').enumerate() {
+            let key_like = !part.is_empty()
+                && part.starts_with(|c: char| c.is_ascii_lowercase())
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if i % 2 == 1 && key_like {
+                out.insert(part.to_owned());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_key_the_parsers_read_is_documented() {
+    let documented = |tables: &[&str]| -> BTreeSet<String> {
+        tables
+            .iter()
+            .flat_map(|t| table(t).into_iter().map(|(k, _)| k))
+            .collect()
+    };
+    // Per source: the tables its keys belong to, and literals that are not keys of those tables
+    // (each with why).
+    let cases: [(&str, &[&str], &[&str]); 6] = [
+        (
+            "crates/galactic-master/src/conf.rs",
+            &["master"],
+            // `type` is the standard key ("The conflist"), also read as `ipam.type`; the moved
+            // addressing keys are read only to be refused (documented under the table).
+            &[
+                "type",
+                "ipv6_subnet",
+                "ipv4_subnet",
+                "address_families",
+                "static_ip",
+            ],
+        ),
+        (
+            "crates/galactic-ipam/src/config.rs",
+            &["ipam"],
+            // `ipam`: the block itself (master table); `ipv6`/`ipv4`: address_families values;
+            // `address`: a word of an error message; `true`: the environment switch's value.
+            &["ipam", "ipv6", "ipv4", "address", "true"],
+        ),
+        (
+            "crates/galactic-ipam/src/config/addresses.rs",
+            &["addresses"],
+            // The list's own key (ipam table).
+            &["addresses"],
+        ),
+        (
+            "crates/galactic-route/src/conf.rs",
+            &["route", "termination"],
+            &[],
+        ),
+        ("crates/galactic-bgp/src/conf.rs", &["bgp"], &[]),
+        (
+            "crates/galactic-core/src/config.rs",
+            &["node"],
+            // Values of routing_domain and publisher; `plugins`/`type`: the upstream conflist
+            // the node config falls back to.
+            &[
+                "vrf",
+                "table",
+                "auto",
+                "kubernetes",
+                "local",
+                "plugins",
+                "type",
+            ],
+        ),
+    ];
+    for (source, tables, refused) in cases {
+        let known = documented(tables);
+        let missing: Vec<String> = literals(source)
+            .into_iter()
+            .filter(|k| !known.contains(k) && !refused.contains(&k.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{source} reads {missing:?}, which docs/configuration.md does not list in {tables:?}"
+        );
+    }
+}

@@ -1,0 +1,155 @@
+//! The tap master as a runtime drives it, on real kernel objects in throwaway namespaces.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
+use galactic_testkit::host::{with_prev, Host, Pod};
+use galactic_testkit::privileged::privileged;
+use serde_json::{json, Value};
+use std::path::Path;
+
+fn tap() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_galactic-tap-cni"))
+}
+
+fn hname(vpc: &str, att: &str) -> String {
+    host_ifname(
+        &VpcId::parse(vpc).unwrap(),
+        &AttachmentId::parse(att).unwrap(),
+    )
+}
+
+fn conf(host: &Host, vpc: &str, extra: Value) -> Value {
+    let mut conf = json!({"cniVersion": "1.1.0", "name": "vms", "type": "galactic-tap-cni", "vpc": vpc,
+        "vpcattachment": "1", "mtu": 9000,
+        "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd80:1::/64", "ipv4_subnet": "10.80.0.0/24",
+                 "data_dir": host.path("ipam")}});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        conf[k] = v.clone();
+    }
+    conf
+}
+
+#[test]
+fn tap_add_check_del_del() {
+    if !privileged("tap_add_check_del_del") {
+        return;
+    }
+    let host = Host::new(
+        "thost",
+        json!({"routing_domain": "auto"}),
+        &["galactic-ipam"],
+    );
+    let vm = Pod::new("tvm");
+    let conf = conf(
+        &host,
+        "T",
+        json!({"owner": 54321, "multi_queue": true, "vnet_hdr": true}),
+    );
+    let result = host.add(tap(), &vm, &conf);
+    let name = hname("T", "1");
+
+    let ifaces = result["interfaces"].as_array().unwrap();
+    assert_eq!(ifaces.len(), 1, "a single host interface: {result}");
+    assert_eq!(ifaces[0]["name"], name.as_str());
+    assert!(ifaces[0].get("sandbox").is_none());
+    assert_eq!(ifaces[0]["mtu"], 9000);
+    let ips = result["ips"].as_array().unwrap();
+    assert_eq!(ips.len(), 2);
+    assert!(ips.iter().all(|ip| ip["interface"] == 0));
+    assert!(
+        ips[1]["address"].as_str().unwrap().ends_with("/25"),
+        "IPv4 reported on-link /25: {result}"
+    );
+
+    let link = host.netns.ip_json(&["-d", "addr", "show", "dev", &name]);
+    let info = &link[0]["linkinfo"]["info_data"];
+    assert_eq!(
+        (info["type"].as_str(), info["persist"].as_bool()),
+        (Some("tap"), Some(true)),
+        "{link}"
+    );
+    assert_eq!(info["multi_queue"], true);
+    assert_eq!(info["vnet_hdr"], true);
+    assert_eq!(info["user"], 54321);
+    let addrs = link[0]["addr_info"].as_array().unwrap();
+    let v4gw = ips[1]["gateway"].as_str().unwrap();
+    let gw = addrs
+        .iter()
+        .find(|a| a["local"] == v4gw)
+        .expect("IPv4 gateway on the tap");
+    assert_eq!(gw["prefixlen"], 25);
+    assert_eq!(gw["noprefixroute"], true, "{gw}");
+    let table = host.netns.ip(&["-4", "route", "show", "table", "1000"]);
+    let v4 = ips[1]["address"]
+        .as_str()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    assert!(
+        table.contains(&format!("{v4} dev {name}")),
+        "pod route: {table}"
+    );
+    let neigh = host
+        .netns
+        .ip(&["neigh", "show", "dev", &name, "nud", "permanent"]);
+    assert!(
+        neigh.trim().is_empty(),
+        "no neighbour entries for a tap: {neigh}"
+    );
+
+    let cached = with_prev(&conf, &result);
+    host.call(tap(), "CHECK", &vm, &cached)
+        .expect_quiet_success();
+    assert_eq!(
+        host.add(tap(), &vm, &conf),
+        result,
+        "a retried ADD returns the same result"
+    );
+    host.call(tap(), "DEL", &vm, &cached).expect_quiet_success();
+    assert!(
+        !host.netns.try_ip(&["link", "show", &name]).0,
+        "tap removed"
+    );
+    assert!(
+        !host.netns.ip(&["rule", "show"]).contains(&name),
+        "rules removed"
+    );
+    host.call(tap(), "CHECK", &vm, &cached).expect_error(100);
+    host.call(tap(), "DEL", &vm, &cached).expect_quiet_success();
+}
+
+#[test]
+fn tap_rollback_leaves_nothing_behind() {
+    if !privileged("tap_rollback_leaves_nothing_behind") {
+        return;
+    }
+    let host = Host::new(
+        "tfail",
+        json!({"routing_domain": "auto"}),
+        &["galactic-ipam"],
+    );
+    let vm = Pod::new("tfvm");
+    let conf = conf(&host, "U", json!({}));
+    let name = hname("U", "1");
+    for failpoint in ["after-interface", "after-ipam", "after-host-gateway"] {
+        let out = host
+            .invocation(tap(), "ADD", &vm)
+            .var("GALACTIC_FAILPOINTS", failpoint)
+            .stdin(conf.to_string())
+            .run();
+        assert!(out.expect_error(999).contains(failpoint));
+        assert!(
+            !host.netns.try_ip(&["link", "show", &name]).0,
+            "no tap after {failpoint}"
+        );
+        assert!(
+            !host.netns.ip(&["rule", "show"]).contains(&name),
+            "no rule after {failpoint}"
+        );
+    }
+    let result = host.add(tap(), &vm, &conf);
+    host.call(tap(), "DEL", &vm, &with_prev(&conf, &result))
+        .expect_quiet_success();
+}

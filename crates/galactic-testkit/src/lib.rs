@@ -1,0 +1,323 @@
+//! Test fixtures shared by the plugin crates: running a plugin binary exactly as a runtime does,
+//! and the black-box protocol suite every binary must pass.
+//!
+//! Each run gets a throwaway node config whose log file and state directory live in a temporary
+//! directory, so tests never read or write the machine's `/etc/galactic` or `/var/log`.
+
+pub mod apiserver;
+pub mod bpffs;
+pub mod fuzz;
+pub mod host;
+pub mod privileged;
+pub mod runtime;
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A throwaway node: node config, log file and state directory in a temporary directory.
+pub struct TestNode {
+    /// The temporary directory (removed on drop).
+    pub dir: tempfile::TempDir,
+    /// Path of the node config file.
+    pub node_config: PathBuf,
+}
+
+impl TestNode {
+    /// A node config with `extra` keys merged over the test defaults.
+    pub fn new(extra: Value) -> Self {
+        let dir = tempfile::tempdir().expect("create a temporary directory");
+        let mut config = json!({
+            "log_file": dir.path().join("galactic.log"),
+            "log_level": "debug",
+            "state_dir": dir.path().join("state"),
+            "publisher": "local",
+        });
+        if let (Some(map), Value::Object(extra)) = (config.as_object_mut(), extra) {
+            map.extend(extra);
+        }
+        let node_config = dir.path().join("node.json");
+        std::fs::write(&node_config, config.to_string()).expect("write the node config");
+        Self { dir, node_config }
+    }
+
+    /// The log file's lines, parsed.
+    pub fn log_lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.dir.path().join("galactic.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every log line is JSON"))
+            .collect()
+    }
+}
+
+/// What a plugin process did.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Exit status was 0.
+    pub success: bool,
+    /// Raw stdout.
+    pub stdout: String,
+    /// Raw stderr.
+    pub stderr: String,
+}
+
+impl Outcome {
+    /// stdout parsed as exactly one JSON value (panics otherwise: stdout must never carry more).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON value ({e}): {:?}", self.stdout))
+    }
+
+    /// Asserts a CNI error with `code` and a non-zero exit; returns the message.
+    pub fn expect_error(&self, code: u64) -> String {
+        assert!(
+            !self.success,
+            "expected failure with code {code}, got success: {self:?}"
+        );
+        let out = self.json();
+        assert_eq!(out["code"].as_u64(), Some(code), "wrong code: {out}");
+        let msg = out["msg"].as_str().unwrap_or_default().to_owned();
+        assert!(!msg.is_empty(), "error without a message: {out}");
+        msg
+    }
+
+    /// Asserts success with nothing on stdout (DEL/CHECK/STATUS/GC).
+    pub fn expect_quiet_success(&self) {
+        assert!(self.success, "expected success: {self:?}");
+        assert!(
+            self.stdout.trim().is_empty(),
+            "stdout must be empty: {:?}",
+            self.stdout
+        );
+    }
+}
+
+/// One invocation of a plugin binary, built like a runtime builds it.
+pub struct Invocation<'a> {
+    binary: &'a Path,
+    env: Vec<(String, String)>,
+    stdin: Vec<u8>,
+    netns: Option<String>,
+}
+
+impl<'a> Invocation<'a> {
+    /// `binary` with `CNI_COMMAND=command` and the node config of `node`; nothing else inherited
+    /// but `PATH`.
+    pub fn new(binary: &'a Path, command: &str, node: &TestNode) -> Self {
+        let mut env = vec![
+            ("CNI_COMMAND".to_owned(), command.to_owned()),
+            (
+                "GALACTIC_CNI_NODE_CONFIG".to_owned(),
+                node.node_config.display().to_string(),
+            ),
+        ];
+        if let Ok(path) = std::env::var("PATH") {
+            env.push(("PATH".to_owned(), path));
+        }
+        Self {
+            binary,
+            env,
+            stdin: Vec::new(),
+            netns: None,
+        }
+    }
+
+    /// Runs the plugin inside the named network namespace (`ip netns exec`): the plugin's
+    /// "host" in privileged tests.
+    pub fn in_netns(mut self, name: &str) -> Self {
+        self.netns = Some(name.to_owned());
+        self
+    }
+
+    /// Adds the per-attachment variables (container id, netns, ifname, CNI_PATH).
+    pub fn attachment(
+        self,
+        container_id: &str,
+        netns: &str,
+        ifname: &str,
+        cni_path: &Path,
+    ) -> Self {
+        self.var("CNI_CONTAINERID", container_id)
+            .var("CNI_NETNS", netns)
+            .var("CNI_IFNAME", ifname)
+            .var("CNI_PATH", &cni_path.display().to_string())
+    }
+
+    /// Sets (or replaces) one variable.
+    pub fn var(mut self, key: &str, value: &str) -> Self {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Removes one variable.
+    pub fn unset(mut self, key: &str) -> Self {
+        self.env.retain(|(k, _)| k != key);
+        self
+    }
+
+    /// Sets stdin.
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = bytes.into();
+        self
+    }
+
+    /// Runs the process to completion.
+    pub fn run(self) -> Outcome {
+        use std::io::Write;
+        let mut command = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(self.binary);
+                c
+            }
+            None => Command::new(self.binary),
+        };
+        let mut child = command
+            .env_clear()
+            .envs(self.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", self.binary.display()));
+        if let Some(mut input) = child.stdin.take() {
+            // A plugin may exit before reading everything (e.g. VERSION); that is fine.
+            let _ = input.write_all(&self.stdin);
+        }
+        let output = child.wait_with_output().expect("wait for the plugin");
+        Outcome {
+            success: output.status.success(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+}
+
+/// How a binary is expected to answer STATUS on a valid 1.1.0 stanza.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpectStatus {
+    /// Ready: exit 0, empty stdout.
+    Ready,
+    /// Not ready: code 50 with a message.
+    NotAvailable,
+}
+
+/// The CNI protocol behaviour every plugin binary shares, checked as a black box: `stanza` is a
+/// valid plugin entry (without `cniVersion`, which the suite sets).
+pub fn protocol_suite(binary: &Path, stanza: Value, status: ExpectStatus) {
+    let node = TestNode::new(json!({}));
+    let cni_path = node.dir.path().join("bin");
+    let conf = |version: &str| {
+        let mut conf = stanza.clone();
+        conf["cniVersion"] = json!(version);
+        conf.to_string()
+    };
+    let call = |command: &str| {
+        Invocation::new(binary, command, &node).attachment(
+            "c0ffee",
+            "/var/run/netns/t",
+            "eth0",
+            &cni_path,
+        )
+    };
+
+    for version in ["1.0.0", "1.1.0"] {
+        let out = call("VERSION")
+            .stdin(format!(r#"{{"cniVersion":"{version}"}}"#))
+            .run();
+        assert!(out.success, "{out:?}");
+        assert_eq!(out.json()["supportedVersions"], json!(["1.0.0", "1.1.0"]));
+        assert_eq!(out.json()["cniVersion"], json!(version));
+    }
+    let out = Invocation::new(binary, "VERSION", &node).run();
+    assert!(
+        out.success,
+        "VERSION with empty stdin and no other variable: {out:?}"
+    );
+
+    let out = call("STATUS").stdin(conf("1.1.0")).run();
+    match status {
+        ExpectStatus::Ready => out.expect_quiet_success(),
+        ExpectStatus::NotAvailable => drop(out.expect_error(50)),
+    }
+    call("STATUS").stdin(conf("1.0.0")).run().expect_error(1);
+    call("GC").stdin(conf("1.1.0")).run().expect_quiet_success();
+
+    let msg = call("FROB").stdin(conf("1.0.0")).run().expect_error(4);
+    assert!(msg.contains("FROB"), "{msg}");
+    call("ADD").stdin("{not json").run().expect_error(6);
+    call("ADD").stdin("").run().expect_error(6);
+    call("CHECK").stdin("[]").run().expect_error(6);
+    let msg = call("ADD").stdin(conf("0.4.0")).run().expect_error(1);
+    assert!(
+        msg.contains("1.0.0, 1.1.0"),
+        "names the supported versions: {msg}"
+    );
+    let msg = call("ADD")
+        .unset("CNI_IFNAME")
+        .stdin(conf("1.0.0"))
+        .run()
+        .expect_error(4);
+    assert!(msg.contains("CNI_IFNAME"), "{msg}");
+    let msg = call("ADD")
+        .var("CNI_CONTAINERID", "../../etc/x")
+        .stdin(conf("1.0.0"))
+        .run()
+        .expect_error(4);
+    assert!(msg.contains("CNI_CONTAINERID"), "{msg}");
+    call("ADD")
+        .var("CNI_IFNAME", "sixteen-chars-xx")
+        .stdin(conf("1.0.0"))
+        .run()
+        .expect_error(4);
+    Invocation::new(binary, "ADD", &node)
+        .stdin(conf("1.0.0"))
+        .run()
+        .expect_error(4);
+
+    for line in node.log_lines() {
+        assert!(
+            line["plugin"].is_string() && line["level"].is_string(),
+            "{line}"
+        );
+    }
+}
+
+/// The workspace package that builds the plugin binary `name` (the two masters share one).
+pub fn package_of(name: &str) -> &str {
+    match name {
+        "galactic-cni" | "galactic-tap-cni" => "galactic-master",
+        other => other,
+    }
+}
+
+/// Path of a workspace binary next to the running test's own binaries, built on first use when
+/// this test run did not build it (e.g. `cargo test -p galactic-master` needs `galactic-ipam`).
+pub fn workspace_binary(name: &str) -> PathBuf {
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile directory")
+        .to_path_buf();
+    let path = dir.join(name);
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--quiet",
+            "--bin",
+            name,
+            "--package",
+            package_of(name),
+        ])
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build {name} failed");
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}

@@ -1,0 +1,460 @@
+//! The fixture against the real `kube` client (in-process and over loopback HTTP), and the
+//! Kubernetes helpers of this module against the fixture.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use galactic_core::kube::{
+    annotate_nad_host_interface, detect_node_name, verify_chain_complete, BGPAdvertisement,
+    ClientOptions, KubeClient, KubeError, RetryPolicy, HOST_INTERFACE_ANNOTATION,
+};
+use galactic_testkit::apiserver::*;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+fn fast() -> ClientOptions {
+    ClientOptions {
+        call_timeout: Duration::from_secs(5),
+        retry: RetryPolicy {
+            attempts: 3,
+            base_backoff: Duration::from_millis(5),
+        },
+    }
+}
+
+fn in_process(fixture: &Fixture) -> KubeClient {
+    let service = fixture.service();
+    KubeClient::from_built(move || kube::Client::new(service, "default"), fast()).unwrap()
+}
+
+fn over_http(server: &ApiServer) -> (KubeClient, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&path).unwrap();
+    (KubeClient::from_kubeconfig(&path, fast()).unwrap(), dir)
+}
+
+fn config_map(name: &str, labels: Value) -> ConfigMap {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": labels}, "data": {"k": "v"}
+    }))
+    .unwrap()
+}
+
+/// Create, get, list with selectors, merge/JSON/apply patch, conflicts and deletes, as the real
+/// client sends and parses them.
+fn crud_contract(client: &KubeClient) {
+    let api: Api<ConfigMap> = Api::namespaced(client.client().clone(), "ns1");
+    let created = client
+        .call("create", |_| {
+            let api = api.clone();
+            async move {
+                api.create(
+                    &PostParams::default(),
+                    &config_map("a", json!({"app": "x"})),
+                )
+                .await
+            }
+        })
+        .unwrap();
+    let meta = &created.metadata;
+    assert!(
+        meta.uid.is_some() && meta.resource_version.is_some() && meta.creation_timestamp.is_some()
+    );
+    let again = client.call("create again", |_| {
+        let api = api.clone();
+        async move {
+            api.create(&PostParams::default(), &config_map("a", json!({})))
+                .await
+        }
+    });
+    assert!(
+        again.unwrap_err().is_conflict(),
+        "create of an existing name is 409"
+    );
+    client
+        .call("create b", |_| {
+            let api = api.clone();
+            async move {
+                api.create(
+                    &PostParams::default(),
+                    &config_map("b", json!({"app": "y"})),
+                )
+                .await
+            }
+        })
+        .unwrap();
+    let other_ns: Api<ConfigMap> = Api::namespaced(client.client().clone(), "ns2");
+    client
+        .call("create in ns2", |_| {
+            let api = other_ns.clone();
+            async move {
+                api.create(
+                    &PostParams::default(),
+                    &config_map("c", json!({"app": "x"})),
+                )
+                .await
+            }
+        })
+        .unwrap();
+
+    let names = |api: &Api<ConfigMap>, selector: &str| -> Vec<String> {
+        let lp = ListParams::default().labels(selector);
+        let api = api.clone();
+        client
+            .call("list", |_| {
+                let (api, lp) = (api.clone(), lp.clone());
+                async move { api.list(&lp).await }
+            })
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|o| o.metadata.name)
+            .collect()
+    };
+    assert_eq!(names(&api, ""), ["a", "b"], "namespaced list");
+    assert_eq!(names(&api, "app=x"), ["a"]);
+    assert_eq!(names(&api, "app!=x"), ["b"]);
+    assert_eq!(names(&api, "app,app in-valid-free"), Vec::<String>::new());
+    let all: Api<ConfigMap> = Api::all(client.client().clone());
+    assert_eq!(names(&all, "app=x"), ["a", "c"], "list across namespaces");
+
+    let merged = client
+        .call("merge", |_| {
+            let api = api.clone();
+            async move {
+                api.patch(
+                    "a",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"data": {"k2": "v2"}})),
+                )
+                .await
+            }
+        })
+        .unwrap();
+    assert_eq!(
+        merged.data.as_ref().unwrap().len(),
+        2,
+        "merge patch keeps other keys"
+    );
+    assert_ne!(merged.metadata.resource_version, meta.resource_version);
+    let patched = client
+        .call("json patch", |_| {
+            let api = api.clone();
+            let ops: json_patch::Patch =
+                serde_json::from_value(json!([{"op": "remove", "path": "/data/k"}])).unwrap();
+            async move {
+                api.patch("a", &PatchParams::default(), &Patch::<()>::Json(ops))
+                    .await
+            }
+        })
+        .unwrap();
+    assert_eq!(patched.data.unwrap().keys().collect::<Vec<_>>(), ["k2"]);
+    let applied = client
+        .call("apply", |_| {
+            let api = api.clone();
+            async move {
+                api.patch(
+                    "d",
+                    &PatchParams::apply("test").force(),
+                    &Patch::Apply(
+                        json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"x": "1"}}),
+                    ),
+                )
+                .await
+            }
+        })
+        .unwrap();
+    assert_eq!(applied.metadata.name.as_deref(), Some("d"), "apply creates");
+
+    let mut stale = created.clone();
+    stale.data = Some([("z".to_owned(), "1".to_owned())].into());
+    let err = client
+        .call("replace stale", |_| {
+            let (api, stale) = (api.clone(), stale.clone());
+            async move { api.replace("a", &PostParams::default(), &stale).await }
+        })
+        .unwrap_err();
+    assert!(err.is_conflict(), "stale resourceVersion is 409: {err}");
+
+    let wrong_uid = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some("nope".into()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    let err = client
+        .call("delete", |_| {
+            let (api, dp) = (api.clone(), wrong_uid.clone());
+            async move { api.delete("a", &dp).await.map(drop) }
+        })
+        .unwrap_err();
+    assert!(err.is_conflict(), "uid precondition: {err}");
+    client
+        .call("delete", |_| {
+            let api = api.clone();
+            async move { api.delete("a", &DeleteParams::default()).await.map(drop) }
+        })
+        .unwrap();
+    let err = client
+        .call("get", |_| {
+            let api = api.clone();
+            async move { api.get("a").await }
+        })
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+}
+
+#[test]
+fn kube_client_contract_in_process() {
+    let fixture = Fixture::new();
+    crud_contract(&in_process(&fixture));
+}
+
+#[test]
+fn kube_client_contract_over_loopback_http() {
+    let server = ApiServer::start().unwrap();
+    let (client, _dir) = over_http(&server);
+    crud_contract(&client);
+    assert!(server
+        .fixture()
+        .requests()
+        .iter()
+        .any(|r| r.content_type.as_deref() == Some("application/json-patch+json")));
+}
+
+fn advertisement(prefixes: Value) -> BGPAdvertisement {
+    serde_json::from_value(json!({
+        "apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPAdvertisement",
+        "metadata": {"name": "1-1"},
+        "spec": {"routerRef": {"name": "r"}, "addressFamily": {"afi": "l2vpn", "safi": "evpn"},
+                 "prefixes": prefixes, "communities": ["65000:1"]}
+    }))
+    .unwrap()
+}
+
+#[test]
+fn crd_validation_rejects_what_upstream_trips_over() {
+    let fixture = Fixture::new();
+    let client = in_process(&fixture);
+    let api: Api<BGPAdvertisement> = Api::namespaced(client.client().clone(), "galactic-system");
+    let create = |ad: BGPAdvertisement| {
+        client.call("create", |_| {
+            let (api, ad) = (api.clone(), ad.clone());
+            async move { api.create(&PostParams::default(), &ad).await }
+        })
+    };
+    for bad in [
+        json!([]),
+        json!(["10.0.0.1/32", "10.0.0.1/32"]),
+        json!(["::/0"]),
+        json!(["fd00::1"]),
+    ] {
+        let err = create(advertisement(bad.clone())).unwrap_err();
+        assert_eq!(err.status_code(), Some(422), "{bad}: {err}");
+    }
+    create(advertisement(json!(["10.0.0.1/32", "fd20:10:ff01::/96"]))).unwrap();
+    let err = client
+        .call("vrf", |c| async move {
+            let api: Api<galactic_core::kube::BGPVRFInstance> =
+                Api::namespaced(c, "galactic-system");
+            let vrf = serde_json::from_value(json!({
+                "apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPVRFInstance",
+                "metadata": {"name": "1-node"},
+                "spec": {"routerRef": {"name": "r"}, "vrfID": 1,
+                         "importRouteTargets": [{"value": "65000:4294967295"}],
+                         "exportRouteTargets": [{"value": "65000:1"}]}
+            }))
+            .unwrap();
+            api.create(&PostParams::default(), &vrf).await
+        })
+        .unwrap_err();
+    assert_eq!(
+        err.status_code(),
+        Some(422),
+        "10-digit route target half: {err}"
+    );
+}
+
+#[test]
+fn transient_faults_are_retried_and_permanent_ones_are_not() {
+    let server = ApiServer::start().unwrap();
+    let (client, _dir) = over_http(&server);
+    let fx = server.fixture();
+    fx.insert(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}));
+    let get = || {
+        client.call("get", |c| async move {
+            Api::<ConfigMap>::namespaced(c, "n").get("a").await
+        })
+    };
+    fx.inject(Fault::on(
+        "GET",
+        "/configmaps/a",
+        1,
+        FaultAction::Status(503),
+    ));
+    fx.inject(Fault::on("GET", "/configmaps/a", 1, FaultAction::Drop));
+    get().unwrap();
+    let statuses: Vec<u16> = fx.requests().iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        [503, 0, 200],
+        "503, dropped connection, then success"
+    );
+
+    fx.inject(Fault::on(
+        "GET",
+        "/configmaps/a",
+        3,
+        FaultAction::Status(500),
+    ));
+    let err = get().unwrap_err();
+    assert!(matches!(
+        galactic_core::cni::CniError::from(err).code,
+        galactic_core::cni::Code::TRY_AGAIN_LATER
+    ));
+
+    fx.inject(Fault::on(
+        "GET",
+        "/configmaps/a",
+        1,
+        FaultAction::Status(403),
+    ));
+    let before = fx.requests().len();
+    assert_eq!(get().unwrap_err().status_code(), Some(403));
+    assert_eq!(
+        fx.requests().len(),
+        before + 1,
+        "a permanent error is not retried"
+    );
+
+    fx.inject(Fault::on(
+        "GET",
+        "/configmaps/a",
+        3,
+        FaultAction::Delay(Duration::from_millis(300)),
+    ));
+    let slow = KubeClient::from_kubeconfig(
+        &_dir.path().join("kubeconfig"),
+        ClientOptions {
+            call_timeout: Duration::from_millis(100),
+            retry: RetryPolicy {
+                attempts: 2,
+                base_backoff: Duration::from_millis(1),
+            },
+        },
+    )
+    .unwrap();
+    let err = slow
+        .call("get", |c| async move {
+            Api::<ConfigMap>::namespaced(c, "n").get("a").await
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, KubeError::Timeout { attempts: 2, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn connection_refused_is_transient() {
+    let server = ApiServer::start().unwrap();
+    let (client, _dir) = over_http(&server);
+    drop(server);
+    let err = client
+        .call("get", |c| async move {
+            Api::<ConfigMap>::namespaced(c, "n").get("a").await
+        })
+        .unwrap_err();
+    assert_eq!(
+        err.class(),
+        Some(galactic_core::kube::ErrorClass::Transient),
+        "{err}"
+    );
+}
+
+fn nad(fx: &Fixture, name: &str, config: Option<Value>) {
+    let mut spec = json!({});
+    if let Some(config) = config {
+        spec["config"] = json!(config.to_string());
+    }
+    fx.insert(json!({
+        "apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": name, "namespace": "pods", "annotations": {"keep.example/x": "1"}},
+        "spec": spec,
+    }));
+}
+
+#[test]
+fn nad_annotation_patches_only_its_key() {
+    let fx = Fixture::new();
+    let client = in_process(&fx);
+    nad(&fx, "net1", None);
+    annotate_nad_host_interface(&client, "pods", "net1", "G000000001001H").unwrap();
+    let stored = fx
+        .get("network-attachment-definitions", Some("pods"), "net1")
+        .unwrap();
+    assert_eq!(
+        stored["metadata"]["annotations"],
+        json!({"keep.example/x": "1", HOST_INTERFACE_ANNOTATION: "G000000001001H"})
+    );
+    let seen = fx.requests();
+    assert_eq!(
+        seen.last().unwrap().content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    let err = annotate_nad_host_interface(&client, "pods", "absent", "G000000001001H").unwrap_err();
+    assert!(err.is_not_found());
+}
+
+#[test]
+fn chain_completeness_is_checked_on_the_nad() {
+    let fx = Fixture::new();
+    let client = in_process(&fx);
+    let chain = |types: &[&str]| {
+        let plugins: Vec<Value> = types.iter().map(|t| json!({"type": t})).collect();
+        Some(json!({"cniVersion": "1.1.0", "name": "n", "plugins": plugins}))
+    };
+    nad(
+        &fx,
+        "good",
+        chain(&["galactic-cni", "galactic-route", "galactic-bgp"]),
+    );
+    nad(&fx, "bad", chain(&["galactic-cni", "galactic-route"]));
+    nad(&fx, "empty", None);
+    verify_chain_complete(&client, "pods", "good").unwrap();
+    for name in ["bad", "empty"] {
+        let err = verify_chain_complete(&client, "pods", name).unwrap_err();
+        let cni = galactic_core::cni::CniError::from(err);
+        assert_eq!(cni.code, galactic_core::cni::Code::INVALID_CONFIG, "{cni}");
+        assert!(cni.msg.contains(&format!("pods/{name}")), "{cni}");
+    }
+    assert!(verify_chain_complete(&client, "pods", "absent")
+        .unwrap_err()
+        .is_not_found());
+}
+
+#[test]
+fn node_name_is_detected_from_internal_ips() {
+    let fx = Fixture::new();
+    let client = in_process(&fx);
+    let node = |name: &str, ip: &str| {
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+               "status": {"addresses": [{"type": "InternalIP", "address": ip}]}})
+    };
+    fx.insert(node("elsewhere", "192.0.2.7"));
+    let local = galactic_core::kube::local_addresses().unwrap();
+    assert!(matches!(
+        detect_node_name(&client, &local),
+        Err(KubeError::NodeNotDetected(_))
+    ));
+    fx.insert(node("here", "127.0.0.1"));
+    assert_eq!(detect_node_name(&client, &local).unwrap(), "here");
+    assert!(fx
+        .requests()
+        .iter()
+        .all(|r| r.path == "/api/v1/nodes" && r.method == "GET"));
+}
