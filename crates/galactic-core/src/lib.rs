@@ -3,6 +3,9 @@
 //! - [`cni`]: the CNI protocol (1.0.0/1.1.0): command dispatch, environment, configuration envelope,
 //!   results, error codes and IPAM delegation by exec.
 //! - [`ident`]: VPC and attachment identifiers, base62/hex codecs, interface and resource names.
+//! - [`ip`]: the address family and assigned-address types both families share.
+//! - [`plugins`]: the chain's plugin names and their roles.
+//! - [`state`]: node-local state files (one reader, one atomic writer).
 //! - [`config`]: the node-level configuration and its resolution order.
 //! - [`log`]: JSON-lines logging to the node's log file.
 //! - [`rollback`]: the undo stack every ADD uses.
@@ -17,9 +20,12 @@ pub mod cni;
 pub mod config;
 pub mod failpoint;
 pub mod ident;
+pub mod ip;
 pub mod lockfile;
 pub mod log;
+pub mod plugins;
 pub mod rollback;
+pub mod state;
 
 #[cfg(feature = "kube")]
 pub mod kube;

@@ -20,7 +20,8 @@
 //! fields), then `static_ip`, then pools. With no pool and `GALACTIC_IPAM_ENABLE_LOCAL_IPAM=true`
 //! the pool `fd00:10:ff01::/64` is used.
 
-use crate::pool::{Family, Pool, PoolError};
+use crate::pool::{Pool, PoolError};
+use galactic_core::ip::{Assignment, Family};
 use ipnetwork::IpNetwork;
 use serde_json::Value;
 use std::net::{IpAddr, Ipv6Addr};
@@ -65,20 +66,11 @@ pub struct StoreSettings {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
     /// Pre-decided addresses (IPv6 first); nothing stored.
-    Addresses(Vec<FixedAddress>),
+    Addresses(Vec<Assignment>),
     /// One IPv6 address as /64; nothing stored.
     Static(Ipv6Addr),
     /// Pools, IPv6 first; at least one.
     Pools(Vec<Pool>),
-}
-
-/// One `addresses` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FixedAddress {
-    /// Address with its prefix length (host bits kept).
-    pub address: IpNetwork,
-    /// Optional gateway of the same family.
-    pub gateway: Option<IpAddr>,
 }
 
 /// A config that cannot be used; every variant is CNI code 7.

@@ -5,10 +5,11 @@
 //! store paths); whatever the legacy readers accept imports into a store that `verify` finds
 //! consistent. Seeds: `fuzz/corpus/<target>/`.
 
+use galactic_core::cni::ErrorCode;
+use galactic_core::ip::Family;
 use galactic_ipam::config::{self, Context, Mode};
 use galactic_ipam::error::IpamError;
 use galactic_ipam::legacy;
-use galactic_ipam::pool::Family;
 use galactic_ipam::store::{LegacyRecord, Store};
 use galactic_testkit::fuzz::proptest::prelude::*;
 use galactic_testkit::fuzz::proptest::test_runner::TestCaseError;
@@ -40,7 +41,7 @@ fn ipam_block() {
             match config::parse(&conf, ctx) {
                 Ok(parsed) => coherent(&conf, &parsed)?,
                 Err(e) => {
-                    let err = IpamError::from(e).into_cni();
+                    let err = IpamError::from(e).to_cni();
                     prop_assert_eq!(err.code.0, 7, "config errors are code 7: {:?}", err);
                     assert_cni_error(&err)?;
                 }

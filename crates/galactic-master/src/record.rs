@@ -11,7 +11,9 @@
 //! ```
 //! Keyed by host interface, which is unique per (VPC, attachment) on the node.
 
-use galactic_core::net::{state, NetError};
+use galactic_core::log;
+use galactic_core::net::NetError;
+use galactic_core::state;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -76,22 +78,22 @@ impl Records {
 
     /// The record of a host interface.
     pub fn get(&self, host_ifname: &str) -> Result<Option<Record>, NetError> {
-        state::read_json(&self.path(host_ifname))
+        Ok(state::read_json(&self.path(host_ifname))?)
     }
 
     /// Writes (or replaces) a record atomically.
     pub fn put(&self, record: &Record) -> Result<(), NetError> {
-        state::write_json_atomic(&self.path(&record.host_ifname), record)
+        Ok(state::write_json(&self.path(&record.host_ifname), record)?)
     }
 
     /// Removes a record; a missing one is success.
     pub fn remove(&self, host_ifname: &str) -> Result<(), NetError> {
-        state::remove(&self.path(host_ifname))
+        Ok(state::remove(&self.path(host_ifname))?)
     }
 
     /// Removes what writers killed mid-write left behind (GC).
     pub fn sweep_temporaries(&self) -> Result<usize, NetError> {
-        state::sweep_temporaries(&self.dir)
+        Ok(state::sweep_temporaries(&self.dir)?)
     }
 
     /// Every record (unreadable ones are skipped with a warning: they must not stop GC).
@@ -100,7 +102,7 @@ impl Records {
         for path in state::json_files(&self.dir, "")? {
             match state::read_json::<Record>(&path) {
                 Ok(record) => out.extend(record),
-                Err(e) => galactic_core::log::warn(
+                Err(e) => log::warn(
                     "skipping unreadable attachment record",
                     serde_json::json!({"err": e.to_string()}),
                 ),

@@ -4,9 +4,11 @@
 //! tap). Property: no panic, and every refusal is a CNI error with a known code and a message.
 //! Seeds: `fuzz/corpus/<target>/`; budget and replay: `galactic_testkit::fuzz`.
 
+use galactic_core::cni::ErrorCode;
 use galactic_core::cni::{CniArgs, CniEnv, Command, NetConf, Request};
 use galactic_core::config::NodeConfig;
 use galactic_master::conf::MasterConf;
+use galactic_master::MasterError;
 use galactic_testkit::fuzz::proptest::prelude::*;
 use galactic_testkit::fuzz::proptest::test_runner::TestCaseError;
 use galactic_testkit::fuzz::{self, assert_cni_error, mutations};
@@ -175,7 +177,7 @@ fn master_stanza() {
             Ok(req) => req,
             Err(e) => return assert_cni_error(&e),
         };
-        match MasterConf::parse(&req) {
+        match MasterConf::parse(&req.conf.raw) {
             Ok(conf) => {
                 prop_assert!(conf.host_ifname().len() <= 15, "host ifname over 15 bytes");
                 if let Some(mtu) = conf.mtu {
@@ -187,6 +189,7 @@ fn master_stanza() {
                 Ok(())
             }
             Err(e) => {
+                let e = MasterError::from(e).to_cni();
                 prop_assert_eq!(e.code.0, 7, "stanza errors are code 7: {:?}", e);
                 assert_cni_error(&e)
             }

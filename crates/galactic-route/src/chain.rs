@@ -55,6 +55,7 @@ pub fn host_interface(conf: &RouteConf, prev: &CniResult) -> Result<String, Rout
 #[cfg(test)]
 mod tests {
     use super::*;
+    use galactic_core::cni::ErrorCode;
     use serde_json::json;
 
     fn conf() -> RouteConf {

@@ -1,10 +1,11 @@
 //! The plugin's error type, mapped to CNI codes only at the edge ([`RouteError::into_cni`]).
 
 use crate::conf::StanzaError;
-use galactic_core::cni::{CniError, Code};
+use galactic_core::cni::{CniError, Code, ErrorCode};
+use galactic_core::failpoint::Injected;
 use galactic_core::lockfile::LockError;
 use galactic_core::net::NetError;
-use std::path::PathBuf;
+use galactic_core::state::StateError;
 
 /// Everything that can stop an operation of this plugin.
 #[derive(Debug, thiserror::Error)]
@@ -12,10 +13,15 @@ pub enum RouteError {
     /// The stanza is invalid (code 7).
     #[error(transparent)]
     Stanza(#[from] StanzaError),
-    /// A protocol-level error that already carries its code (a malformed `prevResult`, an
-    /// armed failpoint).
+    /// A protocol-level error that already carries its code (a malformed `prevResult`).
     #[error(transparent)]
     Cni(#[from] CniError),
+    /// STATUS: the node cannot service ADD (code 50).
+    #[error(transparent)]
+    NotReady(#[from] galactic_core::net::NodeNotReady),
+    /// A failure point armed by a test (debug builds only; code 999).
+    #[error(transparent)]
+    Injected(#[from] Injected),
     /// ADD/CHECK without `prevResult` (code 6).
     #[error(
         "no prevResult: galactic-route must follow a master plugin (galactic-cni or \
@@ -82,16 +88,8 @@ pub enum RouteError {
         source: NetError,
     },
     /// The ownership record cannot be read or written (code 5).
-    #[error("{what} {}: {source}", path.display())]
-    Record {
-        /// What was being done.
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The failure.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Record(#[from] StateError),
     /// The per-VPC lock of the route records (code 11 on timeout, else 5).
     #[error(transparent)]
     Lock(#[from] LockError),
@@ -108,9 +106,8 @@ pub fn net(what: &'static str) -> impl FnOnce(NetError) -> RouteError {
     move |source| RouteError::Net { what, source }
 }
 
-impl RouteError {
-    /// The CNI code of this error.
-    pub fn code(&self) -> Code {
+impl ErrorCode for RouteError {
+    fn code(&self) -> Code {
         match self {
             Self::Stanza(_)
             | Self::NoDomain { .. }
@@ -127,17 +124,25 @@ impl RouteError {
             Self::CheckFailed(_) => Code::CHECK_FAILED,
             Self::Install { .. }
             | Self::Net { .. }
-            | Self::Record { .. }
+            | Self::Record(_)
             | Self::Lock(_)
             | Self::GcIncomplete(_) => Code::IO,
+            Self::NotReady(_) => Code::NOT_AVAILABLE,
+            Self::Injected(_) => Code::INTERNAL,
         }
     }
 
-    /// The CNI error the runtime sees.
-    pub fn into_cni(self) -> CniError {
+    fn message(&self) -> String {
         match self {
-            Self::Cni(e) => e,
-            other => CniError::new(other.code(), other.to_string()),
+            Self::Cni(e) => e.msg.clone(),
+            other => other.to_string(),
+        }
+    }
+
+    fn details(&self) -> Option<String> {
+        match self {
+            Self::Cni(e) => e.details.clone(),
+            _ => None,
         }
     }
 }
@@ -195,13 +200,13 @@ mod tests {
         ];
         for (err, code) in cases {
             assert_eq!(err.code(), Code(code), "{err}");
-            assert_eq!(err.into_cni().code, Code(code));
+            assert_eq!(err.to_cni().code, Code(code));
         }
     }
 
     #[test]
     fn the_missing_prev_result_message_says_what_to_do() {
-        let msg = RouteError::NoPrevResult.into_cni().msg;
+        let msg = RouteError::NoPrevResult.to_cni().msg;
         assert!(msg.contains("must follow a master plugin"), "{msg}");
     }
 }

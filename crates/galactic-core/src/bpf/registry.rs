@@ -34,6 +34,7 @@ use super::usid::Usid;
 use super::BpfError;
 use crate::lockfile;
 use crate::net::netlink::{format_mac, parse_mac};
+use crate::state;
 use aya::maps::MapError;
 use ipnetwork::IpNetwork;
 use serde::{Deserialize, Serialize};
@@ -189,41 +190,20 @@ pub fn read_nat66_record(state_dir: &Path, table_id: u32) -> Result<Option<Nat66
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, BpfError> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| io(format!("parse {}", path.display()))(std::io::Error::other(e))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(io(format!("read {}", path.display()))(e)),
-    }
+    Ok(state::read_json(path)?)
 }
 
 fn write_record(state_dir: &Path, record: &AttachmentRecord) -> Result<(), BpfError> {
     write_json(&record_path(state_dir, &record.host_ifname), record)
 }
 
+/// Writes a record (the registration lock is held: temporaries of `path` are killed writers').
 fn write_json<T: Serialize>(path: &Path, record: &T) -> Result<(), BpfError> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
-    }
-    let tmp = path.with_extension(format!("json.tmp.{}", std::process::id()));
-    let bytes = serde_json::to_vec(record)
-        .map_err(|e| io("encode record".into())(std::io::Error::other(e)))?;
-    std::fs::write(&tmp, bytes).map_err(io(format!("write {}", tmp.display())))?;
-    std::fs::rename(&tmp, path).map_err(io(format!("rename to {}", path.display())))
+    Ok(state::write_json(path, record)?)
 }
 
 fn remove_record(state_dir: &Path, host_ifname: &str) -> Result<(), BpfError> {
-    remove_file(&record_path(state_dir, host_ifname))
-}
-
-fn remove_file(path: &Path) -> Result<(), BpfError> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(io(format!("remove {}", path.display()))(e))
-        }
-        _ => Ok(()),
-    }
+    Ok(state::remove(&record_path(state_dir, host_ifname))?)
 }
 
 /// Every registration record (unparseable ones are skipped: they must not stop GC).
@@ -476,7 +456,7 @@ fn release_nat66(state_dir: &Path, table_id: u32) -> Result<(), BpfError> {
         Err(BpfError::NotLoaded { .. }) => {}
         other => other?,
     }
-    remove_file(&nat66_path(state_dir, table_id))
+    Ok(state::remove(&nat66_path(state_dir, table_id))?)
 }
 
 fn remove_nat66_row(record: &Nat66Record) -> Result<(), BpfError> {
@@ -590,7 +570,7 @@ pub fn sweep_attachments(
     }
     // What writers killed between their write and their rename left behind.
     for dir in [records_dir(state_dir), nat66_dir(state_dir)] {
-        if let Err(e) = crate::net::state::sweep_temporaries(&dir) {
+        if let Err(e) = crate::state::sweep_temporaries(&dir) {
             first_error.get_or_insert(io(format!("sweep {}", dir.display()))(
                 std::io::Error::other(e),
             ));

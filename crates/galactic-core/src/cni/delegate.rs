@@ -6,7 +6,7 @@
 //! unchanged (a delegate's 11 stays 11). Its stderr is forwarded to ours.
 
 use super::env::Command;
-use super::error::{CniError, Code};
+use super::error::{CniError, Code, ErrorCode};
 use super::result::CniResult;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -24,6 +24,90 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 const TEXT_BUSY_RETRIES: u32 = 5;
 const TEXT_BUSY_PAUSE: Duration = Duration::from_millis(200);
 
+/// Why a delegate call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DelegateError {
+    /// The plugin type is not a plain binary name (code 7).
+    #[error("plugin type {name:?} must be a plain binary name (no '/')")]
+    NotAName {
+        /// The type as configured.
+        name: String,
+    },
+    /// No executable of that name in `CNI_PATH` (code 7).
+    #[error("delegate plugin {name:?} was not found in CNI_PATH [{}]; install it there", dirs.join(", "))]
+    NotFound {
+        /// The plugin type.
+        name: String,
+        /// The directories searched.
+        dirs: Vec<String>,
+    },
+    /// The binary could not be started (code 5).
+    #[error("cannot run delegate {}: {source}", binary.display())]
+    Spawn {
+        /// The binary.
+        binary: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for the delegate failed (code 5).
+    #[error("waiting for delegate {}: {source}", binary.display())]
+    Wait {
+        /// The binary.
+        binary: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The delegate did not finish in time and was stopped (code 11: the runtime retries).
+    #[error("delegate {} did not finish {command} within {}; it was stopped", binary.display(), humantime::format_duration(*timeout))]
+    Timeout {
+        /// The binary.
+        binary: PathBuf,
+        /// The verb.
+        command: Command,
+        /// The bound.
+        timeout: Duration,
+    },
+    /// The delegate answered ADD with nothing (code 6).
+    #[error("delegate plugin {name:?} returned no result for ADD")]
+    NoResult {
+        /// The plugin type.
+        name: String,
+    },
+    /// The delegate's ADD result does not parse (code 6).
+    #[error("delegate plugin {name:?} returned an invalid result: {source}")]
+    BadResult {
+        /// The plugin type.
+        name: String,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The delegate failed: its own CNI error (or one built from its exit status and stderr),
+    /// passed through unchanged.
+    #[error("{}", .0.msg)]
+    Failed(CniError),
+}
+
+impl ErrorCode for DelegateError {
+    fn code(&self) -> Code {
+        match self {
+            Self::NotAName { .. } | Self::NotFound { .. } => Code::INVALID_CONFIG,
+            Self::Spawn { .. } | Self::Wait { .. } => Code::IO,
+            Self::Timeout { .. } => Code::TRY_AGAIN_LATER,
+            Self::NoResult { .. } | Self::BadResult { .. } => Code::DECODE,
+            Self::Failed(e) => e.code,
+        }
+    }
+    fn details(&self) -> Option<String> {
+        match self {
+            Self::Failed(e) => e.details.clone(),
+            _ => None,
+        }
+    }
+}
+
 /// A delegate to exec: its name and where to look for it.
 #[derive(Debug, Clone)]
 pub struct Delegate<'a> {
@@ -35,64 +119,75 @@ pub struct Delegate<'a> {
     pub timeout: Duration,
 }
 
-impl Delegate<'_> {
+impl<'a> Delegate<'a> {
+    /// The delegate `plugin_type`, looked up in `search_path`, bounded by [`DEFAULT_TIMEOUT`].
+    pub fn new(plugin_type: &'a str, search_path: &'a [PathBuf]) -> Self {
+        Self {
+            plugin_type,
+            search_path,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
     /// Finds the delegate's binary: a plain name (no `/`) naming a regular, executable file in
     /// one of the search directories.
-    pub fn find(&self) -> Result<PathBuf, CniError> {
+    pub fn find(&self) -> Result<PathBuf, DelegateError> {
         let name = self.plugin_type;
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            return Err(CniError::invalid_config(format!(
-                "plugin type {name:?} must be a plain binary name (no '/')"
-            )));
+            return Err(DelegateError::NotAName { name: name.into() });
         }
         self.search_path
             .iter()
             .map(|dir| dir.join(name))
             .find(|candidate| is_executable_file(candidate))
-            .ok_or_else(|| {
-                let dirs: Vec<String> = self
+            .ok_or_else(|| DelegateError::NotFound {
+                name: name.into(),
+                dirs: self
                     .search_path
                     .iter()
                     .map(|d| d.display().to_string())
-                    .collect();
-                CniError::invalid_config(format!(
-                    "delegate plugin {name:?} was not found in CNI_PATH [{}]; install it there",
-                    dirs.join(", ")
-                ))
+                    .collect(),
             })
     }
 
     /// ADD: the delegate's result. Empty output is a decode error (an IPAM ADD must answer).
-    pub fn add(&self, stdin: &[u8]) -> Result<CniResult, CniError> {
+    pub fn add(&self, stdin: &[u8]) -> Result<CniResult, DelegateError> {
         let stdout = self.exec(&[], Command::Add, stdin)?;
         if stdout.iter().all(u8::is_ascii_whitespace) {
-            return Err(CniError::decode(format!(
-                "delegate plugin {:?} returned no result for ADD",
-                self.plugin_type
-            )));
+            return Err(DelegateError::NoResult {
+                name: self.plugin_type.into(),
+            });
         }
-        serde_json::from_slice(&stdout).map_err(|e| {
-            CniError::decode(format!(
-                "delegate plugin {:?} returned an invalid result: {e}",
-                self.plugin_type
-            ))
+        serde_json::from_slice(&stdout).map_err(|source| DelegateError::BadResult {
+            name: self.plugin_type.into(),
+            source,
         })
     }
 
     /// DEL, CHECK, STATUS or GC: success unless the delegate fails; its output is ignored.
-    pub fn call(&self, command: Command, stdin: &[u8]) -> Result<(), CniError> {
+    pub fn call(&self, command: Command, stdin: &[u8]) -> Result<(), DelegateError> {
         self.exec(&[], command, stdin).map(drop)
     }
 
     /// A step another plugin binary performs for this one (`args` name it, e.g. the NAD calls
     /// galactic-bgp makes for the masters): same environment and stdin as a delegate call,
     /// success unless it fails, its error passed through unchanged.
-    pub fn call_step(&self, args: &[&str], command: Command, stdin: &[u8]) -> Result<(), CniError> {
+    pub fn call_step(
+        &self,
+        args: &[&str],
+        command: Command,
+        stdin: &[u8],
+    ) -> Result<(), DelegateError> {
         self.exec(args, command, stdin).map(drop)
     }
 
     /// Runs the delegate once and returns its stdout when it exits 0.
-    fn exec(&self, args: &[&str], command: Command, stdin: &[u8]) -> Result<Vec<u8>, CniError> {
+    fn exec(
+        &self,
+        args: &[&str],
+        command: Command,
+        stdin: &[u8],
+    ) -> Result<Vec<u8>, DelegateError> {
         let binary = self.find()?;
         let output = run_bounded(&binary, args, command, stdin, self.timeout)?;
         // Forward the delegate's diagnostics to our stderr (C77); the runtime keeps it.
@@ -100,7 +195,11 @@ impl Delegate<'_> {
         if output.status.success() {
             return Ok(output.stdout);
         }
-        Err(delegate_error(self.plugin_type, command, &output))
+        Err(DelegateError::Failed(delegate_error(
+            self.plugin_type,
+            command,
+            &output,
+        )))
     }
 }
 
@@ -115,7 +214,7 @@ fn run_bounded(
     command: Command,
     stdin: &[u8],
     timeout: Duration,
-) -> Result<Output, CniError> {
+) -> Result<Output, DelegateError> {
     let mut child = spawn_retrying(binary, args, command)?;
     let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
     let input = child.stdin.take();
@@ -131,16 +230,18 @@ fn run_bounded(
         let _ = tx.send(child.wait_with_output());
     });
     let outcome = match rx.recv_timeout(timeout) {
-        Ok(result) => result
-            .map_err(|e| CniError::io(format!("waiting for delegate {}: {e}", binary.display()))),
+        Ok(result) => result.map_err(|source| DelegateError::Wait {
+            binary: binary.into(),
+            source,
+        }),
         Err(_) => {
             // The child is not reaped until the waiter returns, so the pid cannot be reused yet.
             let _ = kill(pid, Signal::SIGKILL);
-            Err(CniError::try_again_later(format!(
-                "delegate {} did not finish {command} within {:?}; it was stopped",
-                binary.display(),
-                timeout
-            )))
+            Err(DelegateError::Timeout {
+                binary: binary.into(),
+                command,
+                timeout,
+            })
         }
     };
     let _ = waiter.join();
@@ -152,7 +253,7 @@ fn spawn_retrying(
     binary: &Path,
     args: &[&str],
     command: Command,
-) -> Result<std::process::Child, CniError> {
+) -> Result<std::process::Child, DelegateError> {
     let mut attempt = 0;
     loop {
         let spawned = Process::new(binary)
@@ -168,11 +269,11 @@ fn spawn_retrying(
                 attempt += 1;
                 std::thread::sleep(TEXT_BUSY_PAUSE);
             }
-            Err(e) => {
-                return Err(CniError::io(format!(
-                    "cannot run delegate {}: {e}",
-                    binary.display()
-                )))
+            Err(source) => {
+                return Err(DelegateError::Spawn {
+                    binary: binary.into(),
+                    source,
+                })
             }
         }
     }

@@ -257,6 +257,13 @@ impl CniEnv {
         })
     }
 
+    /// `CNI_NETNS` of ADD or CHECK (present by construction).
+    pub fn netns_path(&self) -> Result<&PathBuf, CniError> {
+        self.netns
+            .as_ref()
+            .ok_or_else(|| CniError::invalid_env(format!("{} requires CNI_NETNS", self.command)))
+    }
+
     /// The interface name of a per-attachment command (present by construction).
     pub fn ifname(&self) -> Result<&IfName, CniError> {
         self.ifname

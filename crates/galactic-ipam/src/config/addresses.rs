@@ -1,15 +1,16 @@
 //! The `addresses` mode: pre-decided addresses, validated as upstream does (§5.2).
 
-use super::{cidr, str_field, ConfigError, FixedAddress};
-use crate::pool::Family;
+use super::{cidr, str_field, ConfigError};
+use galactic_core::ip::Assignment;
+use galactic_core::ip::Family;
 use serde_json::Value;
 use std::net::IpAddr;
 
 const ADDRESS_HINT: &str = " (an explicit prefix length is required)";
 
 /// Validates the entries; the result is ordered IPv6 first.
-pub(super) fn parse(entries: &[Value]) -> Result<Vec<FixedAddress>, ConfigError> {
-    let mut out: Vec<FixedAddress> = Vec::new();
+pub(super) fn parse(entries: &[Value]) -> Result<Vec<Assignment>, ConfigError> {
+    let mut out: Vec<Assignment> = Vec::new();
     for entry in entries {
         let fixed = entry_of(entry)?;
         let family = Family::of(fixed.address.ip());
@@ -25,7 +26,7 @@ pub(super) fn parse(entries: &[Value]) -> Result<Vec<FixedAddress>, ConfigError>
     Ok(out)
 }
 
-fn entry_of(entry: &Value) -> Result<FixedAddress, ConfigError> {
+fn entry_of(entry: &Value) -> Result<Assignment, ConfigError> {
     if !entry.is_object() {
         return Err(ConfigError::WrongType {
             field: "addresses",
@@ -52,7 +53,7 @@ fn entry_of(entry: &Value) -> Result<FixedAddress, ConfigError> {
         None => None,
         Some(gw) => Some(gateway_of(gw, raw, address.ip())?),
     };
-    Ok(FixedAddress { address, gateway })
+    Ok(Assignment { address, gateway })
 }
 
 fn gateway_of(gw: &str, address: &str, ip: IpAddr) -> Result<IpAddr, ConfigError> {

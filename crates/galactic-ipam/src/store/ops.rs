@@ -4,7 +4,8 @@
 
 use super::span_codec::{decode, decode_index, encode, encode_index};
 use super::{legacy, sqlite, Store, StoreError};
-use crate::pool::{Family, Pool, Span};
+use crate::pool::{Pool, Span};
+use galactic_core::ip::Family;
 use ipnetwork::IpNetwork;
 use rusqlite::{params, OptionalExtension, Transaction};
 use std::collections::HashSet;

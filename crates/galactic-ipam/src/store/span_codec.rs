@@ -2,7 +2,7 @@
 //! (4 or 6) then the value as 16 big-endian bytes, so SQLite's `memcmp` order is numeric order
 //! within a family and the families never interleave.
 
-use crate::pool::Family;
+use galactic_core::ip::Family;
 
 /// Encoded length.
 pub const LEN: usize = 17;

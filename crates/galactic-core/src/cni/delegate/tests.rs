@@ -1,4 +1,5 @@
 use super::*;
+use crate::cni::ErrorCode;
 use std::os::unix::fs::PermissionsExt;
 
 /// Writes an executable shell script named `name` into `dir`.
@@ -64,8 +65,14 @@ fn the_delegates_error_code_reaches_the_caller_unchanged() {
         Command::Gc,
     ] {
         let err = match command {
-            Command::Add => delegate("busy-ipam", &path).add(b"{}").unwrap_err(),
-            other => delegate("busy-ipam", &path).call(other, b"{}").unwrap_err(),
+            Command::Add => delegate("busy-ipam", &path)
+                .add(b"{}")
+                .unwrap_err()
+                .to_cni(),
+            other => delegate("busy-ipam", &path)
+                .call(other, b"{}")
+                .unwrap_err()
+                .to_cni(),
         };
         assert_eq!(err.code, Code::TRY_AGAIN_LATER, "{command}");
         assert_eq!(err.msg, "store busy");
@@ -83,7 +90,7 @@ fn empty_output_is_success_for_del_and_check_but_not_add() {
         .call(Command::Check, b"{}")
         .unwrap();
     assert_eq!(
-        delegate("quiet", &path).add(b"{}").unwrap_err().code,
+        delegate("quiet", &path).add(b"{}").unwrap_err().code(),
         Code::DECODE
     );
 }
@@ -93,7 +100,10 @@ fn a_missing_or_unsafe_delegate_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("not-exec"), "x").unwrap();
     let path = vec![dir.path().to_path_buf()];
-    let err = delegate("galactic-ipam", &path).add(b"{}").unwrap_err();
+    let err = delegate("galactic-ipam", &path)
+        .add(b"{}")
+        .unwrap_err()
+        .to_cni();
     assert_eq!(err.code, Code::INVALID_CONFIG);
     assert!(
         err.msg.contains("galactic-ipam") && err.msg.contains("CNI_PATH"),
@@ -107,7 +117,7 @@ fn a_missing_or_unsafe_delegate_is_a_clear_error() {
     assert!(delegate("../bin/sh", &path)
         .find()
         .unwrap_err()
-        .msg
+        .to_string()
         .contains("plain"));
 }
 
@@ -118,7 +128,8 @@ fn a_crash_without_cni_output_carries_stderr() {
     let path = vec![dir.path().to_path_buf()];
     let err = delegate("crashy", &path)
         .call(Command::Del, b"{}")
-        .unwrap_err();
+        .unwrap_err()
+        .to_cni();
     assert_eq!(err.code, Code::INTERNAL);
     assert!(err.msg.contains("status 3"));
     assert_eq!(err.details.as_deref(), Some("segfault-ish"));
@@ -135,7 +146,7 @@ fn a_hung_delegate_is_stopped_with_try_again_later() {
         timeout: Duration::from_millis(300),
     };
     let started = std::time::Instant::now();
-    let err = d.call(Command::Check, b"{}").unwrap_err();
+    let err = d.call(Command::Check, b"{}").unwrap_err().to_cni();
     assert_eq!(err.code, Code::TRY_AGAIN_LATER);
     assert!(
         started.elapsed() < Duration::from_secs(10),
