@@ -42,21 +42,21 @@ struct Chain {
     stage_add: BTreeMap<String, Vec<Duration>>,
 }
 
-/// `--iterations N` and `--master-only` (our chain without route and bgp).
-fn option(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
+/// `cargo xtask bench-chain [--iterations N] [--master-only]`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Attachments per chain
+    #[arg(long, value_name = "N", default_value_t = ITERATIONS)]
+    pub iterations: usize,
+    /// Our chain without galactic-route and galactic-bgp (the master with its IPAM only)
+    #[arg(long)]
+    pub master_only: bool,
 }
 
-pub fn run(args: &[String]) -> Result<()> {
+pub fn run(args: &Args) -> Result<()> {
     proc::build_probe()?;
-    let iterations = option(args, "--iterations")
-        .map(|n| n.parse())
-        .transpose()?
-        .unwrap_or(ITERATIONS);
-    let master_only = args.iter().any(|a| a == "--master-only");
+    let iterations = args.iterations;
+    let master_only = args.master_only;
     let ours = crate::stage::build_release()?;
     let reference = reference_plugins()?;
     let work = tempfile::tempdir()?;

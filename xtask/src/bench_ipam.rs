@@ -21,6 +21,25 @@ const NETWORK: &str = "bench";
 const HOST_LOCAL: &str = "/usr/lib/cni/host-local";
 const CONCURRENCY: usize = 32;
 
+/// `cargo xtask bench-ipam [--samples N] [--budget-ms MS] [--levels L,...]`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Samples per cell (at least 5 are always taken)
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub samples: usize,
+    /// Time cap per cell, in milliseconds
+    #[arg(long = "budget-ms", value_name = "MS", default_value_t = 4000)]
+    pub budget_ms: u64,
+    /// Live allocations to measure at, comma-separated
+    #[arg(
+        long,
+        value_name = "L,...",
+        value_delimiter = ',',
+        default_value = "0,1000,4000,16000,64000"
+    )]
+    pub levels: Vec<usize>,
+}
+
 struct Options {
     samples: usize,
     budget: Duration,
@@ -28,25 +47,12 @@ struct Options {
 }
 
 impl Options {
-    fn parse(args: &[String]) -> Result<Self> {
-        let mut opts = Self {
-            samples: 200,
-            budget: Duration::from_millis(4000),
-            levels: vec![0, 1000, 4000, 16000, 64000],
-        };
-        let mut it = args.iter();
-        while let Some(flag) = it.next() {
-            let value = it.next().with_context(|| format!("{flag} needs a value"))?;
-            match flag.as_str() {
-                "--samples" => opts.samples = value.parse()?,
-                "--budget-ms" => opts.budget = Duration::from_millis(value.parse()?),
-                "--levels" => {
-                    opts.levels = value.split(',').map(str::parse).collect::<Result<_, _>>()?
-                }
-                other => bail!("unknown option {other:?}"),
-            }
+    fn from_args(args: &Args) -> Self {
+        Self {
+            samples: args.samples,
+            budget: Duration::from_millis(args.budget_ms),
+            levels: args.levels.clone(),
         }
-        Ok(opts)
     }
 }
 
@@ -393,8 +399,8 @@ fn debian_tool(path: &str, package: &str) -> Option<PathBuf> {
 }
 
 /// Runs the benchmark and prints the Markdown table.
-pub fn run(args: &[String]) -> Result<()> {
-    let opts = Options::parse(args)?;
+pub fn run(args: &Args) -> Result<()> {
+    let opts = Options::from_args(args);
     let ours_bin = build_release()?;
     let tmp = tempfile::tempdir()?;
     let ours = Galactic {

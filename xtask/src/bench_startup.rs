@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 
 const RUNS: usize = 300;
 
-pub fn run(_args: &[String]) -> Result<()> {
+/// `cargo xtask bench-startup` (no options).
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: &Args) -> Result<()> {
     let bins = crate::stage::build_release()?;
     let node = tempfile::tempdir()?;
     let node_config = node.path().join("node.json");

@@ -51,45 +51,30 @@ pub const NETWORK: &str = "reliability";
 /// Most attachments alive at once.
 const MAX_LIVE: usize = 4;
 
-/// Parsed options.
-struct Options {
-    iterations: usize,
-    seconds: Option<u64>,
-    seed: u64,
+/// `cargo xtask crash-campaign [--iterations N] [--seconds S] [--seed HEX]`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Steps to run
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub iterations: usize,
+    /// Stop after S seconds even when steps remain
+    #[arg(long, value_name = "S")]
+    pub seconds: Option<u64>,
+    /// Random seed, hexadecimal with or without 0x (default: from the clock); a report names
+    /// its seed, so a campaign replays
+    #[arg(long, value_name = "HEX", value_parser = hex_seed)]
+    pub seed: Option<u64>,
 }
 
-fn option(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
+/// `--seed`: hexadecimal, `0x` optional.
+fn hex_seed(text: &str) -> Result<u64, String> {
+    u64::from_str_radix(text.trim_start_matches("0x"), 16)
+        .map_err(|e| format!("takes a hex number: {e}"))
 }
 
-fn parse_options(args: &[String]) -> Result<Options> {
-    let iterations = option(args, "--iterations")
-        .map(|n| n.parse())
-        .transpose()
-        .context("--iterations takes a number")?
-        .unwrap_or(200);
-    let seconds = option(args, "--seconds")
-        .map(|n| n.parse())
-        .transpose()
-        .context("--seconds takes a number")?;
-    let seed = option(args, "--seed")
-        .map(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16))
-        .transpose()
-        .context("--seed takes a hex number")?
-        .unwrap_or_else(Rng::time_seed);
-    Ok(Options {
-        iterations,
-        seconds,
-        seed,
-    })
-}
-
-pub fn run(args: &[String]) -> Result<()> {
-    let options = parse_options(args)?;
-    let report = campaign(options.iterations, options.seconds, options.seed)?;
+pub fn run(args: &Args) -> Result<()> {
+    let seed = args.seed.unwrap_or_else(Rng::time_seed);
+    let report = campaign(args.iterations, args.seconds, seed)?;
     report.print();
     report.verdict()
 }

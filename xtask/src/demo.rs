@@ -52,12 +52,20 @@ impl Drop for Scene {
     }
 }
 
-pub fn run(args: &[String]) -> Result<()> {
+/// `cargo xtask demo`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Build and stage release binaries (default: debug)
+    #[arg(long)]
+    pub release: bool,
+}
+
+pub fn run(args: &Args) -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
         bail!("the demo creates network namespaces: run it as root (sudo -E cargo xtask demo)");
     }
     install_interrupt_handler();
-    let release = args.iter().any(|a| a == "--release");
+    let release = args.release;
     let plugins = step("build and stage the plugins", || stage(release))?;
     let scene = Scene::new(plugins)?;
     let outcome = scene.play();

@@ -50,15 +50,6 @@ const ADDRESSING: [&str; 10] = [
     "legacy_dir",
 ];
 
-const HELP: &str = "\
-usage: cargo xtask lint-manifests [--bin-dir DIR] [PATH]...
-
-  Checks every NetworkAttachmentDefinition (*.yaml, *.yml) and conflist (*.conflist) under the
-  given paths (default: deploy/) with the plugins' own validation.
-
-  --bin-dir DIR   use the plugin binaries in DIR instead of building the workspace's
-";
-
 /// One problem, located.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
@@ -96,26 +87,27 @@ pub struct Report {
     pub findings: Vec<Finding>,
 }
 
+/// `cargo xtask lint-manifests [--bin-dir DIR] [PATH]...`: every NetworkAttachmentDefinition
+/// (*.yaml, *.yml) and conflist (*.conflist) under the given paths, checked with the plugins'
+/// own validation.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Use the plugin binaries in DIR instead of building the workspace's
+    #[arg(long, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+    /// Files or directories to check (default: deploy/)
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+}
+
 /// The command.
-pub fn run(args: &[String]) -> Result<()> {
-    let mut bin_dir: Option<PathBuf> = None;
-    let mut paths: Vec<PathBuf> = Vec::new();
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--bin-dir" => bin_dir = Some(it.next().context("--bin-dir needs a value")?.into()),
-            "-h" | "--help" => {
-                print!("{HELP}");
-                return Ok(());
-            }
-            other => paths.push(other.into()),
-        }
-    }
+pub fn run(args: &Args) -> Result<()> {
+    let mut paths = args.paths.clone();
     if paths.is_empty() {
         paths.push(crate::workspace_root().join("deploy"));
     }
-    let bin_dir = match bin_dir {
-        Some(dir) => dir,
+    let bin_dir = match &args.bin_dir {
+        Some(dir) => dir.clone(),
         None => build_plugins()?,
     };
     let report = lint(&paths, &bin_dir)?;

@@ -9,7 +9,7 @@
 
 use crate::crash::{unique_name, Lab, Netns, CHAIN, NETWORK};
 use crate::stats::median_p95;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,22 +87,19 @@ impl Report {
     }
 }
 
-fn option(args: &[String], name: &str) -> Result<Option<u64>> {
-    args.iter()
-        .position(|a| a == name)
-        .map(|i| {
-            args.get(i + 1)
-                .with_context(|| format!("{name} needs a value"))?
-                .parse::<u64>()
-                .with_context(|| format!("{name} takes a number"))
-        })
-        .transpose()
+/// `cargo xtask soak [--runtimes N] [--seconds S]`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Parallel runtimes (threads, each with its own pod namespace)
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub runtimes: usize,
+    /// Length of the loaded phase, in seconds
+    #[arg(long, value_name = "S", default_value_t = 30)]
+    pub seconds: u64,
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    let runtimes = option(args, "--runtimes")?.unwrap_or(32) as usize;
-    let seconds = option(args, "--seconds")?.unwrap_or(30);
-    let report = soak(runtimes, Duration::from_secs(seconds))?;
+pub fn run(args: &Args) -> Result<()> {
+    let report = soak(args.runtimes, Duration::from_secs(args.seconds))?;
     report.print();
     report.verdict()
 }
