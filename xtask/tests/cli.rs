@@ -55,6 +55,12 @@ impl Sandbox {
         Self { dir }
     }
 
+    /// Removes the shim of `command`, as on a machine without its package.
+    fn without(self, command: &str) -> Self {
+        std::fs::remove_file(self.path("bin").join(command)).unwrap();
+        self
+    }
+
     fn path(&self, sub: &str) -> std::path::PathBuf {
         self.dir.path().join(sub)
     }
@@ -199,4 +205,20 @@ fn test_hands_its_arguments_to_cargo_test() {
         let recorded = std::fs::read_to_string(sandbox.path("calls").join("cargo")).unwrap();
         assert_eq!(recorded.lines().collect::<Vec<_>>().join(" "), expected);
     }
+}
+
+#[test]
+fn demo_names_a_missing_package_before_it_builds_anything() {
+    let sandbox = Sandbox::new().without("nft");
+    let out = sandbox.xtask(&["demo"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("`nft` is not on PATH"), "{stderr}");
+    assert!(stderr.contains("apt-get install nftables"), "{stderr}");
+    assert!(!stderr.contains("iproute2"), "ip is there: {stderr}");
+    assert_eq!(
+        sandbox.traces(),
+        Vec::<String>::new(),
+        "nothing may run or be built"
+    );
 }

@@ -7,6 +7,11 @@
 //! results, DELs everything in reverse and verifies nothing is left. The plugins' "host" is a
 //! namespace of its own, so the machine's own routes, rules, sysctls and firewall are never
 //! touched. Ctrl-C stops at the next step and still cleans up.
+//!
+//! Before anything is built, [`preflight`] checks for root and every external command the demo
+//! needs, and names the Debian packages of those that are missing.
+
+mod preflight;
 
 use crate::proc;
 use anyhow::{bail, Context, Result};
@@ -61,9 +66,8 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    if !nix::unistd::geteuid().is_root() {
-        bail!("the demo creates network namespaces: run it as root (sudo -E cargo xtask demo)");
-    }
+    // Before anything is built: a build takes minutes and is wasted when `nft` is missing.
+    preflight::check_here()?;
     install_interrupt_handler();
     let release = args.release;
     let plugins = step("build and stage the plugins", || stage(release))?;
