@@ -10,14 +10,13 @@ mod bench_startup;
 mod bpf_maps;
 mod crash;
 mod crds;
+mod debian;
 mod demo;
 mod fuzz;
 mod manifests;
-mod proc;
 mod smoke;
 mod soak;
 mod stage;
-mod stats;
 mod test;
 
 use anyhow::Result;

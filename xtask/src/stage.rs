@@ -105,6 +105,21 @@ pub fn build_release() -> Result<PathBuf> {
     build(true)
 }
 
+/// Builds the `rss-probe` launcher next to this binary (it stays in xtask: a ptrace tool the
+/// benches start, built with xtask's own `cargo build`); returns its path.
+pub fn build_rss_probe() -> Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let ok = Command::new(cargo)
+        .current_dir(crate::workspace_root())
+        .args(["build", "--quiet", "-p", "xtask", "--bin", "rss-probe"])
+        .status()
+        .context("run cargo build")?;
+    if !ok.success() {
+        bail!("building rss-probe failed");
+    }
+    Ok(std::env::current_exe()?.with_file_name("rss-probe"))
+}
+
 /// Runs cargo for the plugin binaries; returns the directory holding them.
 pub fn build_plugins(release: bool) -> Result<PathBuf> {
     build(release)

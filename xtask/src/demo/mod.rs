@@ -10,13 +10,19 @@
 //!
 //! Before anything is built, [`preflight`] checks for root and every external command the demo
 //! needs, and names the Debian packages of those that are missing.
+//!
+//! The scene is the test kit's: the host is a [`Host`], the pods are [`Pod`]s (throwaway
+//! namespaces, deleted on drop whatever happens), and the chain runs through the test kit's
+//! libcni-faithful [`Runtime`].
 
 mod preflight;
+mod show;
 
-use crate::proc;
 use anyhow::{bail, Context, Result};
+use galactic_testkit::host::{Host, Pod};
+use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -26,7 +32,15 @@ extern "C" fn on_interrupt(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
-/// One demo pod: its namespace, VPC, attachment and chain.
+/// `cargo xtask demo`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Build and stage release binaries (default: debug)
+    #[arg(long)]
+    pub release: bool,
+}
+
+/// One demo pod: its name, VPC, attachment and chain.
 struct PodSpec {
     name: &'static str,
     vpc: &'static str,
@@ -41,40 +55,24 @@ struct Attached {
     result: Value,
 }
 
-/// Everything the demo created, removed on drop in any case.
-struct Scene {
-    work: tempfile::TempDir,
-    host: String,
-    pods: Vec<String>,
-    bins: PathBuf,
-}
-
-impl Drop for Scene {
-    fn drop(&mut self) {
-        for ns in self.pods.iter().chain(std::iter::once(&self.host)) {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
-/// `cargo xtask demo`.
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    /// Build and stage release binaries (default: debug)
-    #[arg(long)]
-    pub release: bool,
+/// The pods and the runtime attaching them, on a throwaway host.
+struct Scene<'a> {
+    host: &'a Host,
+    runtime: Runtime<'a>,
+    pods: Vec<Pod>,
 }
 
 pub fn run(args: &Args) -> Result<()> {
     // Before anything is built: a build takes minutes and is wasted when `nft` is missing.
     preflight::check_here()?;
     install_interrupt_handler();
-    let release = args.release;
-    let plugins = step("build and stage the plugins", || stage(release))?;
-    let scene = Scene::new(plugins)?;
+    let plugins = step("build and stage the plugins", || stage(args.release))?;
+    let host = stage_host(&plugins)?;
+    let scene = Scene::new(&host);
     let outcome = scene.play();
     let cleanup = scene.teardown_check();
     drop(scene);
+    drop(host);
     outcome?;
     cleanup?;
     println!("\ndemo: PASS (everything it created is gone)");
@@ -97,6 +95,40 @@ fn stage(release: bool) -> Result<PathBuf> {
         bail!("build produced no galactic-cni in {}", dir.display());
     }
     Ok(dir)
+}
+
+/// The host namespace, the node (local publisher, `auto` routing domain, this node's router
+/// settings) and a bin dir with the plugins.
+fn stage_host(built: &Path) -> Result<Host> {
+    let host = Host::with_plugins_from(
+        "demo-host",
+        json!({"node_name": "demo-node", "routing_domain": "auto", "log_level": "info"}),
+        built,
+        &crate::stage::PLUGINS,
+    )?;
+    // This node's router settings, as a router on the node would read them.
+    let router = state(&host).join("bgp/galactic-system/bgprouters");
+    std::fs::create_dir_all(&router)?;
+    std::fs::write(
+        router.join("demo-router.json"),
+        json!({
+        "apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
+        "metadata": {"name": "demo-router", "namespace": "galactic-system"},
+        "spec": {"targetRef": {"kind": "Node", "name": "demo-node"}, "roles": ["tenant"],
+                 "localASN": 65000, "routerID": "192.0.2.1"}})
+        .to_string(),
+    )?;
+    println!(
+        "[PASS] staged {} plugins into {}",
+        crate::stage::PLUGINS.len(),
+        host.bin_dir.display()
+    );
+    Ok(host)
+}
+
+/// The node's state directory (the test node's `state_dir`).
+fn state(host: &Host) -> PathBuf {
+    host.path("state")
 }
 
 /// Prints one step with PASS/FAIL.
@@ -137,69 +169,25 @@ fn pod_specs() -> Vec<PodSpec> {
     ]
 }
 
-impl Scene {
-    fn new(built: PathBuf) -> Result<Self> {
-        let work = tempfile::tempdir()?;
-        let bins = work.path().join("opt/cni/bin");
-        std::fs::create_dir_all(&bins)?;
-        for plugin in crate::stage::PLUGINS {
-            std::fs::copy(built.join(plugin), bins.join(plugin))
-                .with_context(|| format!("stage {plugin}"))?;
-        }
-        let host = format!("galactic-demo-host-{}", std::process::id());
-        ip(&["netns", "add", &host])?;
-        ip(&["-n", &host, "link", "set", "lo", "up"])?;
-        let mut scene = Self {
-            work,
+impl<'a> Scene<'a> {
+    fn new(host: &'a Host) -> Self {
+        let pods = pod_specs()
+            .iter()
+            .map(|spec| Pod::new(&format!("demo-{}", spec.name)))
+            .collect();
+        Self {
             host,
-            pods: Vec::new(),
-            bins,
-        };
-        scene.write_node_config()?;
-        for spec in pod_specs() {
-            let ns = format!("galactic-demo-{}-{}", spec.name, std::process::id());
-            ip(&["netns", "add", &ns])?;
-            ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-            scene.pods.push(ns);
+            runtime: Runtime::on_host(host),
+            pods,
         }
-        println!(
-            "[PASS] staged {} plugins into {}",
-            crate::stage::PLUGINS.len(),
-            scene.bins.display()
-        );
-        Ok(scene)
     }
 
     fn state(&self) -> PathBuf {
-        self.work.path().join("var/lib/galactic")
+        state(self.host)
     }
 
-    fn node_config(&self) -> PathBuf {
-        self.work.path().join("etc/galactic/node.json")
-    }
-
-    fn write_node_config(&self) -> Result<()> {
-        let config = json!({"node_name": "demo-node", "publisher": "local", "routing_domain": "auto",
-            "state_dir": self.state(), "log_file": self.work.path().join("var/log/galactic/galactic-cni.log"),
-            "log_level": "info"});
-        std::fs::create_dir_all(self.node_config().parent().context("node config dir")?)?;
-        std::fs::write(self.node_config(), serde_json::to_string_pretty(&config)?)?;
-        // This node's router settings, as a router on the node would read them.
-        let router = self.state().join("bgp/galactic-system/bgprouters");
-        std::fs::create_dir_all(&router)?;
-        std::fs::write(
-            router.join("demo-router.json"),
-            json!({
-            "apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
-            "metadata": {"name": "demo-router", "namespace": "galactic-system"},
-            "spec": {"targetRef": {"kind": "Node", "name": "demo-node"}, "roles": ["tenant"],
-                     "localASN": 65000, "routerID": "192.0.2.1"}})
-            .to_string(),
-        )?;
-        Ok(())
-    }
-
-    fn chain(&self, spec: &PodSpec) -> Vec<Value> {
+    /// A pod's chain: master (with its IPAM) → route (when it terminates networks) → bgp.
+    fn conflist(&self, spec: &PodSpec) -> Conflist {
         let mut ipam = spec.ipam.clone();
         ipam["data_dir"] = json!(self.state().join("ipam"));
         let mut chain = vec![
@@ -209,80 +197,38 @@ impl Scene {
             chain.push(json!({"type": "galactic-route", "vpc": spec.vpc, "vpcattachment": spec.att, "terminations": t}));
         }
         chain.push(json!({"type": "galactic-bgp", "vpc": spec.vpc, "vpcattachment": spec.att}));
-        chain
+        Conflist {
+            version: "1.1.0".into(),
+            name: format!("vpc-{}", spec.vpc.to_ascii_lowercase()),
+            plugins: chain,
+        }
     }
 
-    /// Runs one plugin of a pod's chain.
-    fn call(
-        &self,
-        i: usize,
-        spec: &PodSpec,
-        stanza: &Value,
-        command: &str,
-        prev: Option<&Value>,
-    ) -> Result<Value> {
-        let mut conf = stanza.clone();
-        conf["cniVersion"] = json!("1.1.0");
-        conf["name"] = json!(format!("vpc-{}", spec.vpc.to_ascii_lowercase()));
-        if let Some(prev) = prev {
-            conf["prevResult"] = prev.clone();
-        }
-        let plugin = stanza["type"].as_str().unwrap_or_default();
-        let env = vec![
-            ("CNI_COMMAND", command.to_owned()),
-            ("CNI_CONTAINERID", format!("demo-{}", spec.name)),
-            ("CNI_NETNS", format!("/var/run/netns/{}", self.pods[i])),
-            ("CNI_IFNAME", "eth0".to_owned()),
-            ("CNI_PATH", self.bins.display().to_string()),
-            (
-                "CNI_ARGS",
-                format!("K8S_POD_NAMESPACE=demo;K8S_POD_NAME={}", spec.name),
-            ),
-            (
-                "GALACTIC_CNI_NODE_CONFIG",
-                self.node_config().display().to_string(),
-            ),
+    /// Pod `i` as the runtime sees it, with the Kubernetes-style `CNI_ARGS` a kubelet sends.
+    fn attachment(&self, i: usize, spec: &PodSpec) -> Attachment {
+        let mut att = Attachment::of_pod(&self.pods[i]);
+        att.args = vec![
+            ("K8S_POD_NAMESPACE".into(), "demo".into()),
+            ("K8S_POD_NAME".into(), spec.name.into()),
         ];
-        let run = proc::run(
-            &[&self.bins.join(plugin)],
-            Some(&self.host),
-            &env,
-            conf.to_string().as_bytes(),
-        )?;
-        let out: Value = if run.stdout.iter().all(u8::is_ascii_whitespace) {
-            Value::Null
-        } else {
-            serde_json::from_slice(&run.stdout)?
-        };
-        if !run.status.success() {
-            bail!(
-                "{plugin} {command}: {}",
-                out["msg"].as_str().unwrap_or("failed")
-            );
-        }
-        Ok(out)
+        att
     }
 
     fn add(&self, i: usize, spec: PodSpec) -> Result<Attached> {
-        let mut prev: Option<Value> = None;
-        for stanza in self.chain(&spec) {
-            prev = Some(self.call(i, &spec, &stanza, "ADD", prev.as_ref())?);
-        }
-        Ok(Attached {
-            result: prev.unwrap_or(Value::Null),
-            spec,
-        })
+        let result = self
+            .runtime
+            .add(&self.conflist(&spec), &self.attachment(i, &spec))?;
+        Ok(Attached { spec, result })
     }
 
-    fn each(&self, i: usize, pod: &Attached, command: &str) -> Result<()> {
-        let mut chain = self.chain(&pod.spec);
-        if command == "DEL" {
-            chain.reverse();
-        }
-        for stanza in chain {
-            self.call(i, &pod.spec, &stanza, command, Some(&pod.result))?;
-        }
-        Ok(())
+    fn check(&self, i: usize, pod: &Attached) -> Result<()> {
+        let list = self.conflist(&pod.spec);
+        Ok(self.runtime.check(&list, &self.attachment(i, &pod.spec))?)
+    }
+
+    fn del(&self, i: usize, pod: &Attached) -> Result<()> {
+        let list = self.conflist(&pod.spec);
+        Ok(self.runtime.del(&list, &self.attachment(i, &pod.spec))?)
     }
 
     fn play(&self) -> Result<()> {
@@ -291,7 +237,7 @@ impl Scene {
         // DEL whatever was attached, in reverse, whatever happened above.
         let mut del_errors = Vec::new();
         for (i, pod) in attached.iter().enumerate().rev() {
-            if let Err(e) = self.each(i, pod, "DEL") {
+            if let Err(e) = self.del(i, pod) {
                 del_errors.push(format!("{}: {e}", pod.spec.name));
             }
         }
@@ -323,14 +269,14 @@ impl Scene {
             )?;
             attached.push(pod);
         }
-        print_addresses(attached);
+        show::addresses_table(attached);
         self.connectivity(attached)?;
-        self.show_table(&attached[0])?;
-        self.show_advertisements()?;
+        show::routing_table(self.host, &self.state(), &attached[0])?;
+        show::advertisements(&self.state())?;
         for (i, pod) in attached.iter().enumerate() {
             step(
                 &format!("CHECK {} (every plugin of its chain)", pod.spec.name),
-                || self.each(i, pod, "CHECK"),
+                || self.check(i, pod),
             )?;
         }
         Ok(())
@@ -343,27 +289,9 @@ impl Scene {
                 .into_iter()
                 .find(|p| p.vpc == vpc)
                 .context("a pod of the VPC")?;
-            let mut master = self.chain(&spec)[0].clone();
-            master["cni.dev/valid-attachments"] = json!([]);
-            master["cniVersion"] = json!("1.1.0");
-            master["name"] = json!(format!("vpc-{}", vpc.to_ascii_lowercase()));
-            let env = vec![
-                ("CNI_COMMAND", "GC".to_owned()),
-                ("CNI_PATH", self.bins.display().to_string()),
-                (
-                    "GALACTIC_CNI_NODE_CONFIG",
-                    self.node_config().display().to_string(),
-                ),
-            ];
-            let run = proc::run(
-                &[&self.bins.join("galactic-cni")],
-                Some(&self.host),
-                &env,
-                master.to_string().as_bytes(),
-            )?;
-            if !run.status.success() {
-                bail!("GC: {}", String::from_utf8_lossy(&run.stdout));
-            }
+            let mut master = self.conflist(&spec);
+            master.plugins.truncate(1);
+            self.runtime.gc(&master, &[])?;
         }
         let domains = std::fs::read_dir(self.state().join("routing"))?
             .flatten()
@@ -375,48 +303,9 @@ impl Scene {
         Ok(())
     }
 
-    fn ping(&self, from: usize, target: &str) -> bool {
-        let family = if target.contains(':') { "-6" } else { "-4" };
-        Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.pods[from],
-                "ping",
-                family,
-                "-c",
-                "1",
-                "-W",
-                "1",
-                target,
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }
-
     fn connectivity(&self, pods: &[Attached]) -> Result<()> {
-        println!(
-            "\n{:<10} {:<10} {:<26} {:<10} {:<10} result",
-            "from", "to", "address", "expected", "got"
-        );
-        let mut failures = 0;
         let checks = [(0, 1, true), (1, 0, true), (2, 0, false), (0, 2, false)];
-        for (from, to, expected) in checks {
-            for ip in addresses(&pods[to].result) {
-                let got = self.ping(from, &ip);
-                let ok = got == expected;
-                failures += usize::from(!ok);
-                println!(
-                    "{:<10} {:<10} {:<26} {:<10} {:<10} {}",
-                    pods[from].spec.name,
-                    pods[to].spec.name,
-                    ip,
-                    if expected { "reach" } else { "isolated" },
-                    if got { "reached" } else { "no reply" },
-                    if ok { "PASS" } else { "FAIL" }
-                );
-            }
-        }
+        let failures = show::connectivity(pods, &checks, |from, ip| self.pods[from].ping(ip));
         println!(
             "[{}] pods of one VPC talk; VPCs are isolated",
             if failures == 0 { "PASS" } else { "FAIL" }
@@ -427,84 +316,21 @@ impl Scene {
         Ok(())
     }
 
-    fn show_table(&self, pod: &Attached) -> Result<()> {
-        let vpc = galactic_core::ident::VpcId::parse(pod.spec.vpc)?;
-        let record = self.state().join(format!("routing/vpc-{}.json", vpc.hex()));
-        let domain: Value = serde_json::from_slice(&std::fs::read(record)?)?;
-        let table = domain["table"].to_string();
-        println!(
-            "\nVPC {} routing domain: backend {}, table {table}",
-            pod.spec.vpc, domain["backend"]
-        );
-        for family in ["-4", "-6"] {
-            let out = Command::new("ip")
-                .args(["-n", &self.host, family, "route", "show", "table", &table])
-                .output()?;
-            for line in String::from_utf8_lossy(&out.stdout).lines() {
-                println!("  {line}");
-            }
-        }
-        Ok(())
-    }
-
-    fn show_advertisements(&self) -> Result<()> {
-        let dir = self.state().join("bgp/galactic-system/bgpadvertisements");
-        println!("\n{:<16} {:<14} prefixes", "advertisement", "communities");
-        let mut entries: Vec<_> = std::fs::read_dir(&dir)
-            .with_context(|| format!("read {}", dir.display()))?
-            .flatten()
-            .collect();
-        entries.sort_by_key(|e| e.file_name());
-        for entry in entries {
-            let doc: Value = serde_json::from_slice(&std::fs::read(entry.path())?)?;
-            let list = |v: &Value| {
-                v.as_array()
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    })
-                    .unwrap_or_default()
-            };
-            println!(
-                "{:<16} {:<14} {}",
-                doc["metadata"]["name"].as_str().unwrap_or(""),
-                list(&doc["spec"]["communities"]),
-                list(&doc["spec"]["prefixes"])
-            );
-        }
-        Ok(())
-    }
-
     /// After DEL: no pod interface, no attachment record, no allocation, no rule for a pod.
     fn teardown_check(&self) -> Result<()> {
         step(
             "nothing is left: no interface, rule, record or allocation",
             || {
-                let links = Command::new("ip")
-                    .args(["-n", &self.host, "-o", "link", "show"])
-                    .output()?;
-                let leftover_links = String::from_utf8_lossy(&links.stdout)
-                    .lines()
-                    .filter(|l| l.contains(": G"))
-                    .count();
-                let rules = Command::new("ip")
-                    .args(["-n", &self.host, "rule", "show"])
-                    .output()?;
-                let leftover_rules = String::from_utf8_lossy(&rules.stdout)
-                    .lines()
-                    .filter(|l| l.contains("iif G"))
-                    .count();
+                let (_, links) = self.host.netns.try_ip(&["-o", "link", "show"]);
+                let leftover_links = links.lines().filter(|l| l.contains(": G")).count();
+                let (_, rules) = self.host.netns.try_ip(&["rule", "show"]);
+                let leftover_rules = rules.lines().filter(|l| l.contains("iif G")).count();
                 let records = std::fs::read_dir(self.state().join("attachments"))
                     .map(|d| d.count())
                     .unwrap_or(0);
-                let verify = Command::new(self.bins.join("galactic-ipam"))
-                    .args([
-                        "verify",
-                        "--data-dir",
-                        &self.state().join("ipam").display().to_string(),
-                    ])
+                let verify = Command::new(self.host.bin_dir.join("galactic-ipam"))
+                    .args(["verify", "--data-dir"])
+                    .arg(self.state().join("ipam"))
                     .output()?;
                 let report: Value = serde_json::from_slice(&verify.stdout).unwrap_or(Value::Null);
                 let leases = report["leases"].as_u64().unwrap_or(u64::MAX);
@@ -518,46 +344,4 @@ impl Scene {
             },
         )
     }
-}
-
-fn addresses(result: &Value) -> Vec<String> {
-    result["ips"]
-        .as_array()
-        .map(|ips| {
-            ips.iter()
-                .filter_map(|ip| ip["address"].as_str())
-                .map(|a| a.split('/').next().unwrap_or(a).to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn print_addresses(pods: &[Attached]) {
-    println!(
-        "\n{:<8} {:<4} {:<4} {:<16} {:<6} addresses",
-        "pod", "VPC", "att", "host interface", "iface"
-    );
-    for pod in pods {
-        let ips: Vec<&str> = pod.result["ips"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|i| i["address"].as_str()).collect())
-            .unwrap_or_default();
-        println!(
-            "{:<8} {:<4} {:<4} {:<16} {:<6} {}",
-            pod.spec.name,
-            pod.spec.vpc,
-            pod.spec.att,
-            pod.result["interfaces"][0]["name"].as_str().unwrap_or(""),
-            pod.result["interfaces"][1]["name"].as_str().unwrap_or(""),
-            ips.join(", ")
-        );
-    }
-}
-
-fn ip(args: &[&str]) -> Result<()> {
-    let status = Command::new("ip").args(args).status().context("run ip")?;
-    if !status.success() {
-        bail!("ip {} failed", args.join(" "));
-    }
-    Ok(())
 }
