@@ -13,7 +13,9 @@ use crate::TestNode;
 use nix::sched::{setns, CloneFlags};
 use serde_json::Value;
 use std::fs::File;
+use std::marker::PhantomData;
 use std::path::Path;
+use std::sync::MutexGuard;
 
 /// Why a bench or campaign could not run (its findings are reported, not errors).
 #[derive(Debug, thiserror::Error)]
@@ -108,6 +110,9 @@ pub fn require_root() -> Result<()> {
 /// it spawns meanwhile start there too.
 pub struct Entered {
     original: Option<File>,
+    /// Not `Send`: the namespace belongs to the thread that entered it, and only that thread
+    /// can leave it (shared references, e.g. to threads it spawns, are fine).
+    _thread_bound: PhantomData<MutexGuard<'static, ()>>,
 }
 
 impl Entered {
@@ -123,6 +128,7 @@ impl Entered {
         })?;
         Ok(Self {
             original: Some(original),
+            _thread_bound: PhantomData,
         })
     }
 }
