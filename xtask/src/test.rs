@@ -6,13 +6,38 @@
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-pub fn run(args: &[String]) -> Result<()> {
+/// `cargo xtask test [CARGO_TEST_ARGS]... [-- TEST_BINARY_ARGS...]`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Passed on to `cargo test --workspace --all-targets` as given, e.g. `--no-fail-fast` or
+    /// `-p galactic-ipam`
+    #[arg(allow_hyphen_values = true, value_name = "CARGO_TEST_ARGS")]
+    pub cargo_test_args: Vec<String>,
+    /// After `--`: passed on to the test binaries, e.g. `-- --test-threads 1`
+    #[arg(last = true, value_name = "TEST_BINARY_ARGS")]
+    pub test_binary_args: Vec<String>,
+}
+
+impl Args {
+    /// What follows `cargo test --workspace --all-targets`.
+    fn cargo_test_tail(&self) -> Vec<String> {
+        let mut tail = self.cargo_test_args.clone();
+        if !self.test_binary_args.is_empty() {
+            tail.push("--".to_owned());
+            tail.extend(self.test_binary_args.iter().cloned());
+        }
+        tail
+    }
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let args = args.cargo_test_tail();
     preflight()?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(crate::workspace_root())
         .args(["test", "--workspace", "--all-targets"])
-        .args(args)
+        .args(&args)
         .status()
         .context("run cargo test")?;
     if !status.success() {

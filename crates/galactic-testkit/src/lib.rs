@@ -5,11 +5,16 @@
 //! directory, so tests never read or write the machine's `/etc/galactic` or `/var/log`.
 
 pub mod apiserver;
+pub mod bench;
 pub mod bpffs;
+pub mod campaign;
 pub mod fuzz;
+pub mod harness;
 pub mod host;
 pub mod privileged;
+pub mod process;
 pub mod runtime;
+pub mod stats;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
