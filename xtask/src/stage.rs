@@ -13,20 +13,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The chain's plugin binaries.
-pub const PLUGINS: [&str; 5] = [
-    "galactic-cni",
-    "galactic-tap-cni",
-    "galactic-ipam",
-    "galactic-route",
-    "galactic-bgp",
-];
-
-/// Upstream type names kept working as copies of our masters: (alias, binary).
-pub const ALIASES: [(&str, &str); 2] = [
-    ("galactic-veth", "galactic-cni"),
-    ("galactic-tap", "galactic-tap-cni"),
-];
+/// The chain's plugin binaries, and the upstream type names kept working as copies of our
+/// masters (one list, the plugins').
+pub use galactic_core::plugins::{ALIASES, BINARIES as PLUGINS};
 
 /// `cargo xtask build-and-stage`: what to build and where to install it.
 #[derive(Debug, Clone, clap::Args)]
@@ -132,7 +121,7 @@ fn build(release: bool) -> Result<PathBuf> {
     cmd.current_dir(&root).args(["build", "--quiet", "--bins"]);
     let mut packages: Vec<&str> = PLUGINS
         .iter()
-        .map(|p| galactic_testkit::package_of(p))
+        .map(|p| galactic_core::plugins::package(p))
         .collect();
     packages.dedup();
     for package in packages {

@@ -290,14 +290,6 @@ pub fn protocol_suite(binary: &Path, stanza: Value, status: ExpectStatus) {
     }
 }
 
-/// The workspace package that builds the plugin binary `name` (the two masters share one).
-pub fn package_of(name: &str) -> &str {
-    match name {
-        "galactic-cni" | "galactic-tap-cni" => "galactic-master",
-        other => other,
-    }
-}
-
 /// Path of a workspace binary next to the running test's own binaries, built on first use when
 /// this test run did not build it (e.g. `cargo test -p galactic-master` needs `galactic-ipam`).
 pub fn workspace_binary(name: &str) -> PathBuf {
@@ -318,7 +310,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
             "--bin",
             name,
             "--package",
-            package_of(name),
+            galactic_core::plugins::package(name),
         ])
         .status()
         .expect("run cargo build");

@@ -30,12 +30,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The master plugin types, in this project's names.
-const MASTERS: [&str; 2] = ["galactic-cni", "galactic-tap-cni"];
+const MASTERS: [&str; 2] = [plugins::VETH_MASTER, plugins::TAP_MASTER];
 /// Upstream type names and what to write instead.
-const ALIASES: [(&str, &str); 2] = [
-    ("galactic-veth", "galactic-cni"),
-    ("galactic-tap", "galactic-tap-cni"),
-];
+use galactic_core::plugins::{self, ALIASES};
 /// Versions every plugin speaks.
 const VERSIONS: [&str; 2] = ["1.0.0", "1.1.0"];
 /// Addressing fields that belong inside the master's `ipam` block only.
@@ -339,14 +336,14 @@ fn chain(plugins: &[Value]) -> Vec<String> {
             types[0]
         ));
     }
-    if types[last] != "galactic-bgp" || last == 0 {
+    if types[last] != plugins::BGP || last == 0 {
         found.push(format!(
             "the last plugin is {:?}: galactic-bgp must end the chain (without it the attachment has no path to its VPC)",
             types[last]
         ));
     }
     for (i, t) in types.iter().enumerate().take(last).skip(1) {
-        if *t != "galactic-route" {
+        if *t != plugins::ROUTE {
             found.push(format!(
                 "plugins[{i}] is {t:?}: only galactic-route may sit between the master and galactic-bgp"
             ));
@@ -379,7 +376,7 @@ fn identifiers(plugins: &[Value]) -> Vec<String> {
 fn addressing(plugins: &[Value]) -> Vec<String> {
     let mut found = Vec::new();
     match plugins[0]["ipam"]["type"].as_str() {
-        Some("galactic-ipam") => {}
+        Some(plugins::IPAM) => {}
         Some(other) => found.push(format!(
             "plugins[0].ipam.type is {other:?}: the Galactic chain's IPAM is galactic-ipam"
         )),
