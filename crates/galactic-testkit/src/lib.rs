@@ -41,6 +41,17 @@ impl TestNode {
         Self { dir, node_config }
     }
 
+    /// Merges `extra` keys into the node config file, for values known only once the node
+    /// exists (a kubeconfig in its directory, …).
+    pub fn merge_config(&self, extra: Value) {
+        let text = std::fs::read_to_string(&self.node_config).expect("read the node config");
+        let mut config: Value = serde_json::from_str(&text).expect("the node config is JSON");
+        if let (Some(map), Value::Object(extra)) = (config.as_object_mut(), extra) {
+            map.extend(extra);
+        }
+        std::fs::write(&self.node_config, config.to_string()).expect("write the node config");
+    }
+
     /// The log file's lines, parsed.
     pub fn log_lines(&self) -> Vec<Value> {
         std::fs::read_to_string(self.dir.path().join("galactic.log"))
