@@ -93,6 +93,12 @@ impl Outcome {
         msg
     }
 
+    /// Asserts success; returns the result on stdout (ADD).
+    pub fn expect_result(&self) -> Value {
+        assert!(self.success, "expected success: {self:?}");
+        self.json()
+    }
+
     /// Asserts success with nothing on stdout (DEL/CHECK/STATUS/GC).
     pub fn expect_quiet_success(&self) {
         assert!(self.success, "expected success: {self:?}");

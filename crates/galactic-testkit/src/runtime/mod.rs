@@ -189,24 +189,37 @@ impl<'a> Runtime<'a> {
 
     /// ADD through the list; returns (and caches) the last plugin's result.
     pub fn add(&self, list: &Conflist, att: &Attachment) -> Result<Value, RuntimeError> {
+        let mut results = self.add_results(list, att)?;
+        results
+            .pop()
+            .ok_or_else(|| RuntimeError::runtime("ADD", "empty plugin list"))
+    }
+
+    /// [`Runtime::add`], returning every plugin's result in order (what each passed on).
+    pub fn add_results(
+        &self,
+        list: &Conflist,
+        att: &Attachment,
+    ) -> Result<Vec<Value>, RuntimeError> {
         att.validate(&list.name)
             .map_err(|why| RuntimeError::runtime("ADD", why))?;
-        let mut prev: Option<Value> = None;
+        let mut results: Vec<Value> = Vec::new();
         for index in 0..list.plugins.len() {
-            let conf = list.plugin_conf(index, prev.as_ref(), att);
+            let conf = list.plugin_conf(index, results.last(), att);
             let plugin = list.plugin_type(index);
             let outcome = self.exec("ADD", plugin, Some(att), &conf)?;
             match serde_json::from_str(&outcome.stdout) {
-                Ok(result) => prev = Some(result),
+                Ok(result) => results.push(result),
                 Err(e) => {
                     let why = format!("result is not JSON: {e}");
                     return Err(RuntimeError::plugin("ADD", plugin, &why, outcome));
                 }
             }
         }
-        let result = prev.ok_or_else(|| RuntimeError::runtime("ADD", "empty plugin list"))?;
-        self.cache().put(list, att, &result);
-        Ok(result)
+        if let Some(last) = results.last() {
+            self.cache().put(list, att, last);
+        }
+        Ok(results)
     }
 
     /// CHECK every plugin in order with the cached result.
