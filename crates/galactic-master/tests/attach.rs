@@ -631,8 +631,7 @@ fn gc_removes_stale_attachments_and_unused_domains_only() {
     let rk = rt.add(&c("1"), &keep_att).unwrap();
     let rs = rt.add(&c("2"), &stale_att).unwrap();
     // The runtime lost its cache: only the master's own GC knows the attachments.
-    rt.forget(&c("1"), &keep_att);
-    rt.forget(&c("2"), &stale_att);
+    rt.lose_cache();
     // No list (no runtime sends that): nothing removed.
     host.invocation(cni(), "GC", &keep)
         .stdin(c("9").inject(0).to_string())

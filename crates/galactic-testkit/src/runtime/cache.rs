@@ -62,6 +62,11 @@ impl Cache {
         let _ = std::fs::remove_file(self.path(network, att));
     }
 
+    /// Forgets every attachment.
+    pub(super) fn clear(&self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
     /// Every cached attachment of `network`, as recorded (libcni's `GetCachedAttachments`
     /// filtered by network), in file-name order.
     pub(super) fn attachments(&self, network: &str) -> Vec<Attachment> {

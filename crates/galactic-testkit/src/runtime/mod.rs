@@ -41,8 +41,8 @@
 //! failpoints), [`Runtime::binary`] (the executable for one plugin type, e.g. a test's own
 //! `CARGO_BIN_EXE_*`, instead of the one in `CNI_PATH`), [`Runtime::plugin`] (one entry of a list
 //! run on its own with a given `prevResult`, past the cache and the checks), and
-//! [`Runtime::forget`] and [`Runtime::remember`] (a runtime that lost an attachment's cache entry,
-//! or still holds one).
+//! [`Runtime::lose_cache`] and [`Runtime::remember`] (a runtime that lost its cache, or still
+//! holds a result).
 //!
 //! Not modelled: result-version conversion (every plugin here speaks the list's version),
 //! `cniVersions`, pre-0.4.0 lists, VALIDATE and timeouts.
@@ -176,9 +176,10 @@ impl<'a> Runtime<'a> {
         self.cache().result(&list.name, att)
     }
 
-    /// Drops the cache entry of an attachment, as a runtime that lost its cache has none.
-    pub fn forget(&self, list: &Conflist, att: &Attachment) {
-        self.cache().remove(&list.name, att);
+    /// Empties the cache, as after the runtime's cache directory was lost: only the plugins'
+    /// own GC knows the attachments then.
+    pub fn lose_cache(&self) {
+        self.cache().clear();
     }
 
     /// Caches `result` for an attachment, as a runtime that still holds it does (a DEL retried
@@ -242,7 +243,7 @@ impl<'a> Runtime<'a> {
             let conf = list.plugin_conf(index, cached.as_ref(), att);
             self.exec_quiet("DEL", list.plugin_type(index), Some(att), &conf)?;
         }
-        self.forget(list, att);
+        self.cache().remove(&list.name, att);
         Ok(())
     }
 
