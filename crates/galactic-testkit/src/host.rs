@@ -164,27 +164,3 @@ pub fn ip_of(result: &Value, i: usize) -> String {
         .unwrap_or_default()
         .to_owned()
 }
-
-// TRANSITION: removed once every test file drives plugins through the runtime.
-impl Host {
-    /// Runs `binary` for `pod` inside the host namespace.
-    pub fn call(&self, binary: &Path, command: &str, pod: &Pod, conf: &Value) -> super::Outcome {
-        self.invocation(binary, command, pod)
-            .stdin(conf.to_string())
-            .run()
-    }
-
-    /// ADD, which must succeed; the result.
-    pub fn add(&self, binary: &Path, pod: &Pod, conf: &Value) -> Value {
-        let out = self.call(binary, "ADD", pod, conf);
-        assert!(out.success, "ADD failed: {out:?}");
-        out.json()
-    }
-}
-
-/// `conf` with `prevResult` set.
-pub fn with_prev(conf: &Value, result: &Value) -> Value {
-    let mut conf = conf.clone();
-    conf["prevResult"] = result.clone();
-    conf
-}
