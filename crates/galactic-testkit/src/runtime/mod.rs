@@ -40,9 +40,9 @@
 //! Test extensions that are not libcni: [`Runtime::env`] (the runtime's environment, e.g. armed
 //! failpoints), [`Runtime::binary`] (the executable for one plugin type, e.g. a test's own
 //! `CARGO_BIN_EXE_*`, instead of the one in `CNI_PATH`), [`Runtime::plugin`] (one entry of a list
-//! run on its own with a given `prevResult`, past the cache and the checks), and
-//! [`Runtime::lose_cache`] and [`Runtime::remember`] (a runtime that lost its cache, or still
-//! holds a result).
+//! run on its own with a given `prevResult`, past the cache and the checks),
+//! [`Runtime::add_results`] (what each plugin of an ADD passed on), and [`Runtime::lose_cache`]
+//! and [`Runtime::remember`] (a runtime that lost its cache, or still holds a result).
 //!
 //! Not modelled: result-version conversion (every plugin here speaks the list's version),
 //! `cniVersions`, pre-0.4.0 lists, VALIDATE and timeouts.
