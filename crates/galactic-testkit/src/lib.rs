@@ -46,6 +46,17 @@ impl TestNode {
         Self { dir, node_config }
     }
 
+    /// Merges `extra` keys into the node config file, for values known only once the node
+    /// exists (a kubeconfig in its directory, …).
+    pub fn merge_config(&self, extra: Value) {
+        let text = std::fs::read_to_string(&self.node_config).expect("read the node config");
+        let mut config: Value = serde_json::from_str(&text).expect("the node config is JSON");
+        if let (Some(map), Value::Object(extra)) = (config.as_object_mut(), extra) {
+            map.extend(extra);
+        }
+        std::fs::write(&self.node_config, config.to_string()).expect("write the node config");
+    }
+
     /// The log file's lines, parsed.
     pub fn log_lines(&self) -> Vec<Value> {
         std::fs::read_to_string(self.dir.path().join("galactic.log"))
@@ -85,6 +96,12 @@ impl Outcome {
         let msg = out["msg"].as_str().unwrap_or_default().to_owned();
         assert!(!msg.is_empty(), "error without a message: {out}");
         msg
+    }
+
+    /// Asserts success; returns the result on stdout (ADD).
+    pub fn expect_result(&self) -> Value {
+        assert!(self.success, "expected success: {self:?}");
+        self.json()
     }
 
     /// Asserts success with nothing on stdout (DEL/CHECK/STATUS/GC).
