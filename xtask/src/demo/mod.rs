@@ -177,7 +177,7 @@ impl<'a> Scene<'a> {
             .collect();
         Self {
             host,
-            runtime: Runtime::on_host(host),
+            runtime: host.runtime(),
             pods,
         }
     }
@@ -197,16 +197,16 @@ impl<'a> Scene<'a> {
             chain.push(json!({"type": "galactic-route", "vpc": spec.vpc, "vpcattachment": spec.att, "terminations": t}));
         }
         chain.push(json!({"type": "galactic-bgp", "vpc": spec.vpc, "vpcattachment": spec.att}));
-        Conflist {
-            version: "1.1.0".into(),
-            name: format!("vpc-{}", spec.vpc.to_ascii_lowercase()),
-            plugins: chain,
-        }
+        Conflist::new(
+            "1.1.0",
+            &format!("vpc-{}", spec.vpc.to_ascii_lowercase()),
+            chain,
+        )
     }
 
     /// Pod `i` as the runtime sees it, with the Kubernetes-style `CNI_ARGS` a kubelet sends.
     fn attachment(&self, i: usize, spec: &PodSpec) -> Attachment {
-        let mut att = Attachment::of_pod(&self.pods[i]);
+        let mut att = self.pods[i].attachment();
         att.args = vec![
             ("K8S_POD_NAMESPACE".into(), "demo".into()),
             ("K8S_POD_NAME".into(), spec.name.into()),

@@ -16,7 +16,7 @@
 use crate::harness::{json, Entered, Error, Result};
 use crate::privileged::TestNetns;
 use crate::process::{self, Finished, Probed};
-use crate::runtime::Conflist;
+use crate::runtime::{Attachment, Conflist};
 use crate::stats::median_p95;
 use crate::TestNode;
 use serde_json::{json, Value};
@@ -144,7 +144,8 @@ fn run_chain(
         let binary = chain.bins.join(&name);
         // Debian's reference plugins speak up to 1.0.0; both chains use it so they do the same
         // work.
-        let stdin = chain.list.plugin_conf(i, prev.as_ref()).to_string();
+        let att = Attachment::new(&call.cid, &call.netns, "eth0");
+        let stdin = chain.list.plugin_conf(i, prev.as_ref(), &att).to_string();
         let (run, started) = match probe {
             Probe::Timed => (
                 process::start(process::command(&binary, &env), stdin.as_bytes())?.wait()?,
@@ -199,11 +200,7 @@ fn record_rss(chain: &mut Chain, stage: &str, run: &Finished, started: &[(String
 fn chain(label: &'static str, network: &str, bins: &Path, plugins: Vec<Value>) -> Chain {
     Chain {
         label,
-        list: Conflist {
-            version: "1.0.0".into(),
-            name: network.into(),
-            plugins,
-        },
+        list: Conflist::new("1.0.0", network, plugins),
         bins: bins.to_path_buf(),
         add: Vec::new(),
         del: Vec::new(),

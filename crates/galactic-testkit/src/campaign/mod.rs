@@ -99,11 +99,11 @@ impl Lab {
 
     /// The chain for one attachment, as the runtime holds it.
     pub fn conflist(&self, vpc: &str, att: &str) -> Conflist {
-        Conflist {
-            version: VERSION.to_owned(),
-            name: NETWORK.to_owned(),
-            plugins: CHAIN.iter().map(|p| self.stanza(p, vpc, att)).collect(),
-        }
+        Conflist::new(
+            VERSION,
+            NETWORK,
+            CHAIN.iter().map(|p| self.stanza(p, vpc, att)).collect(),
+        )
     }
 
     /// The test kit's runtime on this node, starting plugins in the entered host namespace.

@@ -25,7 +25,7 @@ pub use report::{Report, Rng};
 use super::{Lab, CHAIN};
 use crate::harness::{Error, Result};
 use crate::privileged::TestNetns;
-use crate::runtime::Conflist;
+use crate::runtime::{Attachment, Conflist};
 use crate::Invocation;
 use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
 use serde_json::Value;
@@ -75,6 +75,11 @@ impl Subject {
     }
 
     /// One plugin call for this attachment, as the runtime builds it.
+    /// The attachment as the runtime describes it to the plugins.
+    fn attachment(&self) -> Attachment {
+        Attachment::new(&self.cid, &self.pod.path().display().to_string(), "eth0")
+    }
+
     fn invocation<'b>(
         &self,
         lab: &Lab,
@@ -251,7 +256,7 @@ impl Campaign<'_> {
         let list = a.conflist(self.lab);
         let mut prev: Option<Value> = None;
         for (stage, plugin) in CHAIN.iter().enumerate() {
-            let conf = list.plugin_conf(stage, prev.as_ref());
+            let conf = list.plugin_conf(stage, prev.as_ref(), &a.attachment());
             match self.run_stage(a, "ADD", plugin, stage, &conf, fault)? {
                 Ending::Done(out) => prev = out,
                 other => return Ok(other),
@@ -264,7 +269,7 @@ impl Campaign<'_> {
     fn del(&mut self, a: &Subject, fault: &Fault) -> Result<Ending> {
         let list = a.conflist(self.lab);
         for (stage, plugin) in CHAIN.iter().enumerate().rev() {
-            let conf = list.plugin_conf(stage, a.result.as_ref());
+            let conf = list.plugin_conf(stage, a.result.as_ref(), &a.attachment());
             if let other @ (Ending::Failed(_) | Ending::Killed) =
                 self.run_stage(a, "DEL", plugin, stage, &conf, fault)?
             {
@@ -390,7 +395,10 @@ impl Campaign<'_> {
                 let binary = self.lab.binary(plugin);
                 let out = a
                     .invocation(self.lab, &binary, "CHECK")
-                    .stdin(list.plugin_conf(stage, Some(&cached)).to_string())
+                    .stdin(
+                        list.plugin_conf(stage, Some(&cached), &a.attachment())
+                            .to_string(),
+                    )
                     .run();
                 if !out.success {
                     self.report.violations.push(format!(
