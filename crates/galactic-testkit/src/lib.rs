@@ -188,17 +188,8 @@ impl<'a> Invocation<'a> {
     /// Runs the process to completion.
     pub fn run(self) -> Outcome {
         use std::io::Write;
-        let mut command = match &self.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(self.binary);
-                c
-            }
-            None => Command::new(self.binary),
-        };
-        let mut child = command
-            .env_clear()
-            .envs(self.env)
+        let mut child = self
+            .command()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -214,6 +205,23 @@ impl<'a> Invocation<'a> {
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         }
+    }
+}
+
+impl Invocation<'_> {
+    /// The process to start: the binary (inside the host namespace when one is set) with
+    /// exactly this invocation's environment.
+    pub(crate) fn command(&self) -> Command {
+        let mut command = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(self.binary);
+                c
+            }
+            None => Command::new(self.binary),
+        };
+        command.env_clear().envs(self.env.iter().cloned());
+        command
     }
 }
 
@@ -295,6 +303,23 @@ pub fn protocol_suite(binary: &Path, stanza: Value, status: ExpectStatus) {
         .run()
         .expect_error(4);
     Invocation::new(binary, "ADD", &node)
+        .stdin(conf("1.0.0"))
+        .run()
+        .expect_error(4);
+
+    // DEL never fails on an input ADD refuses (nothing was ever created for it), so a runtime
+    // can always finish tearing a pod down.
+    let long_id = "a".repeat(300);
+    for del in [
+        call("DEL").var("CNI_CONTAINERID", &long_id),
+        call("DEL").var("CNI_ARGS", "IgnoreUnknown=1;novalue"),
+        call("DEL").unset("CNI_IFNAME"),
+        call("DEL").var("CNI_IFNAME", "sixteen-chars-xx"),
+    ] {
+        del.stdin(conf("1.0.0")).run().expect_quiet_success();
+    }
+    call("ADD")
+        .var("CNI_CONTAINERID", &long_id)
         .stdin(conf("1.0.0"))
         .run()
         .expect_error(4);

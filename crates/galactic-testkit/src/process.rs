@@ -137,16 +137,7 @@ impl Invocation<'_> {
     /// returns at once, in a process group of its own, for a caller that times it or kills it
     /// while it runs.
     pub fn start(self) -> Result<Running> {
-        let mut command = match &self.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(self.binary);
-                c
-            }
-            None => Command::new(self.binary),
-        };
-        command.env_clear().envs(self.env);
-        start(command, &self.stdin)
+        start(self.command(), &self.stdin)
     }
 }
 

@@ -166,6 +166,15 @@ pub fn execute<P: Plugin>(
     let version = declared_version(&stdin);
     match prepare(plugin.name(), command, &lookup, stdin) {
         Ok(req) => handle(plugin, req),
+        // An input ADD refuses (an over-long container id, a missing variable) never created
+        // anything to tear down: DEL answers success, so the runtime can finish the pod.
+        Err(e) if command == Command::Del && e.code != Code::TRY_AGAIN_LATER => {
+            log::stderr_warn(plugin.name(), &format!("DEL: nothing to do: {}", e.msg));
+            Reply {
+                stdout: None,
+                success: true,
+            }
+        }
         Err(e) => error_reply(&version, &e),
     }
 }
