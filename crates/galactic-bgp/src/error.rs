@@ -14,6 +14,9 @@ pub enum BgpError {
     /// `vpc` or `vpcattachment` of the stanza is invalid (code 7).
     #[error(transparent)]
     Stanza(#[from] IdentError),
+    /// The stanza names another attachment than this chain's master created (code 7).
+    #[error(transparent)]
+    Chain(#[from] galactic_core::attachment::ChainMismatch),
     /// `prevResult` is absent or inconsistent (code 6).
     #[error("infer from prevResult: {0}")]
     PrevResult(#[from] PrevResultError),
@@ -165,6 +168,7 @@ impl ErrorCode for BgpError {
     fn code(&self) -> Code {
         match self {
             Self::Stanza(_)
+            | Self::Chain(_)
             | Self::NoRouter { .. }
             | Self::AmbiguousRouter { .. }
             | Self::RouterAsn(_)

@@ -11,11 +11,12 @@ use crate::slice::{self, PodRef, SliceInput};
 use crate::store::kube::KubeStore;
 use crate::store::local::LocalStore;
 use crate::store::{meta_str, Kind, ObjectStore, StoreError};
+use galactic_core::attachment::ChainPosition;
 use galactic_core::bpf::usid::Usid;
 use galactic_core::cni::{CniResult, Request};
 use galactic_core::config::{NodeConfig, Publisher};
 use galactic_core::ident::{
-    bgp_advertisement_name, bgp_vrf_instance_name, route_target, tenant_identifier,
+    bgp_advertisement_name, bgp_vrf_instance_name, route_target, tenant_identifier, ChainIds,
 };
 use galactic_core::kube::{
     detect_node_name, local_addresses, ClientOptions, KubeClient, RetryPolicy,
@@ -101,6 +102,20 @@ fn plan(req: &Request) -> Result<Plan, BgpError> {
     let stanza = Stanza::parse(&req.conf.raw)?;
     let prev = req.conf.prev_result().map_err(PrevResultError::Decode)?;
     let facts = prev::infer(prev.as_ref())?;
+    // Before anything is published: the stanza must name this chain's own attachment, or a
+    // NetworkAttachmentDefinition could advertise this pod's prefixes in another VPC.
+    let ids = ChainIds {
+        vpc: stanza.vpc.clone(),
+        att: stanza.att.clone(),
+    };
+    ChainPosition {
+        ids: &ids,
+        prev_hosts: &[facts.host_ifname.as_str()],
+        network: &req.conf.name,
+        container_id: req.env.container_id()?.as_str(),
+        ifname: req.env.ifname()?.as_str(),
+    }
+    .verify(&req.node.state_dir)?;
     Ok(Plan {
         stanza,
         facts,

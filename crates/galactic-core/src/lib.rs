@@ -2,6 +2,8 @@
 //!
 //! - [`cni`]: the CNI protocol (1.0.0/1.1.0): command dispatch, environment, configuration envelope,
 //!   results, error codes and IPAM delegation by exec.
+//! - [`attachment`]: the masters' attachment records, and the chain check every chained plugin
+//!   makes against them.
 //! - [`ident`]: VPC and attachment identifiers, base62/hex codecs, interface and resource names.
 //! - [`ip`]: the address family and assigned-address types both families share.
 //! - [`plugins`]: the chain's plugin names and their roles.
@@ -14,6 +16,7 @@
 //! - `bpf` (feature `bpf`): the eBPF uSID datapath's pinned-map ABI, uSID codec, registration.
 //! - `kube` (feature `kube`): Kubernetes client, custom resource types, retry, NAD helpers.
 
+pub mod attachment;
 #[cfg(feature = "bpf")]
 pub mod bpf;
 pub mod cni;

@@ -7,10 +7,10 @@
 use super::addressing;
 use super::conf::MasterConf;
 use super::nad::Nad;
-use super::record::{Kind, Record, Records};
 use super::{gateway, guest};
 use crate::error::MasterError;
-use galactic_core::cni::delegate::Delegate;
+use galactic_core::attachment::{Kind, Record, Records};
+use galactic_core::cni::delegate::{self, Delegate};
 use galactic_core::cni::{CniResult, Command, Interface, Request};
 use galactic_core::failpoint;
 use galactic_core::ident::VpcId;
@@ -40,6 +40,11 @@ struct Add<'a> {
 }
 
 pub fn add(kind: Kind, req: &Request) -> Result<CniResult, MasterError> {
+    // A master started as someone's delegate is a chain recursing into itself: refuse before
+    // anything, so no depth of nesting ever touches the node.
+    if delegate::is_delegated() {
+        return Err(MasterError::Delegated);
+    }
     let conf = MasterConf::parse(&req.conf.raw)?;
     if req.conf.raw.get("prevResult").is_some_and(|v| !v.is_null()) {
         return Err(MasterError::NotFirst);

@@ -3,9 +3,9 @@
 
 use super::addressing;
 use super::conf::MasterConf;
-use super::record::{Kind, Records};
 use super::{gateway, guest};
 use crate::error::MasterError;
+use galactic_core::attachment::{Kind, Records};
 use galactic_core::cni::delegate::Delegate;
 use galactic_core::cni::{CniResult, Command, Request};
 use galactic_core::ip::Assignment;

@@ -5,6 +5,7 @@
 
 use galactic_core::ident::{ChainIds, IdentError};
 use galactic_core::net::tap::TapOptions;
+use galactic_core::plugins;
 use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
 use serde_json::Value;
@@ -149,6 +150,13 @@ impl<'de> Deserialize<'de> for IpamRef {
         if plugin.contains('/') {
             return Err(D::Error::custom(format!(
                 "ipam.type {plugin:?} must be a plugin name, not a path"
+            )));
+        }
+        // A chain plugin as IPAM would exec the chain from inside itself.
+        if !matches!(plugins::role(plugin), None | Some(plugins::Role::Ipam)) {
+            return Err(D::Error::custom(format!(
+                "ipam.type {plugin:?} names a chain plugin, not an IPAM plugin; use {:?} (or another IPAM plugin)",
+                plugins::IPAM
             )));
         }
         Ok(IpamRef(plugin.to_owned()))

@@ -7,8 +7,8 @@
 //! retried DEL or GC finishes from it.
 
 use super::conf::MasterConf;
-use super::record::{Record, Records};
 use crate::error::MasterError;
+use galactic_core::attachment::{Record, Records};
 use galactic_core::cni::delegate::Delegate;
 use galactic_core::cni::{Command, Request};
 use galactic_core::ident::VpcId;

@@ -18,6 +18,9 @@ pub enum MasterError {
         "a master plugin must be first in the chain, but the configuration carries a prevResult"
     )]
     NotFirst,
+    /// The master was started as another plugin's delegate (code 7).
+    #[error("a master plugin cannot run as a delegate (it was started with {}); check the ipam.type of the network configuration", galactic_core::cni::delegate::DEPTH_ENV)]
+    Delegated,
     /// CHECK without the ADD's result (code 7).
     #[error("CHECK needs the prevResult of the ADD (the runtime's cached result)")]
     NoPrevResult,
@@ -141,8 +144,11 @@ pub enum NotReady {
 
 impl MasterError {
     /// Wraps a kernel or state-file failure of `step`.
-    pub fn node(step: &'static str) -> impl Fn(NetError) -> Self {
-        move |source| Self::Node { step, source }
+    pub fn node<E: Into<NetError>>(step: &'static str) -> impl Fn(E) -> Self {
+        move |source| Self::Node {
+            step,
+            source: source.into(),
+        }
     }
 
     /// This failure as the named `part` of a larger teardown.
@@ -159,6 +165,7 @@ impl ErrorCode for MasterError {
         match self {
             Self::Stanza(_)
             | Self::NotFirst
+            | Self::Delegated
             | Self::NoPrevResult
             | Self::NadHelperMissing { .. }
             | Self::Claimed { .. }

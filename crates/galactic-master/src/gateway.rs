@@ -2,7 +2,7 @@
 //! in the VPC table, and (veth) a permanent neighbour entry, which the eBPF datapath's
 //! `bpf_fib_lookup` needs because it never triggers neighbour resolution itself.
 
-use super::record::Kind;
+use galactic_core::attachment::Kind;
 use galactic_core::ip::Assignment;
 use galactic_core::net::netlink::{masked, AddrFlags, Link, Netlink, RouteSpec};
 use galactic_core::net::NetError;

@@ -7,8 +7,8 @@
 
 use super::conf::MasterConf;
 use super::del::teardown_host;
-use super::record::Records;
 use crate::error::MasterError;
+use galactic_core::attachment::Records;
 use galactic_core::cni::delegate::Delegate;
 use galactic_core::cni::{Command, Request};
 use galactic_core::ident::VpcId;
@@ -16,8 +16,8 @@ use galactic_core::ip::Family;
 use galactic_core::log;
 use galactic_core::net::domain::table::ATTACH_PRIORITY;
 use galactic_core::net::domain::Domains;
-use galactic_core::net::firewall;
 use galactic_core::net::netlink::Netlink;
+use galactic_core::net::{firewall, NetError};
 use serde_json::json;
 use std::collections::HashSet;
 
@@ -69,7 +69,10 @@ pub fn gc(req: &Request) -> Result<(), MasterError> {
     if let Err(e) = remove_unused_domains(&host, &domains, &records) {
         failures.push(MasterError::node("remove unused routing domains")(e));
     }
-    for swept in [records.sweep_temporaries(), domains.sweep_temporaries()] {
+    for swept in [
+        records.sweep_temporaries().map_err(NetError::from),
+        domains.sweep_temporaries(),
+    ] {
         if let Err(e) = swept {
             failures.push(MasterError::node("sweep temporary state files")(e));
         }

@@ -18,13 +18,12 @@ mod gateway;
 mod gc;
 mod guest;
 mod nad;
-pub mod record;
 mod status;
 
 pub use error::MasterError;
+pub use galactic_core::attachment::Kind;
 use galactic_core::cni::{CniResult, Plugin, Request};
 use galactic_core::plugins;
-pub use record::Kind;
 
 /// A master plugin of one kind.
 #[derive(Debug, Clone, Copy)]

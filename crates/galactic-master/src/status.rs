@@ -4,7 +4,7 @@
 use crate::conf::MasterConf;
 use crate::error::MasterError;
 use crate::error::NotReady;
-use crate::record::Kind;
+use galactic_core::attachment::Kind;
 use galactic_core::cni::delegate::Delegate;
 use galactic_core::cni::{Command, Request};
 use std::path::Path;

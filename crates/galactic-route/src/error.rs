@@ -28,17 +28,9 @@ pub enum RouteError {
          galactic-tap-cni) in the chain, whose result names the host interface"
     )]
     NoPrevResult,
-    /// `prevResult`'s host interfaces do not include the one this stanza names (code 6).
-    #[error(
-        "prevResult names host interface {found} but vpc/vpcattachment of this stanza give \
-         {expected}: galactic-route must follow the master of the same attachment"
-    )]
-    HostMismatch {
-        /// The sandbox-less interfaces of `prevResult`.
-        found: String,
-        /// `G{vpc:9}{att:3}H`.
-        expected: String,
-    },
+    /// The stanza names another attachment than this chain's master created (code 7).
+    #[error(transparent)]
+    Chain(#[from] galactic_core::attachment::ChainMismatch),
     /// The VPC has no routing domain on this node (code 7).
     #[error(
         "VPC {vpc} has no routing domain on this node: galactic-route must follow the VPC's \
@@ -110,11 +102,12 @@ impl ErrorCode for RouteError {
     fn code(&self) -> Code {
         match self {
             Self::Stanza(_)
+            | Self::Chain(_)
             | Self::NoDomain { .. }
             | Self::NoHostInterface { .. }
             | Self::Conflict { .. } => Code::INVALID_CONFIG,
             Self::Cni(e) => e.code,
-            Self::NoPrevResult | Self::HostMismatch { .. } => Code::DECODE,
+            Self::NoPrevResult => Code::DECODE,
             Self::Install { source, .. } if kernel_judged_invalid(source) => Code::INVALID_CONFIG,
             Self::Net {
                 source: NetError::Busy(_),
@@ -166,12 +159,13 @@ mod tests {
         };
         let cases = [
             (RouteError::NoPrevResult, 6),
+            // A stanza naming another attachment than its master's is a configuration error.
             (
-                RouteError::HostMismatch {
+                RouteError::Chain(galactic_core::attachment::ChainMismatch::Interface {
                     found: "x".into(),
                     expected: "y".into(),
-                },
-                6,
+                }),
+                7,
             ),
             (RouteError::NoDomain { vpc: "A".into() }, 7),
             (

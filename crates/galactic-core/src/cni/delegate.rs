@@ -8,10 +8,11 @@
 use super::env::Command;
 use super::error::{CniError, Code, ErrorCode};
 use super::result::CniResult;
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, Output, Stdio};
 use std::sync::mpsc;
@@ -19,6 +20,23 @@ use std::time::Duration;
 
 /// Default bound on one delegate call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Set in every delegate's environment: how deep in a delegation it runs. A plugin started as
+/// a delegate never delegates again, so no configuration can make the chain recurse (a stanza
+/// naming a master as its own IPAM would otherwise exec itself without end).
+pub const DEPTH_ENV: &str = "GALACTIC_CNI_DELEGATE_DEPTH";
+
+/// Whether this process runs as another plugin's delegate.
+pub fn is_delegated() -> bool {
+    depth() > 0
+}
+
+fn depth() -> u32 {
+    std::env::var(DEPTH_ENV)
+        .ok()
+        .and_then(|d| d.trim().parse().ok())
+        .unwrap_or(0)
+}
 
 /// How often and how long to retry `ETXTBSY` (a binary still being written by an installer).
 const TEXT_BUSY_RETRIES: u32 = 5;
@@ -59,6 +77,12 @@ pub enum DelegateError {
         #[source]
         source: std::io::Error,
     },
+    /// This process is itself a delegate: delegating again could recurse (code 7).
+    #[error("delegate plugin {name:?} not run: this plugin was itself started as a delegate ({DEPTH_ENV} is set), and a delegate never delegates again; check the ipam.type of the network configuration")]
+    Nested {
+        /// The plugin type that was to be run.
+        name: String,
+    },
     /// The delegate did not finish in time and was stopped (code 11: the runtime retries).
     #[error("delegate {} did not finish {command} within {}; it was stopped", binary.display(), humantime::format_duration(*timeout))]
     Timeout {
@@ -93,7 +117,9 @@ pub enum DelegateError {
 impl ErrorCode for DelegateError {
     fn code(&self) -> Code {
         match self {
-            Self::NotAName { .. } | Self::NotFound { .. } => Code::INVALID_CONFIG,
+            Self::NotAName { .. } | Self::NotFound { .. } | Self::Nested { .. } => {
+                Code::INVALID_CONFIG
+            }
             Self::Spawn { .. } | Self::Wait { .. } => Code::IO,
             Self::Timeout { .. } => Code::TRY_AGAIN_LATER,
             Self::NoResult { .. } | Self::BadResult { .. } => Code::DECODE,
@@ -188,6 +214,11 @@ impl<'a> Delegate<'a> {
         command: Command,
         stdin: &[u8],
     ) -> Result<Vec<u8>, DelegateError> {
+        if is_delegated() {
+            return Err(DelegateError::Nested {
+                name: self.plugin_type.into(),
+            });
+        }
         let binary = self.find()?;
         let output = run_bounded(&binary, args, command, stdin, self.timeout)?;
         // Forward the delegate's diagnostics to our stderr (C77); the runtime keeps it.
@@ -207,7 +238,8 @@ fn is_executable_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Spawns `binary`, feeds `stdin`, and waits at most `timeout` (then kills it: code 11).
+/// Spawns `binary` in a process group of its own, feeds `stdin`, and waits at most `timeout`
+/// (then kills the whole group, whatever the delegate started: code 11).
 fn run_bounded(
     binary: &Path,
     args: &[&str],
@@ -235,8 +267,9 @@ fn run_bounded(
             source,
         }),
         Err(_) => {
-            // The child is not reaped until the waiter returns, so the pid cannot be reused yet.
-            let _ = kill(pid, Signal::SIGKILL);
+            // The child is not reaped until the waiter returns, so its pid (the group's id)
+            // cannot be reused yet. Its own children die with it: they may hold our pipes.
+            let _ = killpg(pid, Signal::SIGKILL);
             Err(DelegateError::Timeout {
                 binary: binary.into(),
                 command,
@@ -259,6 +292,8 @@ fn spawn_retrying(
         let spawned = Process::new(binary)
             .args(args)
             .env("CNI_COMMAND", command.as_str())
+            .env(DEPTH_ENV, (depth() + 1).to_string())
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -8,7 +8,7 @@ use super::env::{CniEnv, Command};
 use super::error::{CniError, Code, ErrorCode};
 use super::result::CniResult;
 use super::version::{version_reply, SpecVersion};
-use crate::config::NodeConfig;
+use crate::config::{NodeConfig, Strictness};
 use crate::log;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -226,7 +226,12 @@ fn prepare(
             conf.version.as_str()
         )));
     }
-    let node = match NodeConfig::resolve(&conf.raw, lookup) {
+    let strictness = match command {
+        // A teardown never stops on a config: node keys a stanza may not set are ignored.
+        Command::Del => Strictness::Ignore,
+        _ => Strictness::Refuse,
+    };
+    let node = match NodeConfig::resolve_with(&conf.raw, lookup, strictness) {
         Ok(node) => node,
         Err(e) if command == Command::Del => {
             log::stderr_warn(name, &format!("DEL continues with defaults: {e}"));

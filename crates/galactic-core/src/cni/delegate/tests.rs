@@ -153,3 +153,58 @@ fn a_hung_delegate_is_stopped_with_try_again_later() {
         "killed, not waited for"
     );
 }
+
+#[test]
+fn a_timeout_kills_what_the_delegate_started_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    // The delegate starts a grandchild that keeps our stdout open, then hangs.
+    script(
+        dir.path(),
+        "forker",
+        &format!("sleep 60 & echo $! > {}\nsleep 60", pids.display()),
+    );
+    let path = vec![dir.path().to_path_buf()];
+    let d = Delegate {
+        plugin_type: "forker",
+        search_path: &path,
+        timeout: Duration::from_millis(500),
+    };
+    let started = std::time::Instant::now();
+    let err = d.call(Command::Add, b"{}").unwrap_err().to_cni();
+    assert_eq!(err.code, Code::TRY_AGAIN_LATER);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "not waited for"
+    );
+    let grandchild = std::fs::read_to_string(&pids).unwrap();
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{}/stat", grandchild.trim()))
+            .is_ok_and(|stat| !stat.contains(") Z "))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !alive(),
+        "the delegate's child {grandchild} survived the timeout"
+    );
+}
+
+#[test]
+fn a_delegate_knows_it_is_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("depth");
+    script(
+        dir.path(),
+        "depth-ipam",
+        &format!(
+            "echo \"${DEPTH_ENV}\" > {}\necho '{{\"cniVersion\":\"1.0.0\",\"ips\":[{{\"address\":\"10.0.0.2/32\"}}]}}'",
+            seen.display()
+        ),
+    );
+    let path = vec![dir.path().to_path_buf()];
+    delegate("depth-ipam", &path).add(b"{}").unwrap();
+    assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "1");
+}
