@@ -16,6 +16,10 @@
 //! | `legacy_dir` | absolute path | upstream marker root, default `/var/lib/cni/galactic-ipam` |
 //! | `lock_timeout_ms` | integer | longest wait for the store lock, default 5000; then code 11 |
 //!
+//! The block is read with serde (`written.rs`), every key as the type it needs; the rules below
+//! then read the keys their mode uses, in a fixed order. A value of the wrong JSON type is refused
+//! (`ipam.<key> must be …`) when its key is read, so a mode ignores the keys it does not use.
+//!
 //! Mode precedence follows upstream: `addresses` (which may not be combined with the allocating
 //! fields), then `static_ip`, then pools. With no pool and `GALACTIC_IPAM_ENABLE_LOCAL_IPAM=true`
 //! the pool `fd00:10:ff01::/64` is used.
@@ -23,10 +27,12 @@
 use crate::pool::{Pool, PoolError};
 use galactic_core::ip::{Assignment, Family};
 use ipnetwork::IpNetwork;
+use serde::Deserialize;
 use serde_json::Value;
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use written::{read, FamilyName, Key, Typed, Written};
 
 #[cfg(test)]
 mod tests;
@@ -194,44 +200,50 @@ pub fn local_ipam_enabled(value: Option<&str>) -> bool {
 
 /// Parses the `ipam` block of the network configuration `conf`.
 pub fn parse(conf: &Value, ctx: Context<'_>) -> Result<IpamConfig, ConfigError> {
-    let block = match conf.get("ipam") {
-        None | Some(Value::Null) => return Err(ConfigError::MissingBlock),
-        Some(Value::Object(_)) => &conf["ipam"],
-        Some(_) => return Err(ConfigError::NotAnObject),
-    };
-    let store = store_settings(block, ctx.state_dir)?;
-    let mode = mode(block, ctx.enable_local_ipam)?;
+    let block = written(conf)?;
+    let store = store_settings(&block, ctx.state_dir)?;
+    let mode = mode(&block, ctx.enable_local_ipam)?;
     Ok(IpamConfig { mode, store })
+}
+
+/// The block as written; `null` counts as absent.
+fn written(conf: &Value) -> Result<Written, ConfigError> {
+    match conf.get("ipam") {
+        None | Some(Value::Null) => Err(ConfigError::MissingBlock),
+        // Each key takes any JSON value (a wrong type is kept, refused when read), so reading
+        // an object does not fail.
+        Some(Value::Object(map)) => Written::deserialize(map).map_err(|_| ConfigError::NotAnObject),
+        Some(_) => Err(ConfigError::NotAnObject),
+    }
 }
 
 /// Store settings only, read leniently: DEL uses this when the rest of the block is invalid, so
 /// an edited or broken config still finds the store that ADD wrote to.
 pub fn store_settings_lenient(conf: &Value, state_dir: &Path) -> StoreSettings {
-    let block = conf.get("ipam").unwrap_or(&Value::Null);
-    store_settings(block, state_dir).unwrap_or_else(|_| StoreSettings {
-        data_dir: lenient_path(block, "data_dir").unwrap_or_else(|| state_dir.join("ipam")),
-        legacy_dir: lenient_path(block, "legacy_dir")
+    let block = written(conf).unwrap_or_default();
+    store_settings(&block, state_dir).unwrap_or_else(|_| StoreSettings {
+        data_dir: lenient_path(&block.data_dir).unwrap_or_else(|| state_dir.join("ipam")),
+        legacy_dir: lenient_path(&block.legacy_dir)
             .unwrap_or_else(|| PathBuf::from(DEFAULT_LEGACY_DIR)),
         lock_timeout: DEFAULT_LOCK_TIMEOUT,
     })
 }
 
-fn lenient_path(block: &Value, key: &str) -> Option<PathBuf> {
-    block
-        .get(key)
-        .and_then(Value::as_str)
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
+fn lenient_path(key: &Key<PathBuf>) -> Option<PathBuf> {
+    match key {
+        Some(Typed::Fits(path)) if path.is_absolute() => Some(path.clone()),
+        _ => None,
+    }
 }
 
-fn store_settings(block: &Value, state_dir: &Path) -> Result<StoreSettings, ConfigError> {
-    let data_dir = path_field(block, "data_dir")?.unwrap_or_else(|| state_dir.join("ipam"));
-    let legacy_dir =
-        path_field(block, "legacy_dir")?.unwrap_or_else(|| PathBuf::from(DEFAULT_LEGACY_DIR));
-    let lock_timeout = match uint_field(block, "lock_timeout_ms")? {
+fn store_settings(block: &Written, state_dir: &Path) -> Result<StoreSettings, ConfigError> {
+    let data_dir = absolute(&block.data_dir, "data_dir")?.unwrap_or_else(|| state_dir.join("ipam"));
+    let legacy_dir = absolute(&block.legacy_dir, "legacy_dir")?
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_LEGACY_DIR));
+    let lock_timeout = match read(&block.lock_timeout_ms, "lock_timeout_ms")? {
         None => DEFAULT_LOCK_TIMEOUT,
-        Some(ms) if (1..=600_000).contains(&ms) => Duration::from_millis(ms),
-        Some(ms) => return Err(ConfigError::LockTimeout(ms)),
+        Some(&ms) if (1..=600_000).contains(&ms) => Duration::from_millis(ms),
+        Some(&ms) => return Err(ConfigError::LockTimeout(ms)),
     };
     Ok(StoreSettings {
         data_dir,
@@ -240,17 +252,32 @@ fn store_settings(block: &Value, state_dir: &Path) -> Result<StoreSettings, Conf
     })
 }
 
-fn mode(block: &Value, enable_local_ipam: bool) -> Result<Mode, ConfigError> {
-    let addresses = list_field(block, "addresses")?;
-    if !addresses.is_empty() {
-        for field in ["static_ip", "ipv6_subnet", "ipv4_subnet"] {
-            if str_field(block, field)?.is_some() {
+fn absolute(key: &Key<PathBuf>, field: &'static str) -> Result<Option<PathBuf>, ConfigError> {
+    match read(key, field)? {
+        None => Ok(None),
+        Some(path) if path.is_absolute() => Ok(Some(path.clone())),
+        Some(path) => Err(ConfigError::RelativePath {
+            field,
+            value: path.display().to_string(),
+        }),
+    }
+}
+
+fn mode(block: &Written, enable_local_ipam: bool) -> Result<Mode, ConfigError> {
+    if let Some(entries) = read(&block.addresses, "addresses")? {
+        let allocating = [
+            (&block.static_ip, "static_ip"),
+            (&block.ipv6_subnet, "ipv6_subnet"),
+            (&block.ipv4_subnet, "ipv4_subnet"),
+        ];
+        for (key, field) in allocating {
+            if read(key, field)?.is_some() {
                 return Err(ConfigError::AddressesCombined(field));
             }
         }
-        return addresses::parse(addresses).map(Mode::Addresses);
+        return addresses::parse(entries).map(Mode::Addresses);
     }
-    if let Some(raw) = str_field(block, "static_ip")? {
+    if let Some(raw) = read(&block.static_ip, "static_ip")? {
         return static_ip(raw).map(Mode::Static);
     }
     pools(block, enable_local_ipam).map(Mode::Pools)
@@ -273,48 +300,52 @@ fn static_ip(raw: &str) -> Result<Ipv6Addr, ConfigError> {
     }
 }
 
-/// The pool fields of one family.
-struct PoolFields {
+/// The pool keys of one family, as written, each with its name.
+struct PoolKeys<'a> {
     family: Family,
-    subnet: &'static str,
-    gateway: &'static str,
+    subnet: (&'a Key<String>, &'static str),
+    gateway: (&'a Key<String>, &'static str),
 }
 
-const POOL_FIELDS: [PoolFields; 2] = [
-    PoolFields {
-        family: Family::V6,
-        subnet: "ipv6_subnet",
-        gateway: "ipv6_gateway",
-    },
-    PoolFields {
-        family: Family::V4,
-        subnet: "ipv4_subnet",
-        gateway: "ipv4_gateway",
-    },
-];
+fn pool_keys(block: &Written) -> [PoolKeys<'_>; 2] {
+    [
+        PoolKeys {
+            family: Family::V6,
+            subnet: (&block.ipv6_subnet, "ipv6_subnet"),
+            gateway: (&block.ipv6_gateway, "ipv6_gateway"),
+        },
+        PoolKeys {
+            family: Family::V4,
+            subnet: (&block.ipv4_subnet, "ipv4_subnet"),
+            gateway: (&block.ipv4_gateway, "ipv4_gateway"),
+        },
+    ]
+}
 
-fn pools(block: &Value, enable_local_ipam: bool) -> Result<Vec<Pool>, ConfigError> {
-    let subnet_len = match uint_field(block, "subnet_len")? {
+fn pools(block: &Written, enable_local_ipam: bool) -> Result<Vec<Pool>, ConfigError> {
+    let subnet_len = match read(&block.subnet_len, "subnet_len")? {
         None => DEFAULT_SUBNET_LEN,
-        Some(n) if (1..=128).contains(&n) => n as u8,
-        Some(n) => return Err(ConfigError::SubnetLen(n)),
+        Some(&n) if (1..=128).contains(&n) => n as u8,
+        Some(&n) => return Err(ConfigError::SubnetLen(n)),
     };
-    let mut raw: Vec<(&PoolFields, String)> = Vec::new();
-    for fields in &POOL_FIELDS {
-        if let Some(value) = str_field(block, fields.subnet)? {
-            raw.push((fields, value.to_owned()));
+    let all = pool_keys(block);
+    let mut raw: Vec<(&PoolKeys<'_>, &str)> = Vec::new();
+    for keys in &all {
+        let (subnet, field) = keys.subnet;
+        if let Some(value) = read(subnet, field)? {
+            raw.push((keys, value));
         }
     }
     if raw.is_empty() && enable_local_ipam {
-        raw.push((&POOL_FIELDS[0], DEFAULT_LOCAL_POOL.to_owned()));
+        raw.push((&all[0], DEFAULT_LOCAL_POOL));
     }
     let mut pools = Vec::new();
-    for (fields, value) in &raw {
-        let slot_len = match fields.family {
+    for (keys, value) in raw {
+        let slot_len = match keys.family {
             Family::V6 => subnet_len,
             Family::V4 => 32,
         };
-        pools.push(pool(block, fields, value, slot_len)?);
+        pools.push(pool(keys, value, slot_len)?);
     }
     let pools = narrow(block, pools)?;
     if pools.is_empty() {
@@ -323,44 +354,37 @@ fn pools(block: &Value, enable_local_ipam: bool) -> Result<Vec<Pool>, ConfigErro
     Ok(pools)
 }
 
-fn pool(
-    block: &Value,
-    fields: &PoolFields,
-    value: &str,
-    slot_len: u8,
-) -> Result<Pool, ConfigError> {
-    let cidr = cidr(fields.subnet, value, fields.family, "")?;
-    let gateway = match str_field(block, fields.gateway)? {
+fn pool(keys: &PoolKeys<'_>, value: &str, slot_len: u8) -> Result<Pool, ConfigError> {
+    let (_, subnet_field) = keys.subnet;
+    let cidr = cidr(subnet_field, value, keys.family, "")?;
+    let (gateway_key, gateway_field) = keys.gateway;
+    let gateway = match read(gateway_key, gateway_field)? {
         None => None,
-        Some(raw) => Some(ip_of_family(fields.gateway, raw, fields.family)?),
+        Some(raw) => Some(ip_of_family(gateway_field, raw, keys.family)?),
     };
     Pool::new(cidr, slot_len, gateway).map_err(|source| ConfigError::Pool {
-        field: fields.subnet,
+        field: subnet_field,
         value: value.to_owned(),
         source,
     })
 }
 
 /// Applies `address_families` to the pools (never widens).
-fn narrow(block: &Value, pools: Vec<Pool>) -> Result<Vec<Pool>, ConfigError> {
-    let names = list_field(block, "address_families")?;
-    if names.is_empty() {
+fn narrow(block: &Written, pools: Vec<Pool>) -> Result<Vec<Pool>, ConfigError> {
+    let Some(names) = read(&block.address_families, "address_families")? else {
         return Ok(pools);
-    }
+    };
     let mut allowed = Vec::new();
     let mut listed = Vec::new();
     for name in names {
-        let text = name.as_str().ok_or(ConfigError::WrongType {
-            field: "address_families",
-            expected: "a list of strings",
-        })?;
-        let family = match text {
+        let FamilyName(text) = name.get("address_families")?;
+        let family = match text.as_str() {
             "ipv6" => Family::V6,
             "ipv4" => Family::V4,
             other => return Err(ConfigError::FamilyName(other.to_owned())),
         };
         allowed.push(family);
-        listed.push(text.to_owned());
+        listed.push(text.as_str());
     }
     let kept: Vec<Pool> = pools
         .into_iter()
@@ -419,52 +443,5 @@ fn ip_of_family(field: &'static str, raw: &str, family: Family) -> Result<IpAddr
     Ok(ip)
 }
 
-/// A string field; absent, `null` and `""` are all "not set" (upstream's Go zero value).
-pub(crate) fn str_field<'a>(
-    block: &'a Value,
-    field: &'static str,
-) -> Result<Option<&'a str>, ConfigError> {
-    match block.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ConfigError::WrongType {
-            field,
-            expected: "a string",
-        }),
-    }
-}
-
-fn list_field<'a>(block: &'a Value, field: &'static str) -> Result<&'a [Value], ConfigError> {
-    match block.get(field) {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(items)) => Ok(items),
-        Some(_) => Err(ConfigError::WrongType {
-            field,
-            expected: "a list",
-        }),
-    }
-}
-
-fn uint_field(block: &Value, field: &'static str) -> Result<Option<u64>, ConfigError> {
-    match block.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or(ConfigError::WrongType {
-            field,
-            expected: "a non-negative integer",
-        }),
-    }
-}
-
-fn path_field(block: &Value, field: &'static str) -> Result<Option<PathBuf>, ConfigError> {
-    match str_field(block, field)? {
-        None => Ok(None),
-        Some(raw) if Path::new(raw).is_absolute() => Ok(Some(PathBuf::from(raw))),
-        Some(raw) => Err(ConfigError::RelativePath {
-            field,
-            value: raw.to_owned(),
-        }),
-    }
-}
-
 mod addresses;
+mod written;
