@@ -3,7 +3,7 @@
 //! Records that collide with an existing lease share that lease's span, so the address stays
 //! reserved until every holder is released and spans still never partially overlap.
 
-use super::ops::overlapping;
+use super::lease::overlapping;
 use super::span_codec::encode;
 use super::{sqlite, Store, StoreError};
 use crate::pool::Span;

@@ -29,16 +29,28 @@
 //! corrupt, or has a newer schema is reported and never reinitialised: a new store is only ever
 //! built under a temporary name and linked into place, so an existing `ipam.db` is never empty
 //! by our doing. Durability policy: `docs/decisions/0003-ipam-store.md`.
+//!
+//! The operations, each inside one transaction opened here: ADD and the STATUS probe
+//! (allocate.rs), DEL (release.rs), CHECK (lookup in lease.rs), GC (gc.rs), imports (legacy.rs),
+//! `verify` (verify.rs); attachment rows in attachment.rs. Every query of ADD, DEL and CHECK is an
+//! index probe or a range bounded by one attachment; GC walks the rows of its own network.
 
+mod allocate;
+mod attachment;
 mod busy;
+mod gc;
+mod lease;
 mod legacy;
-mod ops;
+mod release;
 mod schema;
 mod span_codec;
 mod verify;
 
+pub use allocate::Allocation;
+pub use attachment::{AttachmentKey, DelKey};
+pub use gc::GcScope;
+pub use lease::Lease;
 pub use legacy::{ImportReport, LegacyOrigin, LegacyRecord};
-pub use ops::{Allocation, AttachmentKey, DelKey, GcScope, Lease};
 pub use verify::Report as VerifyReport;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
