@@ -412,16 +412,7 @@ pub(crate) fn cidr(
         return Err(invalid());
     }
     let net: IpNetwork = value.parse().map_err(|_| invalid())?;
-    let got = Family::of(net.ip());
-    if got != family {
-        return Err(ConfigError::WrongFamily {
-            field,
-            want: family,
-            got,
-            what: "CIDR",
-            value: value.to_owned(),
-        });
-    }
+    of_family(field, value, net.ip(), family, "CIDR")?;
     Ok(net)
 }
 
@@ -430,17 +421,29 @@ fn ip_of_family(field: &'static str, raw: &str, family: Family) -> Result<IpAddr
         field,
         value: raw.to_owned(),
     })?;
-    let got = Family::of(ip);
-    if got != family {
-        return Err(ConfigError::WrongFamily {
-            field,
-            want: family,
-            got,
-            what: "address",
-            value: raw.to_owned(),
-        });
-    }
+    of_family(field, raw, ip, family, "address")?;
     Ok(ip)
+}
+
+/// Refuses `value` of `field` (parsed: `ip`) when it is not of family `want`.
+fn of_family(
+    field: &'static str,
+    value: &str,
+    ip: IpAddr,
+    want: Family,
+    what: &'static str,
+) -> Result<(), ConfigError> {
+    let got = Family::of(ip);
+    if got == want {
+        return Ok(());
+    }
+    Err(ConfigError::WrongFamily {
+        field,
+        want,
+        got,
+        what,
+        value: value.to_owned(),
+    })
 }
 
 mod addresses;
