@@ -2,11 +2,11 @@
 //! round-robin cursor first, then released slots oldest first.
 
 use super::attachment::{find_exact, insert_attachment, AttachmentKey};
-use super::lease::{leases_of, overlapping, Lease};
+use super::lease::{self, leases_of, overlapping, Lease};
 use super::span_codec::{decode_index, encode, encode_index};
 use super::{legacy, sqlite, Store, StoreError};
 use crate::pool::{Pool, Span};
-use rusqlite::{params, OptionalExtension, Transaction};
+use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 use std::path::Path;
 
 /// An attachment's leases (IPv6 first) and whether this call created them.
@@ -74,20 +74,18 @@ impl Store {
             Ok(created)
         })
     }
+
     /// STATUS: proves the store is writable and each pool has a free slot, by allocating one
     /// inside a transaction that is then rolled back.
     pub fn probe(&mut self, pools: &[Pool]) -> Result<(), StoreError> {
-        let path = self.path.clone();
-        let timeout = self.timeout;
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| super::classify(&path, timeout, e))?;
-        for pool in pools {
-            allocate_in(&tx, &path, pool, -1)?;
-        }
-        tx.rollback()
-            .map_err(|e| super::classify(&path, timeout, e))
+        let allocate_each = |tx: &Transaction<'_>, path: &Path| {
+            pools
+                .iter()
+                .try_for_each(|pool| allocate_in(tx, path, pool, -1).map(drop))
+        };
+        self.transaction(TransactionBehavior::Immediate, allocate_each, |tx| {
+            tx.rollback()
+        })
     }
 }
 
@@ -204,27 +202,12 @@ fn insert_lease(
     index: u128,
     owner: i64,
 ) -> Result<Lease, StoreError> {
-    let span = pool.slot(index);
     let lease = Lease {
         address: pool.endpoint(index),
         gateway: Some(pool.gateway()),
         pool: Some(pool.key()),
-        span,
+        span: pool.slot(index),
     };
-    tx.prepare_cached(
-        "INSERT INTO lease (start, last, attachment_id, pool, address, gateway)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            &encode(span.family, span.first)[..],
-            &encode(span.family, span.last)[..],
-            owner,
-            lease.pool,
-            lease.address.to_string(),
-            pool.gateway().to_string(),
-        ])
-    })
-    .map_err(|e| sqlite(path, e))?;
+    lease::insert(tx, path, &lease, owner)?;
     Ok(lease)
 }

@@ -1,7 +1,7 @@
 //! Attachment rows: the CNI key an allocation belongs to, and finding or recording it. Imported
 //! records have no network and no interface name (upstream keyed by container id alone).
 
-use super::{sqlite, StoreError};
+use super::{rows, sqlite, StoreError};
 use rusqlite::{params, OptionalExtension, Transaction};
 use std::path::Path;
 
@@ -65,11 +65,12 @@ pub(super) fn find_any_network(
     container_id: &str,
     ifname: &str,
 ) -> Result<Vec<i64>, StoreError> {
-    collect_ids(
+    rows(
         tx,
         path,
         "SELECT id FROM attachment WHERE container_id = ?1 AND ifname = ?2 AND network != ''",
         params![container_id, ifname],
+        |r| r.get(0),
     )
 }
 
@@ -81,25 +82,13 @@ pub(super) fn find_imported(
     container_id: &str,
 ) -> Result<Vec<i64>, StoreError> {
     let short: String = container_id.chars().take(LEGACY_ID_LEN).collect();
-    collect_ids(
+    rows(
         tx,
         path,
         "SELECT id FROM attachment WHERE network = '' AND container_id IN (?1, ?2) AND ifname = ''",
         params![container_id, short],
+        |r| r.get(0),
     )
-}
-
-pub(super) fn collect_ids(
-    tx: &Transaction<'_>,
-    path: &Path,
-    sql: &str,
-    args: impl rusqlite::Params,
-) -> Result<Vec<i64>, StoreError> {
-    let mut stmt = tx.prepare_cached(sql).map_err(|e| sqlite(path, e))?;
-    let rows = stmt
-        .query_map(args, |r| r.get(0))
-        .and_then(|rows| rows.collect::<Result<Vec<i64>, _>>());
-    rows.map_err(|e| sqlite(path, e))
 }
 
 pub(super) fn insert_attachment(

@@ -2,10 +2,10 @@
 //! the imported records inside the network's pools. The one operation that walks rows: those of
 //! its own network, and the imported records.
 
-use super::attachment::{collect_ids, AttachmentKey, LEGACY_ID_LEN};
+use super::attachment::{AttachmentKey, LEGACY_ID_LEN};
 use super::lease::leases_of;
 use super::release::release_attachment;
-use super::{legacy, sqlite, Store, StoreError};
+use super::{legacy, rows, sqlite, Store, StoreError};
 use crate::pool::Pool;
 use rusqlite::Transaction;
 use std::collections::HashSet;
@@ -49,20 +49,20 @@ fn stale_native(
     path: &Path,
     scope: &GcScope<'_>,
 ) -> Result<Vec<(i64, AttachmentKey)>, StoreError> {
-    let mut stmt = tx
-        .prepare_cached("SELECT id, container_id, ifname FROM attachment WHERE network = ?1")
-        .map_err(|e| sqlite(path, e))?;
-    let rows = stmt
-        .query_map([scope.network], |r| {
+    let native = rows(
+        tx,
+        path,
+        "SELECT id, container_id, ifname FROM attachment WHERE network = ?1",
+        [scope.network],
+        |r| {
             Ok((
                 r.get::<_, i64>(0)?,
                 r.get::<_, String>(1)?,
                 r.get::<_, String>(2)?,
             ))
-        })
-        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| sqlite(path, e))?;
-    Ok(rows
+        },
+    )?;
+    Ok(native
         .into_iter()
         .filter(|(_, cid, ifname)| !scope.valid.contains(&(cid.clone(), ifname.clone())))
         .map(|(id, container_id, ifname)| {
@@ -88,11 +88,12 @@ fn stale_imported(
         .iter()
         .flat_map(|(cid, _)| [cid.clone(), cid.chars().take(LEGACY_ID_LEN).collect()])
         .collect();
-    let ids = collect_ids(
+    let ids: Vec<i64> = rows(
         tx,
         path,
         "SELECT id FROM attachment WHERE network = '' AND ifname = ''",
         [],
+        |r| r.get(0),
     )?;
     let mut doomed = Vec::new();
     for id in ids {

@@ -2,12 +2,12 @@
 //! lease occupying a span.
 
 use super::attachment::{find_exact, find_imported, AttachmentKey};
-use super::span_codec::{decode, encode};
-use super::{sqlite, Store, StoreError};
+use super::span_codec::{decode_span, encode};
+use super::{rows, sqlite, Store, StoreError};
 use crate::pool::Span;
 use galactic_core::ip::Family;
 use ipnetwork::IpNetwork;
-use rusqlite::{OptionalExtension, Transaction};
+use rusqlite::{params, OptionalExtension, Transaction};
 use std::net::IpAddr;
 use std::path::Path;
 
@@ -51,13 +51,12 @@ pub(super) fn leases_of(
     path: &Path,
     id: i64,
 ) -> Result<Vec<Lease>, StoreError> {
-    let mut stmt = tx
-        .prepare_cached(
-            "SELECT start, last, pool, address, gateway FROM lease WHERE attachment_id = ?1",
-        )
-        .map_err(|e| sqlite(path, e))?;
-    let rows = stmt
-        .query_map([id], |r| {
+    let found = rows(
+        tx,
+        path,
+        "SELECT start, last, pool, address, gateway FROM lease WHERE attachment_id = ?1",
+        [id],
+        |r| {
             Ok((
                 r.get::<_, Vec<u8>>(0)?,
                 r.get::<_, Vec<u8>>(1)?,
@@ -65,10 +64,9 @@ pub(super) fn leases_of(
                 r.get::<_, String>(3)?,
                 r.get::<_, Option<String>>(4)?,
             ))
-        })
-        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| sqlite(path, e))?;
-    let mut leases = rows
+        },
+    )?;
+    let mut leases = found
         .into_iter()
         .map(|(start, last, pool, address, gateway)| {
             lease_from_row(&start, &last, pool, &address, gateway.as_deref()).ok_or_else(|| {
@@ -90,23 +88,44 @@ fn lease_from_row(
     address: &str,
     gateway: Option<&str>,
 ) -> Option<Lease> {
-    let (family, first) = decode(start)?;
-    let (last_family, last) = decode(last)?;
+    let span = decode_span(start, last)?;
     let address: IpNetwork = address.parse().ok()?;
     let gateway = match gateway {
         None => None,
         Some(g) => Some(g.parse().ok()?),
     };
-    (family == last_family && Family::of(address.ip()) == family).then_some(Lease {
+    (Family::of(address.ip()) == span.family).then_some(Lease {
         address,
         gateway,
         pool,
-        span: Span {
-            family,
-            first,
-            last,
-        },
+        span,
     })
+}
+
+/// Records `lease` for attachment `owner` (native and imported leases alike).
+pub(super) fn insert(
+    tx: &Transaction<'_>,
+    path: &Path,
+    lease: &Lease,
+    owner: i64,
+) -> Result<(), StoreError> {
+    let span = lease.span;
+    tx.prepare_cached(
+        "INSERT INTO lease (start, last, attachment_id, pool, address, gateway)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            &encode(span.family, span.first)[..],
+            &encode(span.family, span.last)[..],
+            owner,
+            lease.pool,
+            lease.address.to_string(),
+            lease.gateway.map(|g| g.to_string()),
+        ])
+    })
+    .map(drop)
+    .map_err(|e| sqlite(path, e))
 }
 
 /// The lease overlapping `span`, if any. Spans in the table never partially overlap, so the one
@@ -130,17 +149,9 @@ pub(super) fn overlapping(
     let Some((start, last)) = found else {
         return Ok(None);
     };
-    let decoded = decode(&start).zip(decode(&last));
-    let Some(((family, first), (_, last))) = decoded else {
-        return Err(StoreError::Corrupt {
-            path: path.to_owned(),
-            why: "a lease span does not decode".into(),
-        });
-    };
-    let other = Span {
-        family,
-        first,
-        last,
-    };
+    let other = decode_span(&start, &last).ok_or_else(|| StoreError::Corrupt {
+        path: path.to_owned(),
+        why: "a lease span does not decode".into(),
+    })?;
     Ok(other.overlaps(span).then_some(other))
 }

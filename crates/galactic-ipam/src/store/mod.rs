@@ -53,7 +53,7 @@ pub use lease::Lease;
 pub use legacy::{ImportReport, LegacyOrigin, LegacyRecord};
 pub use verify::Report as VerifyReport;
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -184,31 +184,37 @@ impl Store {
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction, committed only when `f` succeeds.
     pub(crate) fn write<T>(
         &mut self,
-        f: impl FnOnce(&rusqlite::Transaction<'_>, &Path) -> Result<T, StoreError>,
+        f: impl FnOnce(&Transaction<'_>, &Path) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let path = self.path.clone();
-        let timeout = self.timeout;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| classify(&path, timeout, e))?;
-        let value = f(&tx, &path).map_err(|e| reclassify(e, timeout))?;
-        tx.commit().map_err(|e| classify(&path, timeout, e))?;
-        Ok(value)
+        self.transaction(TransactionBehavior::Immediate, f, |tx| tx.commit())
     }
 
     /// Runs `f` in a read transaction (a consistent snapshot; never blocks writers in WAL mode).
     pub(crate) fn read<T>(
         &mut self,
-        f: impl FnOnce(&rusqlite::Transaction<'_>, &Path) -> Result<T, StoreError>,
+        f: impl FnOnce(&Transaction<'_>, &Path) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        // Nothing to keep: dropping the transaction ends it.
+        self.transaction(TransactionBehavior::Deferred, f, |_| Ok(()))
+    }
+
+    /// Runs `f` in a transaction of `behavior`, then `end`s the transaction when `f` succeeded.
+    /// When `f` fails the transaction is dropped, which rolls it back.
+    fn transaction<T>(
+        &mut self,
+        behavior: TransactionBehavior,
+        f: impl FnOnce(&Transaction<'_>, &Path) -> Result<T, StoreError>,
+        end: impl FnOnce(Transaction<'_>) -> rusqlite::Result<()>,
     ) -> Result<T, StoreError> {
         let path = self.path.clone();
         let timeout = self.timeout;
         let tx = self
             .conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .transaction_with_behavior(behavior)
             .map_err(|e| classify(&path, timeout, e))?;
-        f(&tx, &path).map_err(|e| reclassify(e, timeout))
+        let value = f(&tx, &path).map_err(|e| reclassify(e, timeout))?;
+        end(tx).map_err(|e| classify(&path, timeout, e))?;
+        Ok(value)
     }
 
     fn err(&self, e: rusqlite::Error) -> StoreError {
@@ -220,6 +226,21 @@ impl Drop for Store {
     fn drop(&mut self) {
         schema::trim_wal(&self.conn, &self.path, self.timeout);
     }
+}
+
+/// Every row `sql` selects with `args`, each read by `row`.
+pub(crate) fn rows<T>(
+    tx: &Transaction<'_>,
+    path: &Path,
+    sql: &str,
+    args: impl rusqlite::Params,
+    row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, StoreError> {
+    let mut stmt = tx.prepare_cached(sql).map_err(|e| sqlite(path, e))?;
+    let rows = stmt
+        .query_map(args, row)
+        .and_then(|rows| rows.collect::<Result<Vec<T>, _>>());
+    rows.map_err(|e| sqlite(path, e))
 }
 
 /// Wraps a SQLite error without classification (the caller's context has none to add).

@@ -2,9 +2,8 @@
 
 use super::attachment::{find_any_network, find_exact, find_imported, DelKey};
 use super::lease::{leases_of, overlapping, Lease};
-use super::span_codec::{decode, encode_index};
-use super::{legacy, sqlite, Store, StoreError};
-use crate::pool::Span;
+use super::span_codec::{decode_span, encode_index};
+use super::{legacy, rows, sqlite, Store, StoreError};
 use rusqlite::{params, Transaction};
 use std::path::Path;
 
@@ -80,30 +79,20 @@ fn pools_holding(
         ),
         None => ("SELECT key, first, last, slot_len FROM pool", vec![]),
     };
-    let mut stmt = tx.prepare_cached(sql).map_err(|e| sqlite(path, e))?;
-    let rows = stmt
-        .query_map(rusqlite::params_from_iter(args), |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, Vec<u8>>(1)?,
-                r.get::<_, Vec<u8>>(2)?,
-                r.get::<_, u32>(3)?,
-            ))
-        })
-        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| sqlite(path, e))?;
-    Ok(rows
+    let pools = rows(tx, path, sql, rusqlite::params_from_iter(args), |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, Vec<u8>>(1)?,
+            r.get::<_, Vec<u8>>(2)?,
+            r.get::<_, u32>(3)?,
+        ))
+    })?;
+    Ok(pools
         .into_iter()
         .filter_map(|(key, first, last, slot_len)| {
-            let (family, first) = decode(&first)?;
-            let (_, last) = decode(&last)?;
-            let pool_span = Span {
-                family,
-                first,
-                last,
-            };
-            (pool_span.overlaps(&lease.span) && lease.span.first >= first)
-                .then_some((key, first, slot_len))
+            let pool = decode_span(&first, &last)?;
+            (pool.overlaps(&lease.span) && lease.span.first >= pool.first)
+                .then_some((key, pool.first, slot_len))
         })
         .collect())
 }
