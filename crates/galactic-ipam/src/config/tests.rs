@@ -201,3 +201,65 @@ fn store_settings_defaults_and_lenient_fallback() {
     let garbage = store_settings_lenient(&json!("not even an object"), Path::new("/st"));
     assert_eq!(garbage.data_dir, Path::new("/st/ipam"));
 }
+
+#[test]
+fn an_addresses_entry_must_be_an_object_even_one_serde_could_read_as_a_struct() {
+    // serde reads a struct from a JSON list too; an entry written as a list is still refused.
+    for entries in [json!([["fd00::1/64"]]), json!([["fd00::1/64", "fd00::ff"]])] {
+        assert_eq!(
+            err(json!({ "addresses": entries })),
+            "ipam.addresses must be a list of {\"address\", \"gateway\"} objects"
+        );
+    }
+}
+
+#[test]
+fn a_mode_ignores_the_keys_it_does_not_read_even_of_the_wrong_type() {
+    let unused = json!({"ipv6_gateway": 5, "ipv4_gateway": [], "subnet_len": "96",
+        "address_families": "ipv6"});
+    let with = |mode: Value| {
+        let mut block = unused.clone();
+        if let (Some(block), Value::Object(mode)) = (block.as_object_mut(), mode) {
+            block.extend(mode);
+        }
+        parse_ipam(block).map(|c| c.mode)
+    };
+    assert_eq!(
+        with(json!({"static_ip": "fd00::5"})),
+        Ok(Mode::Static("fd00::5".parse().unwrap()))
+    );
+    assert!(matches!(
+        with(json!({"addresses": [{"address": "fd00::1/64"}]})),
+        Ok(Mode::Addresses(_))
+    ));
+    // The same keys are refused where pool mode reads them, in its order.
+    assert_eq!(
+        with(json!({"ipv6_subnet": "fd00::/64"})).unwrap_err(),
+        ConfigError::WrongType {
+            field: "subnet_len",
+            expected: "a non-negative integer"
+        }
+    );
+}
+
+#[test]
+fn the_first_broken_rule_is_reported_whatever_the_key_order() {
+    let cases: Vec<(Value, &str)> = vec![
+        // Store settings are judged before the mode.
+        (json!({"ipv6_subnet": 5, "data_dir": "rel"}),
+         "ipam.data_dir must be an absolute path, got \"rel\""),
+        // The combination rule before the entries.
+        (json!({"addresses": [5], "static_ip": "fd00::1"}),
+         "ipam.addresses cannot be combined with ipam.static_ip: addresses assigns pre-decided addresses, the other fields allocate"),
+        // Entries in order: the first entry's value before the second entry's type.
+        (json!({"addresses": [{"address": "x/1"}, 5]}),
+         "invalid CIDR value for field 'ipam.addresses[].address': \"x/1\" (an explicit prefix length is required)"),
+        (json!({"ipv6_subnet": "fd00::/64", "address_families": ["ipv7", 4]}),
+         "invalid ipam.address_families entry \"ipv7\": must be \"ipv6\" or \"ipv4\""),
+        (json!({"ipv6_subnet": "fd00::/64", "address_families": [4, "ipv7"]}),
+         "ipam.address_families must be a list of strings"),
+    ];
+    for (ipam, want) in cases {
+        assert_eq!(err(ipam.clone()), want, "for {ipam}");
+    }
+}
