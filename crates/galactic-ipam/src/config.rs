@@ -12,9 +12,10 @@
 //! | `ipv4_subnet` | IPv4 CIDR | pool; each attachment gets one /32 |
 //! | `ipv4_gateway` | IPv4 | pool gateway, default: pool network + 1 |
 //! | `address_families` | `["ipv6","ipv4"]` | narrows the configured pools, never widens |
-//! | `data_dir` | absolute path | store directory, default `<node state_dir>/ipam` (`/var/lib/galactic/ipam`) |
-//! | `legacy_dir` | absolute path | upstream marker root, default `/var/lib/cni/galactic-ipam` |
-//! | `lock_timeout_ms` | integer | longest wait for the store lock, default 5000; then code 11 |
+//!
+//! Where the store lives and how long to wait for its lock are node settings (`ipam_data_dir`,
+//! `ipam_legacy_dir`, `ipam_lock_timeout_ms` in the node config, [`StoreSettings::of`]): a stanza
+//! that sets `data_dir`, `legacy_dir` or `lock_timeout_ms` is refused before this block is read.
 //!
 //! The block is read with serde (`written.rs`), every key as the type it needs; the rules below
 //! then read the keys their mode uses, in a fixed order. A value of the wrong JSON type is refused
@@ -25,14 +26,15 @@
 //! the pool `fd00:10:ff01::/64` is used.
 
 use crate::pool::Pool;
+use galactic_core::config::NodeConfig;
 use galactic_core::ip::{Assignment, Family};
 use ipnetwork::IpNetwork;
 use serde::Deserialize;
 use serde_json::Value;
 use std::net::{IpAddr, Ipv6Addr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
-use written::{read, FamilyName, Key, Typed, Written};
+use written::{read, FamilyName, Key, Written};
 
 pub use error::ConfigError;
 
@@ -43,10 +45,6 @@ mod tests;
 pub const DEFAULT_LOCAL_POOL: &str = "fd00:10:ff01::/64";
 /// Default IPv6 endpoint prefix length.
 pub const DEFAULT_SUBNET_LEN: u8 = 96;
-/// Default root of the upstream implementation's marker files.
-pub const DEFAULT_LEGACY_DIR: &str = "/var/lib/cni/galactic-ipam";
-/// Default bound on waiting for the store lock.
-pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_millis(5000);
 /// The environment variable enabling the default pool.
 pub const ENABLE_LOCAL_IPAM_ENV: &str = "GALACTIC_IPAM_ENABLE_LOCAL_IPAM";
 
@@ -55,19 +53,29 @@ pub const ENABLE_LOCAL_IPAM_ENV: &str = "GALACTIC_IPAM_ENABLE_LOCAL_IPAM";
 pub struct IpamConfig {
     /// What ADD hands out.
     pub mode: Mode,
-    /// Store paths and limits.
-    pub store: StoreSettings,
 }
 
-/// Where the store lives and how long to wait for it. Also derived leniently for DEL.
+/// Where the store lives and how long to wait for it: the node's settings, the same for ADD,
+/// DEL, CHECK and GC whatever the stanza says (DEL never depends on the stanza to find it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreSettings {
-    /// Store directory (`data_dir`).
+    /// Store directory (node `ipam_data_dir`).
     pub data_dir: PathBuf,
-    /// Upstream marker root imported once (`legacy_dir`).
+    /// Upstream marker root imported once (node `ipam_legacy_dir`).
     pub legacy_dir: PathBuf,
-    /// Bound on lock waits (`lock_timeout_ms`).
+    /// Bound on lock waits (node `ipam_lock_timeout_ms`).
     pub lock_timeout: Duration,
+}
+
+impl StoreSettings {
+    /// The settings of `node`.
+    pub fn of(node: &NodeConfig) -> Self {
+        Self {
+            data_dir: node.ipam_data_dir.clone(),
+            legacy_dir: node.ipam_legacy_dir.clone(),
+            lock_timeout: node.ipam_lock_timeout,
+        }
+    }
 }
 
 /// How addresses are obtained.
@@ -81,11 +89,9 @@ pub enum Mode {
     Pools(Vec<Pool>),
 }
 
-/// What parsing needs besides the JSON: the node's state directory and the environment switch.
+/// What parsing needs besides the JSON: the environment switch.
 #[derive(Debug, Clone, Copy)]
-pub struct Context<'a> {
-    /// Node state directory; the store defaults to `<state_dir>/ipam`.
-    pub state_dir: &'a Path,
+pub struct Context {
     /// `GALACTIC_IPAM_ENABLE_LOCAL_IPAM` is `true` (case-insensitive).
     pub enable_local_ipam: bool,
 }
@@ -96,11 +102,10 @@ pub fn local_ipam_enabled(value: Option<&str>) -> bool {
 }
 
 /// Parses the `ipam` block of the network configuration `conf`.
-pub fn parse(conf: &Value, ctx: Context<'_>) -> Result<IpamConfig, ConfigError> {
+pub fn parse(conf: &Value, ctx: Context) -> Result<IpamConfig, ConfigError> {
     let block = written(conf)?;
-    let store = store_settings(&block, ctx.state_dir)?;
     let mode = mode(&block, ctx.enable_local_ipam)?;
-    Ok(IpamConfig { mode, store })
+    Ok(IpamConfig { mode })
 }
 
 /// The block as written; `null` counts as absent.
@@ -111,52 +116,6 @@ fn written(conf: &Value) -> Result<Written, ConfigError> {
         // an object does not fail.
         Some(Value::Object(map)) => Written::deserialize(map).map_err(|_| ConfigError::NotAnObject),
         Some(_) => Err(ConfigError::NotAnObject),
-    }
-}
-
-/// Store settings only, read leniently: DEL uses this when the rest of the block is invalid, so
-/// an edited or broken config still finds the store that ADD wrote to.
-pub fn store_settings_lenient(conf: &Value, state_dir: &Path) -> StoreSettings {
-    let block = written(conf).unwrap_or_default();
-    store_settings(&block, state_dir).unwrap_or_else(|_| StoreSettings {
-        data_dir: lenient_path(&block.data_dir).unwrap_or_else(|| state_dir.join("ipam")),
-        legacy_dir: lenient_path(&block.legacy_dir)
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_LEGACY_DIR)),
-        lock_timeout: DEFAULT_LOCK_TIMEOUT,
-    })
-}
-
-fn lenient_path(key: &Key<PathBuf>) -> Option<PathBuf> {
-    match key {
-        Some(Typed::Fits(path)) if path.is_absolute() => Some(path.clone()),
-        _ => None,
-    }
-}
-
-fn store_settings(block: &Written, state_dir: &Path) -> Result<StoreSettings, ConfigError> {
-    let data_dir = absolute(&block.data_dir, "data_dir")?.unwrap_or_else(|| state_dir.join("ipam"));
-    let legacy_dir = absolute(&block.legacy_dir, "legacy_dir")?
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_LEGACY_DIR));
-    let lock_timeout = match read(&block.lock_timeout_ms, "lock_timeout_ms")? {
-        None => DEFAULT_LOCK_TIMEOUT,
-        Some(&ms) if (1..=600_000).contains(&ms) => Duration::from_millis(ms),
-        Some(&ms) => return Err(ConfigError::LockTimeout(ms)),
-    };
-    Ok(StoreSettings {
-        data_dir,
-        legacy_dir,
-        lock_timeout,
-    })
-}
-
-fn absolute(key: &Key<PathBuf>, field: &'static str) -> Result<Option<PathBuf>, ConfigError> {
-    match read(key, field)? {
-        None => Ok(None),
-        Some(path) if path.is_absolute() => Ok(Some(path.clone())),
-        Some(path) => Err(ConfigError::RelativePath {
-            field,
-            value: path.display().to_string(),
-        }),
     }
 }
 

@@ -29,8 +29,9 @@ impl Plugin for IpamPlugin {
             Mode::Addresses(list) => (list.clone(), true),
             Mode::Static(ip) => (result::static_ip(*ip), false),
             Mode::Pools(pools) => {
-                let mut store = open(&cfg.store)?;
-                let alloc = store.allocate(&key, pools, &cfg.store.legacy_dir)?;
+                let store_settings = StoreSettings::of(&req.node);
+                let mut store = open(&store_settings)?;
+                let alloc = store.allocate(&key, pools, &store_settings.legacy_dir)?;
                 log::info(
                     "ADD: allocation",
                     json!({
@@ -48,7 +49,7 @@ impl Plugin for IpamPlugin {
     fn del(&self, req: &Request) -> Result<(), IpamError> {
         // DEL never depends on today's config beyond finding the store: what to release was
         // recorded at ADD. An invalid or undecodable config still releases.
-        let settings = config::store_settings_lenient(&req.conf.raw, &req.node.state_dir);
+        let settings = StoreSettings::of(&req.node);
         let key = del_key(req)?;
         let Some(mut store) = Store::open_existing(&settings.data_dir, settings.lock_timeout)?
         else {
@@ -72,7 +73,7 @@ impl Plugin for IpamPlugin {
         let expected: Vec<Assignment> = match &cfg.mode {
             Mode::Addresses(list) => list.clone(),
             Mode::Static(ip) => result::static_ip(*ip),
-            Mode::Pools(_) => recorded(&cfg.store, &key)?,
+            Mode::Pools(_) => recorded(&StoreSettings::of(&req.node), &key)?,
         };
         if let Some(prev) = req.conf.prev_result()? {
             let diffs = result::differences(&expected, &prev);
@@ -90,7 +91,8 @@ impl Plugin for IpamPlugin {
     fn status(&self, req: &Request) -> Result<(), IpamError> {
         let cfg = parse(req)?;
         if let Mode::Pools(pools) = &cfg.mode {
-            Store::open_or_create(&cfg.store.data_dir, cfg.store.lock_timeout)
+            let settings = StoreSettings::of(&req.node);
+            Store::open_or_create(&settings.data_dir, settings.lock_timeout)
                 .and_then(|mut store| store.probe(pools))
                 .map_err(|e| IpamError::NotReady(Box::new(e.into())))?;
         }
@@ -116,7 +118,7 @@ impl Plugin for IpamPlugin {
             }) => pools,
             _ => Vec::new(),
         };
-        let settings = config::store_settings_lenient(&req.conf.raw, &req.node.state_dir);
+        let settings = StoreSettings::of(&req.node);
         let Some(mut store) = Store::open_existing(&settings.data_dir, settings.lock_timeout)?
         else {
             return Ok(());
@@ -138,7 +140,6 @@ impl Plugin for IpamPlugin {
 fn parse(req: &Request) -> Result<IpamConfig, IpamError> {
     let env = std::env::var(config::ENABLE_LOCAL_IPAM_ENV).ok();
     let ctx = Context {
-        state_dir: &req.node.state_dir,
         enable_local_ipam: config::local_ipam_enabled(env.as_deref()),
     };
     Ok(config::parse(&req.conf.raw, ctx)?)

@@ -136,6 +136,12 @@ fn node_config_file() {
         match NodeConfig::resolve_from(&json!({}), &none, &file, None) {
             Ok(node) => {
                 prop_assert!(!node.state_dir.as_os_str().is_empty());
+                prop_assert!(node.ipam_data_dir.is_absolute(), "relative ipam_data_dir");
+                prop_assert!(
+                    node.ipam_legacy_dir.is_absolute(),
+                    "relative ipam_legacy_dir"
+                );
+                prop_assert!(node.ipam_lock_timeout > std::time::Duration::ZERO);
                 Ok(())
             }
             // The dispatcher turns this into code 7 with the message.

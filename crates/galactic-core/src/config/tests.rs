@@ -316,6 +316,10 @@ fn invalid_ebpf_values_are_errors_naming_key_entry_and_source() {
         ("GALACTIC_CNI_EBPF_FILTER_PRIORITY", "high"),
         ("GALACTIC_CNI_EBPF_DATAPATH", "maybe"),
         ("GALACTIC_CNI_BPF_PIN_DIR", "relative/dir"),
+        ("GALACTIC_CNI_IPAM_DATA_DIR", "relative/dir"),
+        ("GALACTIC_CNI_IPAM_LEGACY_DIR", "x"),
+        ("GALACTIC_CNI_IPAM_LOCK_TIMEOUT_MS", "0"),
+        ("GALACTIC_CNI_IPAM_LOCK_TIMEOUT_MS", "soon"),
     ] {
         let text = err(&[(key, value)]);
         assert!(

@@ -95,15 +95,4 @@ pub enum ConfigError {
     /// `addresses: []` or entries with nothing usable.
     #[error("ipam.addresses is present but empty")]
     EmptyAddresses,
-    /// A path that is not absolute.
-    #[error("ipam.{field} must be an absolute path, got {value:?}")]
-    RelativePath {
-        /// The field.
-        field: &'static str,
-        /// The raw value.
-        value: String,
-    },
-    /// `lock_timeout_ms` out of range.
-    #[error("ipam.lock_timeout_ms {0} must be between 1 and 600000")]
-    LockTimeout(u64),
 }

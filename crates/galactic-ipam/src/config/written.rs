@@ -25,9 +25,6 @@ pub(super) struct Written {
     pub ipv4_subnet: Key<String>,
     pub ipv4_gateway: Key<String>,
     pub address_families: Key<Vec<Typed<FamilyName>>>,
-    pub data_dir: Key<PathBuf>,
-    pub legacy_dir: Key<PathBuf>,
-    pub lock_timeout_ms: Key<u64>,
 }
 
 /// One `addresses` entry as written.
