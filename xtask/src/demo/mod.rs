@@ -188,8 +188,7 @@ impl<'a> Scene<'a> {
 
     /// A pod's chain: master (with its IPAM) → route (when it terminates networks) → bgp.
     fn conflist(&self, spec: &PodSpec) -> Conflist {
-        let mut ipam = spec.ipam.clone();
-        ipam["data_dir"] = json!(self.state().join("ipam"));
+        let ipam = spec.ipam.clone();
         let mut chain = vec![
             json!({"type": "galactic-cni", "vpc": spec.vpc, "vpcattachment": spec.att, "ipam": ipam}),
         ];
@@ -330,7 +329,7 @@ impl<'a> Scene<'a> {
                     .unwrap_or(0);
                 let verify = Command::new(self.host.bin_dir.join("galactic-ipam"))
                     .args(["verify", "--data-dir"])
-                    .arg(self.state().join("ipam"))
+                    .arg(self.host.node.ipam_dir())
                     .output()?;
                 let report: Value = serde_json::from_slice(&verify.stdout).unwrap_or(Value::Null);
                 let leases = report["leases"].as_u64().unwrap_or(u64::MAX);
