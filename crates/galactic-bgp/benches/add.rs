@@ -44,18 +44,24 @@ fn main() {
     for i in 0..RUNS {
         let pod = format!("p{i}");
         server.fixture().insert(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod, "namespace": "pods"}}));
+        let att = galactic_core::ident::base62_encode(i as u64 % 200 + 1);
+        let cid = format!("c{i}");
+        // What the master's ADD of this attachment leaves: its record and its result.
+        node.record_master("net1", &cid, "eth0", &netns, ("1", &att));
+        let host = galactic_core::ident::ChainIds::of(&json!({"vpc": "1", "vpcattachment": att}))
+            .unwrap()
+            .host_ifname();
         let prev = json!({"cniVersion": "1.1.0",
-            "interfaces": [{"name": "G000000001001H"}, {"name": "eth0", "sandbox": netns}],
+            "interfaces": [{"name": host}, {"name": "eth0", "sandbox": netns}],
             "ips": [{"address": format!("fd20:10:ff01::{:x}:0/96", i + 1), "interface": 1},
                     {"address": format!("172.21.{}.{}/24", i / 200, i % 200 + 2), "interface": 1}]});
-        let att = galactic_core::ident::base62_encode(i as u64 % 200 + 1);
         let conf =
             json!({"cniVersion": "1.1.0", "name": "net1", "type": "galactic-bgp", "vpc": "1",
                           "vpcattachment": att, "prevResult": prev})
             .to_string();
         let started = Instant::now();
         let out = Invocation::new(Path::new(BIN), "ADD", &node)
-            .attachment(&format!("c{i}"), &netns, "eth0", dir.path())
+            .attachment(&cid, &netns, "eth0", dir.path())
             // Publication cost only: no eBPF datapath on the bench node.
             .var(galactic_core::bpf::maps::DATAPATH_ENV, "off")
             .var(

@@ -169,6 +169,7 @@ fn pod_uid(backend: &Backend, pod: &PodRef) -> Result<Option<String>, BgpError> 
 /// ADD: publish, then print `prevResult` unchanged.
 pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     let plan = plan(req)?;
+    verify_chain(req, &plan)?;
     let cid = req.env.container_id()?.as_str().to_owned();
     let netns = req
         .env
@@ -177,7 +178,6 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     let backend = Backend::open(&req.node, ClientOptions::default())?;
-    verify_chain(req, &plan)?;
     if backend.is_kube() && plan.facts.v6.is_some() && plan.pod.is_none() {
         return Err(BgpError::NoPod {
             step: "publish EndpointSlice",
@@ -391,9 +391,9 @@ fn check_advertisement(
 /// CHECK: the VRF instance, the advertisement's content and the EndpointSlice match.
 pub fn check(req: &Request) -> Result<(), BgpError> {
     let plan = plan(req)?;
+    verify_chain(req, &plan)?;
     let cid = req.env.container_id()?.as_str().to_owned();
     let backend = Backend::open(&req.node, ClientOptions::default())?;
-    verify_chain(req, &plan)?;
     let store = backend.store();
     let node = node_name(&req.node, &backend)?;
     let ns = req.node.namespace.as_str();

@@ -377,11 +377,11 @@ fn an_invalid_shard_sid_is_a_config_error_naming_it() {
         return;
     }
     let node = node("n66bad", json!({}));
+    let pod = Pod::new("n66b");
+    let prev = node.master_add(&pod, "G");
     node.host
         .node
         .merge_config(json!({"nat66_shard_sids": format!("{SID_OK}, 2001:db8::xyz")}));
-    let pod = Pod::new("n66b");
-    let prev = node.master_add(&pod, "G");
     let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(7);
     assert!(
         msg.contains("nat66_shard_sids") && msg.contains("\"2001:db8::xyz\""),

@@ -26,41 +26,8 @@ fn list(conf: &Value) -> Conflist {
     Conflist::from_conf(conf).unwrap()
 }
 
-/// Everything a failed call could have changed on the node.
-fn snapshot(host: &Host) -> Vec<String> {
-    let mut out = Vec::new();
-    for args in [
-        vec!["-o", "link", "show"],
-        vec!["-4", "rule", "show"],
-        vec!["-6", "rule", "show"],
-        vec!["-4", "route", "show", "table", "all"],
-        vec!["-6", "route", "show", "table", "all"],
-    ] {
-        out.push(host.netns.ip(&args));
-    }
-    let nft = host.netns.exec(&["nft", "list", "ruleset"]);
-    out.push(String::from_utf8_lossy(&nft.stdout).into_owned());
-    out.push(files(&host.path("state")).join("\n"));
-    out.push(files(&host.path("ipam")).join("\n"));
-    out
-}
-
-/// Every file under `dir` (the log file is allowed to grow: it is not node state).
-fn files(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path.clone());
-            }
-            out.push(path.display().to_string());
-        }
-    }
-    out.sort();
-    out
-}
+/// The container of the catalogue's galactic-bgp kubeconfig case, whose master record exists.
+const KUBECONFIG_CASE: &str = "bgp-kubeconfig-case";
 
 struct Case {
     what: &'static str,
@@ -252,9 +219,12 @@ fn cases(host: &Host) -> Vec<Case> {
         Case {
             what: "kubeconfig pointing nowhere",
             binary: bgp_bin,
-            conf: json!({"cniVersion": "1.1.0", "name": "tenant-a", "type": "galactic-bgp", "vpc": "1", "vpcattachment": "1",
-                         "prevResult": {"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}], "ips": [{"address": "10.0.0.2/32", "interface": 0}]}}),
+            // An attachment its master recorded (see KUBECONFIG_CASE), so galactic-bgp gets past
+            // its chain check to the kubeconfig.
+            conf: json!({"cniVersion": "1.1.0", "name": "tenant-a", "type": "galactic-bgp", "vpc": "9", "vpcattachment": "9",
+                         "prevResult": {"cniVersion": "1.1.0", "interfaces": [{"name": "G000000009009H"}], "ips": [{"address": "10.0.0.2/32", "interface": 0}]}}),
             env: vec![
+                ("CNI_CONTAINERID", KUBECONFIG_CASE.into()),
                 ("GALACTIC_CNI_PUBLISHER", "kubernetes".into()),
                 ("GALACTIC_CNI_KUBECONFIG", "/nonexistent/kubeconfig".into()),
                 ("GALACTIC_CNI_NODE_NAME", "n1".into()),
@@ -276,9 +246,17 @@ fn every_hostile_input_gets_its_code_and_changes_nothing() {
         &["galactic-ipam", "galactic-bgp"],
     );
     let pod = Pod::new("bad");
-    let before = snapshot(&host);
+    host.node.record_master(
+        "tenant-a",
+        KUBECONFIG_CASE,
+        &pod.ifname,
+        &pod.netns_path(),
+        ("9", "9"),
+    );
+    let cases = cases(&host);
+    let before = host.snapshot();
     let mut failures = Vec::new();
-    for case in cases(&host) {
+    for case in cases {
         let mut inv = host
             .invocation(&case.binary, "ADD", &pod)
             .stdin(case.conf.to_string());
@@ -297,8 +275,10 @@ fn every_hostile_input_gets_its_code_and_changes_nothing() {
                 case.what, case.code, case.message
             ));
         }
-        if snapshot(&host) != before {
-            failures.push(format!("{}: the node changed", case.what));
+        let after = host.snapshot();
+        if after != before {
+            let new: Vec<&String> = after.iter().filter(|l| !before.contains(l)).collect();
+            failures.push(format!("{}: the node changed: {new:?}", case.what));
         }
         assert!(
             !pod.ns.try_ip(&["link", "show", "eth0"]).0,
@@ -339,7 +319,7 @@ fn a_full_disk_fails_cleanly_and_leaves_nothing() {
     host.node
         .merge_config(json!({"ipam_data_dir": tiny.join("ipam")}));
     let conf = master(json!({"ipam": {"type": "galactic-ipam", "ipv4_subnet": "10.71.0.0/24"}}));
-    let before = snapshot(&host);
+    let before = host.snapshot();
     let err = runtime(&host)
         .add(&list(&conf), &pod.attachment())
         .expect_err("ADD on a full disk must fail");
@@ -348,7 +328,7 @@ fn a_full_disk_fails_cleanly_and_leaves_nothing() {
         [5, 11, 50].contains(&code),
         "an I/O-class code, got {code}: {err}"
     );
-    assert_eq!(snapshot(&host), before, "nothing on the node changed");
+    assert_eq!(host.snapshot(), before, "nothing on the node changed");
 }
 
 #[test]
@@ -365,7 +345,7 @@ fn a_delegates_try_again_later_reaches_the_runtime_unchanged() {
     );
     std::fs::set_permissions(&busy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let pod = Pod::new("f15");
-    let before = snapshot(&host);
+    let before = host.snapshot();
     let conf = list(&master(json!({"ipam": {"type": "busy-ipam"}})));
     let out = runtime(&host)
         .add(&conf, &pod.attachment())
@@ -380,7 +360,7 @@ fn a_delegates_try_again_later_reaches_the_runtime_unchanged() {
         "{err}"
     );
     assert_eq!(err["details"], "lock held");
-    let after = snapshot(&host);
+    let after = host.snapshot();
     // The routing domain a first ADD creates is node state that GC reclaims; everything of the
     // attachment itself is gone.
     assert_eq!(after[0], before[0], "no interface left");

@@ -331,7 +331,7 @@ fn chain_order_and_consistency_errors() {
 
     // The checks past the chain check: a master record of the named attachment exists (as if
     // its master's ADD had died before creating the interface or the domain).
-    let network = chain(json!({})).name;
+    let network = chain(route_conf("A", "1", json!([]))).name;
     let netns = pod.netns_path();
     host.node
         .record_master(&network, &pod.id, &pod.ifname, &netns, ("A", "2"));

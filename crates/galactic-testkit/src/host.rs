@@ -12,13 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// Every plugin binary the workspace builds.
-pub const PLUGINS: [&str; 5] = [
-    "galactic-cni",
-    "galactic-tap-cni",
-    "galactic-ipam",
-    "galactic-route",
-    "galactic-bgp",
-];
+pub use galactic_core::plugins::BINARIES as PLUGINS;
 
 /// The plugins' host.
 pub struct Host {
@@ -54,6 +48,29 @@ impl Host {
         Invocation::new(binary, command, &self.node)
             .attachment(&pod.id, &pod.netns_path(), &pod.ifname, &self.bin_dir)
             .in_netns(self.netns.name())
+    }
+
+    /// Everything a call could have changed on this node: links, rules and routes of every
+    /// table, the nftables ruleset, and every file under the node's directory (state, IPAM
+    /// store, legacy markers, and whatever a configuration could have named there) except the
+    /// log, which is allowed to grow.
+    pub fn snapshot(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for args in [
+            vec!["-o", "link", "show"],
+            vec!["-4", "rule", "show"],
+            vec!["-6", "rule", "show"],
+            vec!["-4", "route", "show", "table", "all"],
+            vec!["-6", "route", "show", "table", "all"],
+        ] {
+            out.push(self.netns.ip(&args));
+        }
+        let nft = self.netns.exec(&["nft", "list", "ruleset"]);
+        out.push(String::from_utf8_lossy(&nft.stdout).into_owned());
+        out.extend(files(self.node.dir.path()).into_iter().filter(|f| {
+            !(f.ends_with("galactic.log") || f.ends_with("galactic.log.1") || f.ends_with(".lock"))
+        }));
+        out
     }
 
     /// A data directory under the node's temporary directory.
@@ -163,4 +180,23 @@ pub fn ip_of(result: &Value, i: usize) -> String {
         .next()
         .unwrap_or_default()
         .to_owned()
+}
+
+/// Every file under `dir` (not directories: creating an empty state directory is not state),
+/// sorted.
+fn files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() && !path.is_symlink() {
+                stack.push(path);
+            } else {
+                out.push(path.display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
 }

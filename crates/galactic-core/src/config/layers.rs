@@ -3,6 +3,7 @@
 
 use super::{ConfigError, Source};
 use serde_json::{Map, Value};
+use std::cell::RefCell;
 use std::path::PathBuf;
 
 /// The three layers a key is looked up in.
@@ -10,6 +11,10 @@ pub(super) struct Layers<'a, L: Fn(&str) -> Option<String>> {
     pub(super) stanza: &'a Map<String, Value>,
     pub(super) env: &'a L,
     pub(super) file: Option<(PathBuf, Value)>,
+    /// DEL: a value that does not parse falls back to its default (noted in `dropped`) instead
+    /// of failing the whole resolution, so one bad key never sends DEL to another state dir.
+    pub(super) lenient: bool,
+    pub(super) dropped: RefCell<Vec<String>>,
 }
 
 impl<L: Fn(&str) -> Option<String>> Layers<'_, L> {
@@ -22,6 +27,17 @@ impl<L: Fn(&str) -> Option<String>> Layers<'_, L> {
                 let (path, file) = self.file.as_ref()?;
                 scalar(file.get(key)).map(|v| (v, Source::File(path.clone())))
             })
+    }
+
+    /// `err`, or in lenient mode `default` with the error noted.
+    fn refuse<T>(&self, err: ConfigError, default: T) -> Result<T, ConfigError> {
+        if !self.lenient {
+            return Err(err);
+        }
+        self.dropped
+            .borrow_mut()
+            .push(format!("{err}; using the default"));
+        Ok(default)
     }
 
     pub(super) fn string(&self, key: &str, default: &str) -> String {
@@ -37,12 +53,18 @@ impl<L: Fn(&str) -> Option<String>> Layers<'_, L> {
     ) -> Result<T, ConfigError> {
         match self.get(key) {
             None => Ok(default),
-            Some((value, origin)) => parse(&value).ok_or(ConfigError::Value {
-                key,
-                value,
-                origin,
-                why,
-            }),
+            Some((value, origin)) => match parse(&value) {
+                Some(parsed) => Ok(parsed),
+                None => self.refuse(
+                    ConfigError::Value {
+                        key,
+                        value,
+                        origin,
+                        why,
+                    },
+                    default,
+                ),
+            },
         }
     }
 
@@ -62,13 +84,14 @@ impl<L: Fn(&str) -> Option<String>> Layers<'_, L> {
             match parse(entry) {
                 Some(item) => out.push(item),
                 None => {
-                    return Err(ConfigError::Entry {
+                    let err = ConfigError::Entry {
                         key,
                         entry: entry.to_owned(),
                         value,
                         origin,
                         why,
-                    })
+                    };
+                    return self.refuse(err, Vec::new());
                 }
             }
         }

@@ -290,6 +290,8 @@ impl NodeConfig {
             stanza: &none,
             env,
             file,
+            lenient: strictness == Strictness::Ignore,
+            dropped: Default::default(),
         };
         let overrides = stanza::overrides(|k| node_only.get(k))?;
         let admitted = stanza::admitted(stanza, overrides.as_deref(), strictness, &node_config)?;
@@ -429,7 +431,10 @@ impl NodeConfig {
             )?,
             state_dir,
             stanza_overrides: None,
-            warnings,
+            warnings: {
+                warnings.extend(layers.dropped.take());
+                warnings
+            },
         })
     }
 }

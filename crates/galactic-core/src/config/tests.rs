@@ -332,3 +332,24 @@ fn invalid_ebpf_values_are_errors_naming_key_entry_and_source() {
         );
     }
 }
+
+#[test]
+fn del_keeps_the_node_when_one_value_is_bad() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "node.json",
+        r#"{"state_dir":"/node/state","nat66_shard_sids":"2001:db8::xyz","ebpf_filter_priority":0}"#,
+    );
+    let env = env_of(&[(NODE_CONFIG_ENV, &file.display().to_string())]);
+    assert!(
+        NodeConfig::resolve(&json!({}), &env).is_err(),
+        "ADD refuses"
+    );
+    // DEL resolves the rest: it must find this node's state, not the default's.
+    let del = NodeConfig::resolve_with(&json!({}), &env, Strictness::Ignore).unwrap();
+    assert_eq!(del.state_dir, PathBuf::from("/node/state"));
+    assert!(del.nat66_shard_sids.is_empty());
+    assert_eq!(del.ebpf_filter_priority, DEFAULT_EBPF_FILTER_PRIORITY);
+    assert_eq!(del.warnings.len(), 2, "{:?}", del.warnings);
+}
