@@ -10,13 +10,25 @@
 //!   G{vpc:9}{att:3}H.json   {"network","containerId","ifname","netns","kind","vpc","attachment",
 //!                            "hostIfname","ipamType"}
 //! ```
-//! Keyed by host interface, which is unique per (VPC, attachment) on the node.
+//! Keyed by host interface, which is unique per (VPC, attachment) on the node. Every ADD, DEL and
+//! GC of an attachment holds its lock (`<state_dir>/locks/attachment-<n>`, one of
+//! [`LOCK_BUCKETS`] files chosen by the host interface's name: a fixed set, so lock files never
+//! accumulate and are never removed while someone waits on one), so one VPC attachment is claimed
+//! by one container at a time and a losing ADD never touches what the holder created.
 
 use crate::ident::ChainIds;
+use crate::lockfile::{self, LockError, LockGuard};
 use crate::log;
 use crate::state::{self, StateError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How many lock files the attachments share (by host interface name).
+pub const LOCK_BUCKETS: u64 = 64;
+/// Longest wait for an attachment's lock: longer than one ADD takes (its IPAM delegate is bounded
+/// at 30 s only for a hung one); past it the caller answers "try again later".
+pub const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The kind of host interface.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +81,7 @@ impl Record {
 #[derive(Debug, Clone)]
 pub struct Records {
     dir: PathBuf,
+    locks: PathBuf,
 }
 
 impl Records {
@@ -76,11 +89,25 @@ impl Records {
     pub fn new(state_dir: &Path) -> Self {
         Self {
             dir: state_dir.join("attachments"),
+            locks: state_dir.join("locks"),
         }
     }
 
     fn path(&self, host_ifname: &str) -> PathBuf {
         self.dir.join(format!("{host_ifname}.json"))
+    }
+
+    /// Takes the lock of the attachment whose host interface is `host_ifname`.
+    pub fn lock(&self, host_ifname: &str) -> Result<LockGuard, LockError> {
+        // FNV-1a: stable across processes and releases (the bucket must be the same for every
+        // plugin process on the node).
+        let hash = host_ifname.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let path = self
+            .locks
+            .join(format!("attachment-{:02}", hash % LOCK_BUCKETS));
+        lockfile::acquire(&path, LOCK_TIMEOUT)
     }
 
     /// The record of a host interface.

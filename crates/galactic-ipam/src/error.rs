@@ -38,7 +38,9 @@ impl ErrorCode for IpamError {
     fn code(&self) -> Code {
         match self {
             Self::Config(_) => Code::INVALID_CONFIG,
-            Self::Store(StoreError::Busy { .. }) => Code::TRY_AGAIN_LATER,
+            // Nothing could be recorded: a DEL that cannot record its release must be retried,
+            // never forgotten.
+            Self::Store(StoreError::Busy { .. } | StoreError::Full { .. }) => Code::TRY_AGAIN_LATER,
             Self::Store(StoreError::Exhausted { .. }) => Code::NOT_AVAILABLE,
             Self::Store(_) => Code::IO,
             Self::NoAllocation { .. } | Self::Mismatch(_) => Code::CHECK_FAILED,

@@ -110,6 +110,12 @@ impl<'a> Add<'a> {
 
     fn run(&self) -> Result<CniResult, MasterError> {
         let record = self.record()?;
+        // Held until the ADD (or its rollback) is over: two containers racing for one VPC
+        // attachment are serialised, and the second one's claim sees the first one's record.
+        let _lock = self
+            .records
+            .lock(&self.host_ifname)
+            .map_err(MasterError::lock)?;
         self.claim(&record)?;
         let mut rb = Rollback::new();
         let result = self.steps(&record, &mut rb);

@@ -12,6 +12,7 @@ use galactic_core::attachment::{Record, Records};
 use galactic_core::cni::delegate::Delegate;
 use galactic_core::cni::{Command, Request};
 use galactic_core::ident::VpcId;
+use galactic_core::lockfile::LockError;
 use galactic_core::log;
 use galactic_core::net::domain::{self, Domains};
 use galactic_core::net::firewall;
@@ -22,10 +23,30 @@ use serde_json::json;
 pub fn del(req: &Request) -> Result<(), MasterError> {
     let records = Records::new(&req.node.state_dir);
     let mut failures = Vec::new();
-    let record = find_record(req, &records).unwrap_or_else(|e| {
+    let found = find_record(req, &records).unwrap_or_else(|e| {
         failures.push(e);
         None
     });
+    // The attachment's lock, then its record again: a concurrent ADD of the same VPC
+    // attachment finishes (or rolls back) first, and what it leaves is judged afresh.
+    let _lock = match found.as_ref().map(|r| records.lock(&r.host_ifname)) {
+        Some(Ok(lock)) => Some(lock),
+        // Busy past the bound: the runtime retries (code 11).
+        Some(Err(e @ LockError::Timeout { .. })) => return Err(MasterError::Busy(e)),
+        // No lock file at all (a full or read-only disk): tear down anyway, nothing else can.
+        Some(Err(e)) => {
+            failures.push(MasterError::Lock(e));
+            None
+        }
+        None => None,
+    };
+    let record = match found {
+        Some(r) => records
+            .get(&r.host_ifname)
+            .map_err(MasterError::node("read the attachment record"))?
+            .filter(|now| now.is_for(&req.conf.name, &r.container_id, &r.ifname)),
+        None => None,
+    };
     let mut host_removed = true;
     if let Some(record) = &record {
         // The container side goes before the address is released, so the address is never

@@ -4,6 +4,7 @@ use crate::conf::StanzaError;
 use galactic_core::cni::delegate::DelegateError;
 use galactic_core::cni::{CniError, Code, ErrorCode};
 use galactic_core::failpoint::Injected;
+use galactic_core::lockfile::LockError;
 use galactic_core::net::{NetError, NodeNotReady};
 use std::path::PathBuf;
 
@@ -123,6 +124,13 @@ pub enum MasterError {
         #[source]
         source: galactic_core::bpf::BpfError,
     },
+    /// The attachment's lock stayed taken: another ADD, DEL or GC of the same VPC attachment is
+    /// running (code 11: the runtime retries).
+    #[error("the attachment is busy (another ADD, DEL or GC of it is running): {0}")]
+    Busy(#[source] LockError),
+    /// The attachment's lock file could not be used at all (code 5).
+    #[error("cannot lock the attachment record: {0}")]
+    Lock(#[source] LockError),
     /// A failure point armed by a test (debug builds only; code 999).
     #[error(transparent)]
     Injected(#[from] Injected),
@@ -148,6 +156,14 @@ impl MasterError {
         move |source| Self::Node {
             step,
             source: source.into(),
+        }
+    }
+
+    /// A failure to take an attachment's lock: busy when the wait ran out, I/O otherwise.
+    pub fn lock(err: LockError) -> Self {
+        match err {
+            LockError::Timeout { .. } => Self::Busy(err),
+            _ => Self::Lock(err),
         }
     }
 
@@ -190,6 +206,8 @@ impl ErrorCode for MasterError {
                 source: galactic_core::bpf::BpfError::Busy(_),
             } => Code::TRY_AGAIN_LATER,
             Self::Datapath { .. } => Code::IO,
+            Self::Busy(_) => Code::TRY_AGAIN_LATER,
+            Self::Lock(_) => Code::IO,
             Self::Injected(_) => Code::INTERNAL,
         }
     }

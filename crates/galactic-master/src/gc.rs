@@ -43,6 +43,18 @@ pub fn gc(req: &Request) -> Result<(), MasterError> {
         {
             continue;
         }
+        // The attachment's lock, and its record again under it: an ADD of the same VPC
+        // attachment in flight finishes first, and a record it replaced is not torn down.
+        let _lock = match records.lock(&record.host_ifname) {
+            Ok(lock) => lock,
+            Err(e) => {
+                failures.push(MasterError::lock(e).part(&record.host_ifname));
+                continue;
+            }
+        };
+        if records.get(&record.host_ifname).ok().flatten().as_ref() != Some(&record) {
+            continue;
+        }
         let mut removed = teardown_host(&host, &domains, &record);
         if removed.is_empty() {
             if let Err(e) = records.remove(&record.host_ifname) {

@@ -114,6 +114,8 @@ impl ErrorCode for RouteError {
                 ..
             }
             | Self::Lock(LockError::Timeout { .. }) => Code::TRY_AGAIN_LATER,
+            // A record that cannot be rewritten: a DEL must be retried, not forgotten.
+            Self::Record(e) if e.is_disk_full() => Code::TRY_AGAIN_LATER,
             Self::CheckFailed(_) => Code::CHECK_FAILED,
             Self::Install { .. }
             | Self::Net { .. }

@@ -9,14 +9,10 @@
 //! - ADD ([`add`]): idempotent (a retry finds its routes and changes nothing), never overwrites a
 //!   route it did not install (a conflict is code 7), and on failure removes only what it added.
 //! - CHECK ([`check`]): every termination of both families, compared canonically.
-//! - DEL: leaves the routes. They are VPC-wide routing state: every attachment of the VPC on the
-//!   node sends its traffic for the terminated network through them, so they are not private to
-//!   the container whose chain is being torn down, and DEL only releases what is private. Nor can
-//!   they outlive what they point at: each goes out of this attachment's host interface, and when
-//!   the master's DEL (next in the reversed chain) deletes that interface, the kernel removes every
-//!   route through it at the same instant. Deleting them here first would change nothing but
-//!   the order, and would make DEL depend on a configuration that may have been edited since ADD.
-//!   DEL therefore parses nothing and never fails.
+//! - DEL ([`del`]): removes this attachment's record entries (found by what ADD recorded for this
+//!   container, so an edited configuration still cleans up); the routes go with the host
+//!   interface in the master's DEL. The per-VPC record holds only live attachments' entries. A
+//!   record it cannot rewrite (full disk) or a busy lock is code 11; nothing else fails a DEL.
 //! - GC ([`gc`]): removes recorded routes whose routing domain no longer exists.
 //! - STATUS: ready when netlink works and the state directory is writable.
 //!
@@ -26,6 +22,7 @@ mod add;
 mod chain;
 mod check;
 mod conf;
+mod del;
 mod error;
 mod gc;
 mod plan;
@@ -33,8 +30,6 @@ mod record;
 
 use error::RouteError;
 use galactic_core::cni::{run, CniResult, Plugin, Request};
-use galactic_core::log;
-use serde_json::json;
 use std::process::ExitCode;
 
 /// The plugin.
@@ -51,12 +46,8 @@ impl Plugin for Route {
         add::add(req)
     }
 
-    fn del(&self, _req: &Request) -> Result<(), RouteError> {
-        log::info(
-            "DEL: termination routes stay (VPC-wide; removed with the host interface by the master's DEL, or by GC)",
-            json!({}),
-        );
-        Ok(())
+    fn del(&self, req: &Request) -> Result<(), RouteError> {
+        del::del(req)
     }
 
     fn check(&self, req: &Request) -> Result<(), RouteError> {

@@ -53,7 +53,7 @@ impl Host {
     /// Everything a call could have changed on this node: links, rules and routes of every
     /// table, the nftables ruleset, and every file under the node's directory (state, IPAM
     /// store, legacy markers, and whatever a configuration could have named there) except the
-    /// log, which is allowed to grow.
+    /// log, which is allowed to grow, and lock files.
     pub fn snapshot(&self) -> Vec<String> {
         let mut out = Vec::new();
         for args in [
@@ -67,8 +67,12 @@ impl Host {
         }
         let nft = self.netns.exec(&["nft", "list", "ruleset"]);
         out.push(String::from_utf8_lossy(&nft.stdout).into_owned());
+        // Lock files are a fixed set, created once and never state (`state/locks/`, `*.lock`).
         out.extend(files(self.node.dir.path()).into_iter().filter(|f| {
-            !(f.ends_with("galactic.log") || f.ends_with("galactic.log.1") || f.ends_with(".lock"))
+            !(f.ends_with("galactic.log")
+                || f.ends_with("galactic.log.1")
+                || f.ends_with(".lock")
+                || f.contains("/locks/"))
         }));
         out
     }

@@ -100,6 +100,13 @@ pub enum StoreError {
         /// Version this build writes.
         known: i64,
     },
+    /// The disk (or quota) holding the store is full: nothing could be recorded, not even a
+    /// release, so the caller is told to try again once there is room (code 11).
+    #[error("store {path} cannot record anything: its disk is full")]
+    Full {
+        /// The database.
+        path: PathBuf,
+    },
     /// A pool has no free slot.
     #[error("pool {pool} is exhausted: every allocatable /{slot_len} is in use")]
     Exhausted {
@@ -250,8 +257,13 @@ pub(crate) fn sqlite(path: &Path, source: rusqlite::Error) -> StoreError {
 
 /// Turns SQLite's busy/corrupt codes into their own variants.
 fn classify(path: &Path, timeout: Duration, source: rusqlite::Error) -> StoreError {
-    use rusqlite::ErrorCode::{DatabaseBusy, DatabaseCorrupt, DatabaseLocked, NotADatabase};
+    use rusqlite::ErrorCode::{
+        DatabaseBusy, DatabaseCorrupt, DatabaseLocked, DiskFull, NotADatabase,
+    };
     match source.sqlite_error_code() {
+        Some(DiskFull) => StoreError::Full {
+            path: path.to_owned(),
+        },
         Some(DatabaseBusy | DatabaseLocked) => StoreError::Busy {
             path: path.to_owned(),
             timeout_ms: timeout.as_millis(),
