@@ -1,8 +1,13 @@
 //! The `vrf` backend: a VRF device `G{vpc:9}V` bound to the VPC table.
+//!
+//! As the kernel's VRF documentation recommends, the `local` rule moves after the l3mdev rule and
+//! the VRF table ends in `unreachable default`: otherwise a lookup for a pod's packet to any host
+//! address (default VRF) hits the `local` table at priority 0, and the host answers it.
 
 use super::super::netlink::{Link, Netlink};
 use super::super::sysctl::{self, Family};
 use super::super::NetError;
+use super::table;
 use crate::ident::{vrf_name, VpcId};
 use std::collections::BTreeSet;
 
@@ -22,8 +27,10 @@ pub fn supported(nl: &Netlink) -> Result<bool, NetError> {
     }
 }
 
-/// Creates the VPC's VRF device bound to `table` if it does not exist, and sets it up.
+/// Creates the VPC's VRF device bound to `table` if it does not exist, closes its table and
+/// sets it up.
 pub fn ensure(nl: &Netlink, vpc: &VpcId, table: u32) -> Result<(), NetError> {
+    table::move_local_rule(nl)?;
     let name = vrf_name(vpc);
     let link = match nl.link(&name)? {
         Some(link) if link.kind.as_deref() == Some("vrf") => link,
@@ -38,6 +45,7 @@ pub fn ensure(nl: &Netlink, vpc: &VpcId, table: u32) -> Result<(), NetError> {
             nl.require_link(&name)?
         }
     };
+    table::close_table(nl, table)?;
     sysctl::set_interface(Family::V4, &name, "rp_filter", "0")?;
     sysctl::set_interface(Family::V4, &name, "forwarding", "1")?;
     sysctl::set_interface(Family::V6, &name, "forwarding", "1")?;
@@ -68,6 +76,9 @@ pub fn check(nl: &Netlink, vpc: &VpcId, table: u32, host: &Link) -> Result<Vec<S
     }
     if host.controller != Some(vrf.index) {
         problems.push(format!("{} is not enslaved to VRF {name}", host.name));
+    }
+    for v6 in [false, true] {
+        problems.extend(table::isolation_problems(nl, v6, table)?);
     }
     Ok(problems)
 }
