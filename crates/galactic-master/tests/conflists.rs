@@ -43,7 +43,7 @@ fn host() -> Host {
         std::os::unix::fs::symlink(path, bin_dir.join(name)).unwrap();
     }
     Host {
-        netns: TestNetns::new("cl"),
+        netns: TestNetns::node_host("cl"),
         node,
         bin_dir,
     }

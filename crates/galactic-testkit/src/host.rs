@@ -20,7 +20,7 @@ pub struct Host {
 impl Host {
     /// A host whose node config has `node_extra` merged in and whose bin dir holds `plugins`.
     pub fn new(tag: &str, node_extra: Value, plugins: &[&str]) -> Self {
-        let netns = TestNetns::new(tag);
+        let netns = TestNetns::node_host(tag);
         let node = TestNode::new(node_extra);
         let bin_dir = node.dir.path().join("bin");
         std::fs::create_dir_all(&bin_dir).expect("create the bin dir");

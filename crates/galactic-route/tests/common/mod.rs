@@ -27,7 +27,7 @@ pub struct Node {
 impl Node {
     /// A fresh node (routing domain backend probed: `table` on kernels without VRF).
     pub fn new(tag: &str) -> Self {
-        let host = TestNetns::new(tag);
+        let host = TestNetns::node_host(tag);
         let node = TestNode::new(json!({"routing_domain": "auto"}));
         let bin_dir = node.dir.path().join("bin");
         std::fs::create_dir_all(&bin_dir).unwrap();
