@@ -27,6 +27,12 @@ fn host(tag: &str) -> Host {
     Host::new(tag, json!({"routing_domain": "auto"}), &["galactic-ipam"])
 }
 
+/// For tests that assert the `table` backend's own objects (rules) or limits; their `vrf`
+/// counterparts are in `vrf.rs`.
+fn table_host(tag: &str) -> Host {
+    Host::new(tag, json!({"routing_domain": "table"}), &["galactic-ipam"])
+}
+
 fn conf(version: &str, vpc: &str, att: &str, ipam: Value) -> Value {
     let mut conf = json!({"cniVersion": version, "name": "tenant-a", "type": "galactic-cni",
                           "vpc": vpc, "vpcattachment": att, "mtu": 1400});
@@ -377,7 +383,7 @@ fn a_retried_add_converges_without_duplicates() {
     if !privileged("a_retried_add_converges_without_duplicates") {
         return;
     }
-    let host = host("vretry");
+    let host = table_host("vretry");
     let pod = Pod::new("vretry");
     let conf = conf(
         "1.1.0",
@@ -422,7 +428,7 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
         "after-gateways",
         "after-host-gateway",
     ];
-    let host = host("vfail");
+    let host = table_host("vfail");
     let baseline_rules: Vec<String> = ["-4", "-6"]
         .iter()
         .map(|f| host.netns.ip(&[f, "rule", "show"]))
@@ -581,7 +587,7 @@ fn a_gateway_used_by_another_vpc_is_refused_cleanly() {
     if !privileged("a_gateway_used_by_another_vpc_is_refused_cleanly") {
         return;
     }
-    let host = host("vovl");
+    let host = table_host("vovl");
     let a = Pod::new("vovla");
     let c = Pod::new("vovlc");
     let conf_a = conf(
