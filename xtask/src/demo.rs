@@ -1,12 +1,14 @@
 //! `demo`: the whole chain on one machine, no cluster needed.
 //!
 //! Builds and stages the plugins into a temporary CNI bin dir with a temporary node config (local
-//! publisher, `auto` routing domain), then attaches network namespaces standing in for pods the
+//! publisher, `auto` routing domain unless `--routing-domain vrf|table` names one), then attaches network namespaces standing in for pods the
 //! way a runtime does (master → route → bgp, prevResult threaded), shows their addresses, pings
 //! inside a VPC and across VPCs, the VPC routing table, the published advertisements and the CHECK
 //! results, DELs everything in reverse and verifies nothing is left. The plugins' "host" is a
 //! namespace of its own, so the machine's own routes, rules, sysctls and firewall are never
-//! touched. Ctrl-C stops at the next step and still cleans up.
+//! touched. Ctrl-C stops at the next step and still cleans up. `--prebuilt DIR` stages the
+//! plugins already built in DIR instead of building them (the production-kernel tier's guest
+//! cannot build).
 
 use crate::proc;
 use anyhow::{bail, Context, Result};
@@ -42,6 +44,7 @@ struct Scene {
     host: String,
     pods: Vec<String>,
     bins: PathBuf,
+    routing_domain: String,
 }
 
 impl Drop for Scene {
@@ -58,8 +61,15 @@ pub fn run(args: &[String]) -> Result<()> {
     }
     install_interrupt_handler();
     let release = args.iter().any(|a| a == "--release");
-    let plugins = step("build and stage the plugins", || stage(release))?;
-    let scene = Scene::new(plugins)?;
+    let routing_domain = option(args, "--routing-domain")?.unwrap_or("auto");
+    if !matches!(routing_domain, "auto" | "vrf" | "table") {
+        bail!("--routing-domain {routing_domain:?}: expected auto, vrf or table");
+    }
+    let plugins = match option(args, "--prebuilt")? {
+        Some(dir) => PathBuf::from(dir),
+        None => step("build and stage the plugins", || stage(release))?,
+    };
+    let scene = Scene::new(plugins, routing_domain)?;
     let outcome = scene.play();
     let cleanup = scene.teardown_check();
     drop(scene);
@@ -67,6 +77,17 @@ pub fn run(args: &[String]) -> Result<()> {
     cleanup?;
     println!("\ndemo: PASS (everything it created is gone)");
     Ok(())
+}
+
+/// The value of `--name VALUE`, if given.
+fn option<'a>(args: &'a [String], name: &str) -> Result<Option<&'a str>> {
+    match args.iter().position(|a| a == name) {
+        None => Ok(None),
+        Some(i) => args
+            .get(i + 1)
+            .map(|v| Some(v.as_str()))
+            .with_context(|| format!("{name} needs a value")),
+    }
 }
 
 fn install_interrupt_handler() {
@@ -126,7 +147,7 @@ fn pod_specs() -> Vec<PodSpec> {
 }
 
 impl Scene {
-    fn new(built: PathBuf) -> Result<Self> {
+    fn new(built: PathBuf, routing_domain: &str) -> Result<Self> {
         let work = tempfile::tempdir()?;
         let bins = work.path().join("opt/cni/bin");
         std::fs::create_dir_all(&bins)?;
@@ -142,7 +163,9 @@ impl Scene {
             host,
             pods: Vec::new(),
             bins,
+            routing_domain: routing_domain.to_owned(),
         };
+        scene.node_sysctls()?;
         scene.write_node_config()?;
         for spec in pod_specs() {
             let ns = format!("galactic-demo-{}-{}", spec.name, std::process::id());
@@ -158,6 +181,26 @@ impl Scene {
         Ok(scene)
     }
 
+    /// What a node running the plugins has: before 6.17 there is no per-interface
+    /// `net.ipv6.conf.*.force_forwarding`, so IPv6 forwarding must be on for the whole host.
+    fn node_sysctls(&self) -> Result<()> {
+        if std::path::Path::new("/proc/sys/net/ipv6/conf/default/force_forwarding").exists() {
+            return Ok(());
+        }
+        ip(&[
+            "netns",
+            "exec",
+            &self.host,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.forwarding=1",
+        ])?;
+        println!(
+            "[PASS] host: net.ipv6.conf.all.forwarding=1 (this kernel has no force_forwarding)"
+        );
+        Ok(())
+    }
+
     fn state(&self) -> PathBuf {
         self.work.path().join("var/lib/galactic")
     }
@@ -167,7 +210,7 @@ impl Scene {
     }
 
     fn write_node_config(&self) -> Result<()> {
-        let config = json!({"node_name": "demo-node", "publisher": "local", "routing_domain": "auto",
+        let config = json!({"node_name": "demo-node", "publisher": "local", "routing_domain": self.routing_domain,
             "state_dir": self.state(), "log_file": self.work.path().join("var/log/galactic/galactic-cni.log"),
             "log_level": "info"});
         std::fs::create_dir_all(self.node_config().parent().context("node config dir")?)?;
@@ -424,6 +467,13 @@ impl Scene {
             "\nVPC {} routing domain: backend {}, table {table}",
             pod.spec.vpc, domain["backend"]
         );
+        if self.routing_domain != "auto" && domain["backend"] != self.routing_domain.as_str() {
+            bail!(
+                "routing_domain is {} but the domain's backend is {}",
+                self.routing_domain,
+                domain["backend"]
+            );
+        }
         for family in ["-4", "-6"] {
             let out = Command::new("ip")
                 .args(["-n", &self.host, family, "route", "show", "table", &table])

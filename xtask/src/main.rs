@@ -8,6 +8,7 @@ mod crash;
 mod crds;
 mod demo;
 mod fuzz;
+mod kernel;
 mod manifests;
 mod proc;
 mod smoke;
@@ -27,7 +28,10 @@ commands:
   demo              the whole chain on this machine: pods in namespaces, pings, CHECK, DEL, cleanup
   smoke             build-and-stage into a temporary root and round-trip VERSION/STATUS
                     through every staged plugin
-  test              every test, privileged ones included (fails under CI=true without root)
+  test              every test, privileged ones included (fails under CI=true without root),
+                    then the production-kernel tier (test-kernel); --native: only the first part
+  test-kernel       the routing-domain suites and the demo with VRF on Debian 12's 6.1 kernel
+                    in a VM [--only PACKAGE/TEST|demo]... [--list] [--kvm]
   bench-chain       full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
   bench-startup     median start-up cost of every release plugin vs. the spawn floor
   lint-manifests    check every NAD and conflist under deploy/ with the plugins' own validation
@@ -60,6 +64,7 @@ fn dispatch() -> Result<()> {
         "bench-chain" => bench_chain::run(&rest),
         "bench-startup" => bench_startup::run(&rest),
         "test" => test::run(&rest),
+        "test-kernel" => kernel::run(&rest),
         "fuzz" => fuzz::run(&rest),
         "crash-campaign" => crash::run(&rest),
         "soak" => soak::run(&rest),

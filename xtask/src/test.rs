@@ -1,4 +1,5 @@
-//! `test`: every test of the workspace, privileged ones included.
+//! `test`: every test of the workspace, privileged ones included, then the production-kernel
+//! tier (`test-kernel`: the routing-domain suites with VRF on an LTS kernel in a VM).
 //!
 //! Privileged tests need root, `ip` (iproute2) and network namespaces. Under `CI=true` a missing
 //! capability is a hard failure here, before any test runs, so nothing is skipped silently.
@@ -7,16 +8,24 @@ use anyhow::{bail, Context, Result};
 use std::process::Command;
 
 pub fn run(args: &[String]) -> Result<()> {
+    // `--native`: the quick local loop, without the production-kernel tier's VM.
+    let native_only = args.iter().any(|a| a == "--native");
     preflight()?;
+    if !native_only {
+        crate::kernel::preflight()?;
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(crate::workspace_root())
         .args(["test", "--workspace", "--all-targets"])
-        .args(args)
+        .args(args.iter().filter(|a| *a != "--native"))
         .status()
         .context("run cargo test")?;
     if !status.success() {
         bail!("tests failed ({status})");
+    }
+    if !native_only {
+        crate::kernel::run(&[])?;
     }
     Ok(())
 }
