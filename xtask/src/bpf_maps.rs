@@ -3,21 +3,23 @@
 //! for nodes where the datapath loader has not run yet. Idempotent: maps already pinned with the
 //! same definition are kept with their entries; a different definition is an error.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use galactic_core::bpf::maps::{pin_empty_maps, PinOutcome};
 use std::path::PathBuf;
 
-const USAGE: &str =
-    "usage: cargo xtask bpf-pin-maps --dir <bpffs directory, e.g. /sys/fs/bpf/galactic>";
+/// `cargo xtask bpf-pin-maps --dir DIR`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The bpffs directory to pin into, e.g. /sys/fs/bpf/galactic
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+}
 
 /// Runs the command.
-pub fn run(args: &[String]) -> Result<()> {
-    let dir = match args {
-        [flag, dir] if flag == "--dir" => PathBuf::from(dir),
-        _ => bail!("{USAGE}"),
-    };
+pub fn run(args: &Args) -> Result<()> {
+    let dir = &args.dir;
     let outcomes =
-        pin_empty_maps(&dir).with_context(|| format!("pin maps under {}", dir.display()))?;
+        pin_empty_maps(dir).with_context(|| format!("pin maps under {}", dir.display()))?;
     for (name, outcome) in outcomes {
         let what = match outcome {
             PinOutcome::Created => "created",

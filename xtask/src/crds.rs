@@ -34,8 +34,12 @@ pub fn write_all(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `cargo xtask gen-crds` (no options).
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
 /// The command.
-pub fn run(_args: &[String]) -> Result<()> {
+pub fn run(_args: &Args) -> Result<()> {
     write_all(&dir())
 }
 

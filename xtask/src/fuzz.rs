@@ -10,9 +10,9 @@ use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-/// Crates with a `tests/fuzz.rs` target.
+/// Packages with a `tests/fuzz.rs` target (the masters' is galactic-master's).
 const CRATES: [&str; 4] = [
-    "galactic-cni",
+    "galactic-master",
     "galactic-ipam",
     "galactic-route",
     "galactic-bgp",
@@ -28,15 +28,16 @@ struct TargetRun {
     generated: u64,
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    let seconds = match args.iter().position(|a| a == "--seconds") {
-        Some(i) => args
-            .get(i + 1)
-            .context("--seconds needs a value")?
-            .parse::<u64>()
-            .context("--seconds takes a whole number")?,
-        None => DEFAULT_SECONDS,
-    };
+/// `cargo xtask fuzz [--seconds N]`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Seconds per target
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SECONDS)]
+    pub seconds: u64,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let seconds = args.seconds;
     if !nix::unistd::geteuid().is_root() {
         eprintln!("warning: not root: the process-level targets (route, bgp) will be skipped");
     }

@@ -78,74 +78,55 @@ pub const SUITES: &[Suite] = &[
     },
 ];
 
-/// Options of `cargo xtask test-kernel`.
-struct Options {
-    only: Vec<String>,
-    kvm: bool,
-    demo: bool,
-    list: bool,
+/// `cargo xtask test-kernel`: boots Debian 12's LTS kernel (6.1, with VRF) in a VM and runs the
+/// routing-domain suites and the demo there with `routing_domain=vrf`.
+#[derive(Debug, Default, clap::Args)]
+pub struct Args {
+    /// Run only this suite (repeatable; `demo` for the demo, which then runs only if named)
+    #[arg(long, value_name = "PACKAGE/TEST")]
+    pub only: Vec<String>,
+    /// Leave the demo out
+    #[arg(long)]
+    pub no_demo: bool,
+    /// Use KVM instead of TCG (nested guests hang on the development machine kind)
+    #[arg(long)]
+    pub kvm: bool,
+    /// Print the selected suites and exit
+    #[arg(long)]
+    pub list: bool,
 }
 
-const USAGE: &str = "\
-usage: cargo xtask test-kernel [--only PACKAGE/TEST]... [--no-demo] [--kvm] [--list]
-
-Boots Debian 12's LTS kernel (6.1, with VRF) in a VM and runs the routing-domain suites and the
-demo there with routing_domain=vrf. --only runs the named suites only (and no demo unless
---only demo is given); --kvm uses hardware virtualisation instead of TCG.";
-
-impl Options {
-    fn parse(args: &[String]) -> Result<Self> {
-        let mut opts = Self {
-            only: Vec::new(),
-            kvm: false,
-            demo: true,
-            list: false,
-        };
-        let mut args = args.iter();
-        while let Some(arg) = args.next() {
-            match arg.as_str() {
-                "--only" => {
-                    let id = args.next().context("--only needs PACKAGE/TEST or demo")?;
-                    opts.only.push(id.clone());
-                }
-                "--no-demo" => opts.demo = false,
-                "--kvm" => opts.kvm = true,
-                "--list" => opts.list = true,
-                "-h" | "--help" => {
-                    println!("{USAGE}");
-                    std::process::exit(0);
-                }
-                other => bail!("unknown option {other:?}\n{USAGE}"),
-            }
+impl Args {
+    fn demo(&self) -> bool {
+        if self.only.is_empty() {
+            !self.no_demo
+        } else {
+            self.only.iter().any(|id| id == "demo")
         }
-        if !opts.only.is_empty() {
-            opts.demo = opts.only.iter().any(|id| id == "demo");
-            for id in opts.only.iter().filter(|id| *id != "demo") {
-                if !SUITES.iter().any(|s| &s.id() == id) {
-                    bail!("--only {id}: not a suite of this tier (see --list)");
-                }
-            }
-        }
-        Ok(opts)
     }
 
-    fn selected(&self) -> Vec<&'static Suite> {
-        SUITES
+    fn selected(&self) -> Result<Vec<&'static Suite>> {
+        for id in self.only.iter().filter(|id| *id != "demo") {
+            if !SUITES.iter().any(|s| &s.id() == id) {
+                bail!("--only {id}: not a suite of this tier (see --list)");
+            }
+        }
+        Ok(SUITES
             .iter()
             .filter(|s| self.only.is_empty() || self.only.contains(&s.id()))
-            .collect()
+            .collect())
     }
 }
 
-/// `cargo xtask test-kernel [options]`.
-pub fn run(args: &[String]) -> Result<()> {
-    let opts = Options::parse(args)?;
-    let suites = opts.selected();
-    if opts.list {
+/// Runs the tier.
+pub fn run(args: &Args) -> Result<()> {
+    let suites = args.selected()?;
+    let demo = args.demo();
+    if args.list {
         for suite in &suites {
             println!("{}", suite.id());
         }
-        if opts.demo {
+        if demo {
             println!("demo");
         }
         return Ok(());
@@ -166,9 +147,9 @@ pub fn run(args: &[String]) -> Result<()> {
             package_dir: crate::workspace_root().join("crates").join(s.package),
             executable: executables[&s.id()].clone(),
         })
-        .chain(opts.demo.then_some(guest::Run::Demo))
+        .chain(demo.then_some(guest::Run::Demo))
         .collect();
-    let report = guest::boot_and_run(&kernel, &runs, opts.kvm, &cache_dir().join("results"))?;
+    let report = guest::boot_and_run(&kernel, &runs, args.kvm, &cache_dir().join("results"))?;
     println!(
         "test-kernel: {} suite(s) in {:.0} s (boot {:.0} s), {:.0} s in all",
         runs.len(),

@@ -1,4 +1,8 @@
 //! `cargo xtask <command>`: the workspace's build, staging, demo, test and benchmark entry points.
+//!
+//! One parser (clap) for every command: `cargo xtask <command> --help` prints that command's
+//! options and exits before anything is built or run, unknown flags and stray arguments are
+//! refused, and `cargo xtask --help` lists every command.
 
 mod bench_chain;
 mod bench_ipam;
@@ -6,44 +10,68 @@ mod bench_startup;
 mod bpf_maps;
 mod crash;
 mod crds;
+mod debian;
 mod demo;
 mod fuzz;
 mod kernel;
 mod manifests;
-mod proc;
 mod smoke;
 mod soak;
 mod stage;
-mod stats;
 mod test;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
-const USAGE: &str = "\
-usage: cargo xtask <command> [options]
+/// The workspace's build, staging, demo, test and benchmark entry points.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-commands:
-  build-and-stage   build the plugins and install them into a CNI bin dir (see --help)
-  demo              the whole chain on this machine: pods in namespaces, pings, CHECK, DEL, cleanup
-  smoke             build-and-stage into a temporary root and round-trip VERSION/STATUS
-                    through every staged plugin
-  test              every test, privileged ones included (fails under CI=true without root),
-                    then the production-kernel tier (test-kernel); --native: only the first part
-  test-kernel       the routing-domain suites and the demo with VRF on Debian 12's 6.1 kernel
-                    in a VM [--only PACKAGE/TEST|demo]... [--list] [--kvm]
-  bench-chain       full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
-  bench-startup     median start-up cost of every release plugin vs. the spawn floor
-  lint-manifests    check every NAD and conflist under deploy/ with the plugins' own validation
-  fuzz              bounded fuzzing of every untrusted-input parser [--seconds N per target]
-  crash-campaign    full chain ADD/DEL under SIGKILLs and failpoints, then the invariants
-                    [--iterations N] [--seconds S] [--seed HEX]
-  soak              N parallel runtimes doing ADD/CHECK/DEL: ops/s, p50/p95, failures by code
-                    [--runtimes N] [--seconds S]
-";
+/// Every command; the first line of each doc comment is its line in `cargo xtask --help`.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build the plugins and install them into a CNI bin dir, with a node config (and a
+    /// conflist)
+    BuildAndStage(stage::Options),
+    /// The whole chain on this machine: pods in namespaces, pings, CHECK, DEL, cleanup (as root)
+    Demo(demo::Args),
+    /// Stage into a temporary root and round-trip VERSION/STATUS through every staged plugin
+    Smoke(smoke::Args),
+    /// Every test, privileged ones included (fails under CI=true without root), then the
+    /// production-kernel tier (test-kernel); --native: only the first part
+    Test(test::Args),
+    /// The routing-domain suites and the demo with VRF on Debian 12's 6.1 kernel in a VM
+    TestKernel(kernel::Args),
+    /// Full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
+    BenchChain(bench_chain::Args),
+    /// IPAM ADD/CHECK/DEL at several occupancies, galactic-ipam vs. host-local
+    BenchIpam(bench_ipam::Args),
+    /// Median start-up cost of every release plugin vs. the spawn floor
+    BenchStartup(bench_startup::Args),
+    /// Write deploy/crds/*.yaml from the Rust custom resource types
+    GenCrds(crds::Args),
+    /// Check every NAD and conflist under deploy/ (or PATHs) with the plugins' own validation
+    LintManifests(manifests::Args),
+    /// Create and pin, empty, every eBPF map the chain writes, in a bpffs directory
+    BpfPinMaps(bpf_maps::Args),
+    /// Bounded fuzzing of every untrusted-input parser
+    Fuzz(fuzz::Args),
+    /// Full chain ADD/DEL under SIGKILLs and failpoints, then the invariants
+    CrashCampaign(crash::Args),
+    /// N parallel runtimes doing ADD/CHECK/DEL: ops/s, p50/p95, failures by code
+    Soak(soak::Args),
+}
 
 fn main() -> std::process::ExitCode {
-    match dispatch() {
+    // `--help`, a bad flag or a stray argument ends here: clap prints and exits (0 for help,
+    // 2 for a usage error) before any command does anything.
+    let cli = Cli::parse();
+    match dispatch(cli.command) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -52,30 +80,22 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn dispatch() -> Result<()> {
-    let mut args = std::env::args().skip(1);
-    let command = args.next().unwrap_or_default();
-    let rest: Vec<String> = args.collect();
-    match command.as_str() {
-        "build-and-stage" => stage::build_and_stage(&stage::Options::parse(&rest)?),
-        "smoke" => smoke::run(&rest),
-        "demo" => demo::run(&rest),
-        "bench-ipam" => bench_ipam::run(&rest),
-        "bench-chain" => bench_chain::run(&rest),
-        "bench-startup" => bench_startup::run(&rest),
-        "test" => test::run(&rest),
-        "test-kernel" => kernel::run(&rest),
-        "fuzz" => fuzz::run(&rest),
-        "crash-campaign" => crash::run(&rest),
-        "soak" => soak::run(&rest),
-        "gen-crds" => crds::run(&rest),
-        "bpf-pin-maps" => bpf_maps::run(&rest),
-        "lint-manifests" => manifests::run(&rest),
-        "" | "help" | "--help" | "-h" => {
-            print!("{USAGE}");
-            Ok(())
-        }
-        other => bail!("unknown command {other:?}\n{USAGE}"),
+fn dispatch(command: Command) -> Result<()> {
+    match command {
+        Command::BuildAndStage(opts) => stage::build_and_stage(&opts),
+        Command::Demo(args) => demo::run(&args),
+        Command::Smoke(args) => smoke::run(&args),
+        Command::Test(args) => test::run(&args),
+        Command::TestKernel(args) => kernel::run(&args),
+        Command::BenchChain(args) => bench_chain::run(&args),
+        Command::BenchIpam(args) => bench_ipam::run(&args),
+        Command::BenchStartup(args) => bench_startup::run(&args),
+        Command::GenCrds(args) => crds::run(&args),
+        Command::LintManifests(args) => manifests::run(&args),
+        Command::BpfPinMaps(args) => bpf_maps::run(&args),
+        Command::Fuzz(args) => fuzz::run(&args),
+        Command::CrashCampaign(args) => crash::run(&args),
+        Command::Soak(args) => soak::run(&args),
     }
 }
 
@@ -83,4 +103,16 @@ fn dispatch() -> Result<()> {
 pub fn workspace_root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// The derive attributes are consistent (clap's own check of every command and flag).
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
 }

@@ -8,8 +8,16 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-pub fn run(args: &[String]) -> Result<()> {
-    let release = args.iter().any(|a| a == "--release");
+/// `cargo xtask smoke`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Build and stage release binaries (default: debug)
+    #[arg(long)]
+    pub release: bool,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let release = args.release;
     let root = tempfile::tempdir().context("create a temporary root")?;
     let bin_dir = root.path().join("opt/cni/bin");
     let node_config = root.path().join("etc/galactic/node.json");

@@ -13,88 +13,41 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The chain's plugin binaries.
-pub const PLUGINS: [&str; 5] = [
-    "galactic-cni",
-    "galactic-tap-cni",
-    "galactic-ipam",
-    "galactic-route",
-    "galactic-bgp",
-];
+/// The chain's plugin binaries, and the upstream type names kept working as copies of our
+/// masters (one list, the plugins').
+pub use galactic_core::plugins::{ALIASES, BINARIES as PLUGINS};
 
-/// Upstream type names kept working as copies of our masters: (alias, binary).
-pub const ALIASES: [(&str, &str); 2] = [
-    ("galactic-veth", "galactic-cni"),
-    ("galactic-tap", "galactic-tap-cni"),
-];
-
-const HELP: &str = "\
-usage: cargo xtask build-and-stage [--release] [--bin-dir DIR] [--node-config PATH]
-                                   [--set KEY=VALUE]... [--aliases]
-                                   [--conflist FILE [--conf-dir DIR]]
-
-  --release          build with the release profile (default: debug)
-  --bin-dir DIR      CNI bin dir to install into (default /opt/cni/bin)
-  --node-config PATH node config to write (default /etc/galactic/node.json)
-  --set KEY=VALUE    node config key to set (repeatable), e.g. --set publisher=local
-  --aliases          also install galactic-veth and galactic-tap (upstream type names)
-  --conflist FILE    chain conflist to install into the runtime's conf dir
-  --conf-dir DIR     the runtime's conf dir (default /etc/cni/net.d)
-";
-
-/// Parsed options.
-#[derive(Debug, Clone)]
+/// `cargo xtask build-and-stage`: what to build and where to install it.
+#[derive(Debug, Clone, clap::Args)]
 pub struct Options {
+    /// Build with the release profile (default: debug)
+    #[arg(long)]
     pub release: bool,
+    /// CNI bin dir to install into
+    #[arg(long, value_name = "DIR", default_value = "/opt/cni/bin")]
     pub bin_dir: PathBuf,
+    /// Node config to write
+    #[arg(long, value_name = "PATH", default_value = galactic_core::config::DEFAULT_NODE_CONFIG)]
     pub node_config: PathBuf,
+    /// Node config key to set (repeatable), e.g. --set publisher=local
+    #[arg(long, value_name = "KEY=VALUE", value_parser = key_value)]
     pub set: Vec<(String, String)>,
+    /// Also install galactic-veth and galactic-tap (upstream type names)
+    #[arg(long)]
     pub aliases: bool,
+    /// Chain conflist to install into the runtime's conf dir
+    #[arg(long, value_name = "FILE")]
     pub conflist: Option<PathBuf>,
+    /// The runtime's conf dir (where --conflist goes)
+    #[arg(long, value_name = "DIR", default_value = "/etc/cni/net.d")]
     pub conf_dir: PathBuf,
 }
 
-impl Options {
-    pub fn parse(args: &[String]) -> Result<Self> {
-        let mut opts = Options {
-            release: false,
-            bin_dir: PathBuf::from("/opt/cni/bin"),
-            node_config: PathBuf::from(galactic_core::config::DEFAULT_NODE_CONFIG),
-            set: Vec::new(),
-            aliases: false,
-            conflist: None,
-            conf_dir: PathBuf::from("/etc/cni/net.d"),
-        };
-        let mut it = args.iter();
-        while let Some(arg) = it.next() {
-            let mut value = |name: &str| {
-                it.next()
-                    .cloned()
-                    .with_context(|| format!("{name} needs a value\n{HELP}"))
-            };
-            match arg.as_str() {
-                "--release" => opts.release = true,
-                "--aliases" => opts.aliases = true,
-                "--bin-dir" => opts.bin_dir = value(arg)?.into(),
-                "--node-config" => opts.node_config = value(arg)?.into(),
-                "--conflist" => opts.conflist = Some(value(arg)?.into()),
-                "--conf-dir" => opts.conf_dir = value(arg)?.into(),
-                "--set" => {
-                    let pair = value(arg)?;
-                    let (k, v) = pair
-                        .split_once('=')
-                        .with_context(|| format!("--set takes KEY=VALUE, got {pair:?}"))?;
-                    opts.set.push((k.to_owned(), v.to_owned()));
-                }
-                "-h" | "--help" => {
-                    print!("{HELP}");
-                    std::process::exit(0);
-                }
-                other => bail!("unknown option {other:?}\n{HELP}"),
-            }
-        }
-        Ok(opts)
-    }
+/// `KEY=VALUE` of `--set`.
+fn key_value(pair: &str) -> Result<(String, String), String> {
+    pair.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("takes KEY=VALUE, got {pair:?}"))
 }
 
 /// Builds, then stages binaries, node config and (optionally) the conflist.
@@ -141,6 +94,21 @@ pub fn build_release() -> Result<PathBuf> {
     build(true)
 }
 
+/// Builds the `rss-probe` launcher next to this binary (it stays in xtask: a ptrace tool the
+/// benches start, built with xtask's own `cargo build`); returns its path.
+pub fn build_rss_probe() -> Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let ok = Command::new(cargo)
+        .current_dir(crate::workspace_root())
+        .args(["build", "--quiet", "-p", "xtask", "--bin", "rss-probe"])
+        .status()
+        .context("run cargo build")?;
+    if !ok.success() {
+        bail!("building rss-probe failed");
+    }
+    Ok(std::env::current_exe()?.with_file_name("rss-probe"))
+}
+
 /// Runs cargo for the plugin binaries; returns the directory holding them.
 pub fn build_plugins(release: bool) -> Result<PathBuf> {
     build(release)
@@ -153,7 +121,7 @@ fn build(release: bool) -> Result<PathBuf> {
     cmd.current_dir(&root).args(["build", "--quiet", "--bins"]);
     let mut packages: Vec<&str> = PLUGINS
         .iter()
-        .map(|p| galactic_testkit::package_of(p))
+        .map(|p| galactic_core::plugins::package(p))
         .collect();
     packages.dedup();
     for package in packages {

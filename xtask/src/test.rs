@@ -7,9 +7,36 @@
 use anyhow::{bail, Context, Result};
 use std::process::Command;
 
-pub fn run(args: &[String]) -> Result<()> {
-    // `--native`: the quick local loop, without the production-kernel tier's VM.
-    let native_only = args.iter().any(|a| a == "--native");
+/// `cargo xtask test [CARGO_TEST_ARGS]... [-- TEST_BINARY_ARGS...]`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Only the native suites: leave out the production-kernel tier's VM (the quick local loop)
+    #[arg(long)]
+    pub native: bool,
+    /// Passed on to `cargo test --workspace --all-targets` as given, e.g. `--no-fail-fast` or
+    /// `-p galactic-ipam`
+    #[arg(allow_hyphen_values = true, value_name = "CARGO_TEST_ARGS")]
+    pub cargo_test_args: Vec<String>,
+    /// After `--`: passed on to the test binaries, e.g. `-- --test-threads 1`
+    #[arg(last = true, value_name = "TEST_BINARY_ARGS")]
+    pub test_binary_args: Vec<String>,
+}
+
+impl Args {
+    /// What follows `cargo test --workspace --all-targets`.
+    fn cargo_test_tail(&self) -> Vec<String> {
+        let mut tail = self.cargo_test_args.clone();
+        if !self.test_binary_args.is_empty() {
+            tail.push("--".to_owned());
+            tail.extend(self.test_binary_args.iter().cloned());
+        }
+        tail
+    }
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let native_only = args.native;
+    let args = args.cargo_test_tail();
     preflight()?;
     if !native_only {
         crate::kernel::preflight()?;
@@ -18,14 +45,14 @@ pub fn run(args: &[String]) -> Result<()> {
     let status = Command::new(cargo)
         .current_dir(crate::workspace_root())
         .args(["test", "--workspace", "--all-targets"])
-        .args(args.iter().filter(|a| *a != "--native"))
+        .args(&args)
         .status()
         .context("run cargo test")?;
     if !status.success() {
         bail!("tests failed ({status})");
     }
     if !native_only {
-        crate::kernel::run(&[])?;
+        crate::kernel::run(&crate::kernel::Args::default())?;
     }
     Ok(())
 }

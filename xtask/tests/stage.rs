@@ -1,16 +1,9 @@
 //! `cargo xtask build-and-stage` into temporary directories, run twice.
 
+use galactic_testkit::host::PLUGINS;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
-
-const PLUGINS: [&str; 5] = [
-    "galactic-cni",
-    "galactic-tap-cni",
-    "galactic-ipam",
-    "galactic-route",
-    "galactic-bgp",
-];
 
 fn stage(root: &Path, conflist: &Path) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_xtask"))

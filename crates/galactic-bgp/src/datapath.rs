@@ -8,7 +8,7 @@
 //! partial state), then the rows are written and the pinned egress program attached. The node
 //! rows (source address, public uplink) come last and fail open: a warning, never an error.
 
-use crate::error::BgpError;
+use crate::error::{BgpError, PrevResultError};
 use crate::prev::{Facts, InterfaceKind};
 use galactic_core::bpf::abi::{EGRESS_KIND_TAP, EGRESS_KIND_VETH};
 use galactic_core::bpf::registry::{self, AttachmentRecord, Expected, Registration};
@@ -46,7 +46,7 @@ fn parse_prefixes(prefixes: &[String]) -> Result<Vec<IpNetwork>, BgpError> {
         .iter()
         .map(|p| {
             p.parse()
-                .map_err(|_| BgpError::PrevResult(format!("prefix {p:?} does not parse")))
+                .map_err(|_| PrevResultError::Prefix(p.clone()).into())
         })
         .collect()
 }

@@ -1,23 +1,43 @@
-//! galactic-bgp's errors and their CNI codes.
+//! galactic-bgp's errors, and their CNI codes (decided here, nowhere else).
 
 use crate::store::StoreError;
-use galactic_core::cni::{CniError, Code};
+use galactic_core::bpf::BpfError;
+use galactic_core::cni::{CniError, Code, ErrorCode};
+use galactic_core::failpoint::Injected;
+use galactic_core::ident::IdentError;
+use galactic_core::kube::KubeError;
+use galactic_core::lockfile::LockError;
 
 /// Why an operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BgpError {
-    /// The stanza is invalid (code 7).
-    #[error("{0}")]
-    Config(String),
+    /// `vpc` or `vpcattachment` of the stanza is invalid (code 7).
+    #[error(transparent)]
+    Stanza(#[from] IdentError),
+    /// The stanza names another attachment than this chain's master created (code 7).
+    #[error(transparent)]
+    Chain(#[from] galactic_core::attachment::ChainMismatch),
     /// `prevResult` is absent or inconsistent (code 6).
     #[error("infer from prevResult: {0}")]
-    PrevResult(String),
-    /// A required environment value is missing (code 4).
-    #[error("{0}")]
-    Env(String),
+    PrevResult(#[from] PrevResultError),
+    /// The request as the protocol layer judged it (a missing variable: its own code).
+    #[error(transparent)]
+    Protocol(#[from] CniError),
+    /// The runtime did not say which pod this is, and the step needs it (code 4).
+    #[error("{step}: CNI_ARGS has no K8S_POD_NAME/K8S_POD_NAMESPACE")]
+    NoPod {
+        /// What needed the pod.
+        step: &'static str,
+    },
+    /// The node's name is unknown and could not be detected (code 4).
+    #[error("node name is required (set node_name in the node config or NODE_NAME): {0}")]
+    NodeName(#[source] NodeNameError),
     /// The publication backend failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A Kubernetes call outside the publication backend (the NAD steps).
+    #[error(transparent)]
+    Kube(#[from] KubeError),
     /// No BGPRouter targets this node (code 7).
     #[error("no BGPRouter found for node {node} in namespace {namespace}")]
     NoRouter {
@@ -38,6 +58,9 @@ pub enum BgpError {
         /// Namespace.
         namespace: String,
     },
+    /// The node's BGPRouter has a local ASN outside 32 bits (code 7).
+    #[error("BGPRouter localASN {0} is not a 32-bit ASN")]
+    RouterAsn(i64),
     /// Every VRF id of the router is taken (code 999).
     #[error("router {router} has no free VRF id in 1..4095 (all {used} in use)")]
     VrfIdsExhausted {
@@ -73,7 +96,7 @@ pub enum BgpError {
         what: &'static str,
         /// The datapath's error.
         #[source]
-        source: galactic_core::bpf::BpfError,
+        source: BpfError,
     },
     /// The VPC has no routing domain on this node: the master's ADD did not run here (code 999).
     #[error(
@@ -83,48 +106,164 @@ pub enum BgpError {
     /// A kernel lookup failed (code 999).
     #[error(transparent)]
     Net(#[from] galactic_core::net::NetError),
-    /// CHECK found a difference (code 999).
+    /// CHECK found a difference (code 999), described.
     #[error("CHECK: {0}")]
     Check(String),
+    /// STATUS: the publication backend is not ready (code 50).
+    #[error("publication backend not ready: {0}")]
+    NotReady(#[source] Box<BgpError>),
     /// A failure point armed by a test (debug builds only; code 999).
-    #[error("{0}")]
-    Injected(String),
+    #[error(transparent)]
+    Injected(#[from] Injected),
 }
 
-impl From<BgpError> for CniError {
-    fn from(err: BgpError) -> Self {
-        let code = match &err {
-            BgpError::Config(_)
-            | BgpError::NoRouter { .. }
-            | BgpError::AmbiguousRouter { .. }
-            | BgpError::Usid(_) => Code::INVALID_CONFIG,
-            BgpError::PrevResult(_) => Code::DECODE,
-            BgpError::Env(_) => Code::INVALID_ENVIRONMENT,
-            BgpError::Contended { .. } => Code::TRY_AGAIN_LATER,
-            BgpError::Store(e) => return e.to_cni(),
+/// What is wrong with `prevResult`.
+#[derive(Debug, thiserror::Error)]
+pub enum PrevResultError {
+    /// The runtime sent none.
+    #[error("no prevResult: galactic-bgp must be chained after a master plugin")]
+    Missing,
+    /// It does not decode.
+    #[error("{}", .0.msg)]
+    Decode(CniError),
+    /// It lists no interface.
+    #[error("prevResult has no interfaces")]
+    NoInterfaces,
+    /// More than one sandboxed interface.
+    #[error("prevResult declares {0} interfaces with a non-empty sandbox, want 0 (tap master) or 1 (veth master)")]
+    Sandboxes(usize),
+    /// No interface outside a sandbox.
+    #[error("prevResult has no host-side interface")]
+    NoHostInterface,
+    /// An `ips` entry names an interface that is not listed.
+    #[error("ips entry {address} names interface {index}, but there are {count} interfaces")]
+    InterfaceIndex {
+        /// The address of the entry.
+        address: String,
+        /// Its interface index.
+        index: usize,
+        /// How many interfaces there are.
+        count: usize,
+    },
+    /// A published prefix does not parse.
+    #[error("prefix {0:?} does not parse")]
+    Prefix(String),
+}
+
+/// Why the node's name could not be detected.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeNameError {
+    /// Listing this host's addresses failed.
+    #[error("cannot list this host's addresses: {0}")]
+    LocalAddresses(#[source] std::io::Error),
+    /// No Node's InternalIP is one of this host's addresses (or the API failed).
+    #[error(transparent)]
+    Detect(KubeError),
+    /// The local backend uses the host name, and there is none.
+    #[error("no host name")]
+    NoHostName,
+}
+
+impl ErrorCode for BgpError {
+    fn code(&self) -> Code {
+        match self {
+            Self::Stanza(_)
+            | Self::Chain(_)
+            | Self::NoRouter { .. }
+            | Self::AmbiguousRouter { .. }
+            | Self::RouterAsn(_)
+            | Self::Usid(_) => Code::INVALID_CONFIG,
+            Self::PrevResult(_) => Code::DECODE,
+            Self::Protocol(e) => e.code,
+            Self::NoPod { .. } | Self::NodeName(_) => Code::INVALID_ENVIRONMENT,
+            Self::Contended { .. } => Code::TRY_AGAIN_LATER,
+            Self::Store(e) => store_code(e),
+            Self::Kube(e) => kube_code(e),
             // A busy lock, or no shard SID resolvable yet (decision 0031): the runtime's retry
             // can succeed once the lock is free or the fabric route and neighbour exist.
-            BgpError::Datapath {
-                source:
-                    galactic_core::bpf::BpfError::Busy(_)
-                    | galactic_core::bpf::BpfError::NoShardSidResolvable { .. },
+            Self::Datapath {
+                source: BpfError::Busy(_) | BpfError::NoShardSidResolvable { .. },
                 ..
             } => Code::TRY_AGAIN_LATER,
-            BgpError::VrfIdsExhausted { .. }
-            | BgpError::NotOwned { .. }
-            | BgpError::Check(_)
-            | BgpError::Injected(_)
-            | BgpError::Datapath { .. }
-            | BgpError::NoDomain(_)
-            | BgpError::Net(_) => Code::INTERNAL,
-        };
-        CniError::new(code, err.to_string())
+            Self::NotReady(_) => Code::NOT_AVAILABLE,
+            Self::VrfIdsExhausted { .. }
+            | Self::NotOwned { .. }
+            | Self::Check(_)
+            | Self::Injected(_)
+            | Self::Datapath { .. }
+            | Self::NoDomain(_)
+            | Self::Net(_) => Code::INTERNAL,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Self::Protocol(e) => e.msg.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Transient and contended failures are code 11 (the runtime retries), invalid objects and
+/// kubeconfigs code 7, local I/O code 5.
+fn store_code(err: &StoreError) -> Code {
+    match err {
+        StoreError::Kube(e) => kube_code(e),
+        StoreError::Lock(LockError::Timeout { .. }) | StoreError::Conflict { .. } => {
+            Code::TRY_AGAIN_LATER
+        }
+        StoreError::Io { .. } | StoreError::Lock(_) | StoreError::State(_) => Code::IO,
+        _ => Code::INTERNAL,
+    }
+}
+
+/// Transient failures that outlived the retries are code 11; configuration problems code 7
+/// (or 4 for a node that cannot be found); everything else 999.
+fn kube_code(err: &KubeError) -> Code {
+    match err {
+        KubeError::Kubeconfig { .. } | KubeError::ChainIncomplete { .. } => Code::INVALID_CONFIG,
+        KubeError::NodeNotDetected(_) => Code::INVALID_ENVIRONMENT,
+        e if e.is_transient() => Code::TRY_AGAIN_LATER,
+        e if e.is_invalid() => Code::INVALID_CONFIG,
+        _ => Code::INTERNAL,
     }
 }
 
 impl BgpError {
     /// Wraps a datapath error with what was being done.
-    pub fn datapath(what: &'static str) -> impl FnOnce(galactic_core::bpf::BpfError) -> Self {
+    pub fn datapath(what: &'static str) -> impl FnOnce(BpfError) -> Self {
         move |source| Self::Datapath { what, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn kubernetes_failures_get_their_codes_here() {
+        let transient = KubeError::Timeout {
+            what: "get".into(),
+            timeout: Duration::from_secs(1),
+            attempts: 4,
+        };
+        assert_eq!(BgpError::Kube(transient).code(), Code::TRY_AGAIN_LATER);
+        let incomplete = KubeError::ChainIncomplete {
+            namespace: "pods".into(),
+            name: "n".into(),
+            source: galactic_core::kube::ChainError::MissingBgp,
+        };
+        assert_eq!(BgpError::Kube(incomplete).code(), Code::INVALID_CONFIG);
+        let resolve = KubeError::Resolve {
+            host: "h".into(),
+            why: "no address".into(),
+        };
+        assert_eq!(
+            BgpError::Store(StoreError::Kube(resolve)).code(),
+            Code::TRY_AGAIN_LATER
+        );
+        let busy = StoreError::Conflict { what: "w".into() };
+        assert_eq!(BgpError::Store(busy).code(), Code::TRY_AGAIN_LATER);
     }
 }

@@ -19,33 +19,32 @@ mod publish;
 mod slice;
 mod store;
 
-use galactic_core::cni::{run, CniError, CniResult, Code, Plugin, Request};
+use error::BgpError;
+use galactic_core::cni::{run, CniResult, Plugin, Request};
+use galactic_core::plugins;
 use std::process::ExitCode;
 
 struct GalacticBgp;
 
 impl Plugin for GalacticBgp {
+    type Error = BgpError;
+
     fn name(&self) -> &'static str {
-        "galactic-bgp"
+        plugins::BGP
     }
-    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
-        ops::add(req).map_err(CniError::from)
+    fn add(&self, req: &Request) -> Result<CniResult, BgpError> {
+        ops::add(req)
     }
-    fn del(&self, req: &Request) -> Result<(), CniError> {
-        ops::del(req).map_err(CniError::from)
+    fn del(&self, req: &Request) -> Result<(), BgpError> {
+        ops::del(req)
     }
-    fn check(&self, req: &Request) -> Result<(), CniError> {
-        ops::check(req).map_err(CniError::from)
+    fn check(&self, req: &Request) -> Result<(), BgpError> {
+        ops::check(req)
     }
-    fn status(&self, req: &Request) -> Result<(), CniError> {
-        ops::status(req).map_err(|e| {
-            CniError::new(
-                Code::NOT_AVAILABLE,
-                format!("publication backend not ready: {e}"),
-            )
-        })
+    fn status(&self, req: &Request) -> Result<(), BgpError> {
+        ops::status(req).map_err(|e| BgpError::NotReady(Box::new(e)))
     }
-    fn gc(&self, _req: &Request) -> Result<(), CniError> {
+    fn gc(&self, _req: &Request) -> Result<(), BgpError> {
         // Per-attachment state is the EndpointSlice (deleted by DEL, owned by its Pod); shared
         // per-VPC objects are reclaimed by the router's GC, as upstream.
         Ok(())

@@ -4,27 +4,27 @@
 //! the one named like the network, in the pod's namespace, reached with the node's kubeconfig.
 //! Keeping the Kubernetes client here keeps it out of every master call (docs/decisions/0014).
 
+use crate::error::BgpError;
 use galactic_core::cni::{run_step, CniError, Request};
 use galactic_core::kube::{
     annotate_nad_host_interface, verify_chain_complete, ClientOptions, KubeClient,
 };
+use galactic_core::plugins;
 use std::process::ExitCode;
 
 /// Runs the NAD step named by `args` (what follows `nad`).
 pub fn main(args: &[String]) -> ExitCode {
     match args {
-        [step] if step == "verify-chain" => {
-            run_step("galactic-bgp", "ADD: NAD chain check", |req| {
-                let (client, namespace) = client(req)?;
-                verify_chain_complete(&client, namespace, &req.conf.name)?;
-                Ok(())
-            })
-        }
+        [step] if step == "verify-chain" => run_step(plugins::BGP, "ADD: NAD chain check", |req| {
+            let (client, namespace) = client(req)?;
+            verify_chain_complete(&client, namespace, &req.conf.name)?;
+            Ok::<(), BgpError>(())
+        }),
         [step, host_ifname] if step == "annotate" => {
-            run_step("galactic-bgp", "ADD: NAD annotation", |req| {
+            run_step(plugins::BGP, "ADD: NAD annotation", |req| {
                 let (client, namespace) = client(req)?;
                 annotate_nad_host_interface(&client, namespace, &req.conf.name, host_ifname)?;
-                Ok(())
+                Ok::<(), BgpError>(())
             })
         }
         _ => {
@@ -34,7 +34,7 @@ pub fn main(args: &[String]) -> ExitCode {
     }
 }
 
-fn client(req: &Request) -> Result<(KubeClient, &str), CniError> {
+fn client(req: &Request) -> Result<(KubeClient, &str), BgpError> {
     let namespace = req
         .env
         .args

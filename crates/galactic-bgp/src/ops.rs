@@ -3,7 +3,7 @@
 use crate::annotations::{self, NETNS};
 use crate::conf::Stanza;
 use crate::datapath::{self, Attachment};
-use crate::error::BgpError;
+use crate::error::{BgpError, NodeNameError, PrevResultError};
 use crate::netns;
 use crate::prev::{self, Facts};
 use crate::publish::{self, AdvertisementInput, Router};
@@ -11,11 +11,12 @@ use crate::slice::{self, PodRef, SliceInput};
 use crate::store::kube::KubeStore;
 use crate::store::local::LocalStore;
 use crate::store::{meta_str, Kind, ObjectStore, StoreError};
+use galactic_core::attachment::ChainPosition;
 use galactic_core::bpf::usid::Usid;
 use galactic_core::cni::{CniResult, Request};
 use galactic_core::config::{NodeConfig, Publisher};
 use galactic_core::ident::{
-    bgp_advertisement_name, bgp_vrf_instance_name, route_target, tenant_identifier,
+    bgp_advertisement_name, bgp_vrf_instance_name, route_target, tenant_identifier, ChainIds,
 };
 use galactic_core::kube::{
     detect_node_name, local_addresses, ClientOptions, KubeClient, RetryPolicy,
@@ -69,15 +70,12 @@ fn node_name(node: &NodeConfig, backend: &Backend) -> Result<String, BgpError> {
     if let Some(name) = &node.node_name {
         return Ok(name.clone());
     }
-    let missing = |why: String| {
-        BgpError::Env(format!(
-            "node name is required (set node_name in the node config or NODE_NAME): {why}"
-        ))
-    };
     match backend {
         Backend::Kube(k) => {
-            let local = local_addresses().map_err(|e| missing(e.to_string()))?;
-            let name = detect_node_name(k.client(), &local).map_err(|e| missing(e.to_string()))?;
+            let local = local_addresses()
+                .map_err(|e| BgpError::NodeName(NodeNameError::LocalAddresses(e)))?;
+            let name = detect_node_name(k.client(), &local)
+                .map_err(|e| BgpError::NodeName(NodeNameError::Detect(e)))?;
             log::info(
                 "Auto-detected node name from Kubernetes API",
                 json!({"nodeName": name}),
@@ -88,7 +86,7 @@ fn node_name(node: &NodeConfig, backend: &Backend) -> Result<String, BgpError> {
             .map(|h| h.trim().to_ascii_lowercase())
             .ok()
             .filter(|h| !h.is_empty())
-            .ok_or_else(|| missing("no host name".into())),
+            .ok_or(BgpError::NodeName(NodeNameError::NoHostName)),
     }
 }
 
@@ -102,11 +100,22 @@ struct Plan {
 
 fn plan(req: &Request) -> Result<Plan, BgpError> {
     let stanza = Stanza::parse(&req.conf.raw)?;
-    let prev = req
-        .conf
-        .prev_result()
-        .map_err(|e| BgpError::PrevResult(e.msg))?;
+    let prev = req.conf.prev_result().map_err(PrevResultError::Decode)?;
     let facts = prev::infer(prev.as_ref())?;
+    // Before anything is published: the stanza must name this chain's own attachment, or a
+    // NetworkAttachmentDefinition could advertise this pod's prefixes in another VPC.
+    let ids = ChainIds {
+        vpc: stanza.vpc.clone(),
+        att: stanza.att.clone(),
+    };
+    ChainPosition {
+        ids: &ids,
+        prev_hosts: &[facts.host_ifname.as_str()],
+        network: &req.conf.name,
+        container_id: req.env.container_id()?.as_str(),
+        ifname: req.env.ifname()?.as_str(),
+    }
+    .verify(&req.node.state_dir)?;
     Ok(Plan {
         stanza,
         facts,
@@ -155,12 +164,7 @@ fn pod_uid(backend: &Backend, pod: &PodRef) -> Result<Option<String>, BgpError> 
 /// ADD: publish, then print `prevResult` unchanged.
 pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     let plan = plan(req)?;
-    let cid = req
-        .env
-        .container_id()
-        .map_err(|e| BgpError::Env(e.msg))?
-        .as_str()
-        .to_owned();
+    let cid = req.env.container_id()?.as_str().to_owned();
     let netns = req
         .env
         .netns
@@ -169,9 +173,9 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
         .unwrap_or_default();
     let backend = Backend::open(&req.node, ClientOptions::default())?;
     if backend.is_kube() && plan.facts.v6.is_some() && plan.pod.is_none() {
-        return Err(BgpError::Env(
-            "publish EndpointSlice: CNI_ARGS has no K8S_POD_NAME/K8S_POD_NAMESPACE".into(),
-        ));
+        return Err(BgpError::NoPod {
+            step: "publish EndpointSlice",
+        });
     }
     let store = backend.store();
     let node = node_name(&req.node, &backend)?;
@@ -211,7 +215,7 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
         ),
     }
     // Debug builds: a test stops the ADD here to prove the rollback removes only this ADD's rows.
-    galactic_core::failpoint::hit("bgp-after-datapath").map_err(|e| BgpError::Injected(e.msg))?;
+    galactic_core::failpoint::hit("bgp-after-datapath")?;
     let adv_name = bgp_advertisement_name(plan.stanza.vpc.raw(), plan.stanza.att.raw());
     if plan.facts.has_addresses() {
         let input = AdvertisementInput {
@@ -239,14 +243,7 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     if let (Some(address), Some(pod)) = (plan.facts.v6, plan.pod.as_ref()) {
         let uid = pod_uid(&backend, pod)?;
         let tenant = tenant_identifier(&plan.stanza.vpc, &plan.stanza.att);
-        let address = match address.ip() {
-            std::net::IpAddr::V6(a) => a,
-            std::net::IpAddr::V4(_) => {
-                return Err(BgpError::PrevResult(
-                    "IPv6 entry holds an IPv4 address".into(),
-                ))
-            }
-        };
+        let address = address.ip();
         let input = SliceInput {
             pod,
             pod_uid: uid.as_deref(),
@@ -326,7 +323,8 @@ fn check_vrf(
         .and_then(Value::as_str);
     if routed != Some(router.name.as_str()) {
         return Err(BgpError::Check(format!(
-            "BGPVRFInstance {name} refers to router {routed:?}, this node's is {}",
+            "BGPVRFInstance {name} refers to router {}, this node's is {}",
+            routed.unwrap_or("none"),
             router.name
         )));
     }
@@ -387,12 +385,7 @@ fn check_advertisement(
 /// CHECK: the VRF instance, the advertisement's content and the EndpointSlice match.
 pub fn check(req: &Request) -> Result<(), BgpError> {
     let plan = plan(req)?;
-    let cid = req
-        .env
-        .container_id()
-        .map_err(|e| BgpError::Env(e.msg))?
-        .as_str()
-        .to_owned();
+    let cid = req.env.container_id()?.as_str().to_owned();
     let backend = Backend::open(&req.node, ClientOptions::default())?;
     let store = backend.store();
     let node = node_name(&req.node, &backend)?;
@@ -419,9 +412,7 @@ pub fn check(req: &Request) -> Result<(), BgpError> {
             &plan.facts,
         )?;
     }
-    if let (Some(std::net::IpAddr::V6(address)), Some(pod)) =
-        (plan.facts.v6.map(|n| n.ip()), plan.pod.as_ref())
-    {
+    if let (Some(address), Some(pod)) = (plan.facts.v6.map(|n| n.ip()), plan.pod.as_ref()) {
         let tenant = tenant_identifier(&plan.stanza.vpc, &plan.stanza.att);
         let input = SliceInput {
             pod,
@@ -432,9 +423,9 @@ pub fn check(req: &Request) -> Result<(), BgpError> {
         };
         slice::check(store, &input)?;
     } else if backend.is_kube() && plan.facts.v6.is_some() {
-        return Err(BgpError::Env(
-            "EndpointSlice: no K8S_POD_NAME/K8S_POD_NAMESPACE in CNI_ARGS".into(),
-        ));
+        return Err(BgpError::NoPod {
+            step: "EndpointSlice",
+        });
     }
     Ok(())
 }

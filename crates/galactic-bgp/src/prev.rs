@@ -1,9 +1,9 @@
 //! What galactic-bgp learns from `prevResult` alone: the interface kind, the host interface and
 //! the attachment's addresses.
 
-use crate::error::BgpError;
+use crate::error::{BgpError, PrevResultError};
 use galactic_core::cni::CniResult;
-use ipnetwork::IpNetwork;
+use ipnetwork::{IpNetwork, Ipv6Network};
 use std::net::Ipv4Addr;
 
 /// How the master attached the workload.
@@ -23,7 +23,7 @@ pub struct Facts {
     /// The host-side interface name (`G…H`).
     pub host_ifname: String,
     /// The IPv6 address with its prefix length as assigned (host bits kept).
-    pub v6: Option<IpNetwork>,
+    pub v6: Option<Ipv6Network>,
     /// The IPv4 address.
     pub v4: Option<Ipv4Addr>,
 }
@@ -37,12 +37,9 @@ impl Facts {
 
 /// Infers [`Facts`] from `prev` (code 6 when absent or inconsistent).
 pub fn infer(prev: Option<&CniResult>) -> Result<Facts, BgpError> {
-    let bad = |m: String| BgpError::PrevResult(m);
-    let prev = prev.ok_or_else(|| {
-        bad("no prevResult: galactic-bgp must be chained after a master plugin".into())
-    })?;
+    let prev = prev.ok_or(PrevResultError::Missing)?;
     if prev.interfaces.is_empty() {
-        return Err(bad("prevResult has no interfaces".into()));
+        return Err(PrevResultError::NoInterfaces.into());
     }
     let sandboxed: Vec<usize> = prev
         .interfaces
@@ -54,32 +51,29 @@ pub fn infer(prev: Option<&CniResult>) -> Result<Facts, BgpError> {
     let kind = match sandboxed.len() {
         0 => InterfaceKind::Tap,
         1 => InterfaceKind::Veth,
-        n => {
-            return Err(bad(format!(
-                "prevResult declares {n} interfaces with a non-empty sandbox, want 0 (tap master) or 1 (veth master)"
-            )))
-        }
+        n => return Err(PrevResultError::Sandboxes(n).into()),
     };
     let host_ifname = prev
         .interfaces
         .iter()
         .find(|i| i.sandbox.as_deref().is_none_or(str::is_empty))
         .map(|i| i.name.clone())
-        .ok_or_else(|| bad("prevResult has no host-side interface".into()))?;
+        .ok_or(PrevResultError::NoHostInterface)?;
     let mut v6 = None;
     let mut v4 = None;
     for ip in &prev.ips {
         if let Some(index) = ip.interface {
             if index >= prev.interfaces.len() {
-                return Err(bad(format!(
-                    "ips entry {} names interface {index}, but there are {} interfaces",
-                    ip.address,
-                    prev.interfaces.len()
-                )));
+                return Err(PrevResultError::InterfaceIndex {
+                    address: ip.address.to_string(),
+                    index,
+                    count: prev.interfaces.len(),
+                }
+                .into());
             }
         }
         match ip.address {
-            IpNetwork::V6(_) if v6.is_none() => v6 = Some(ip.address),
+            IpNetwork::V6(net) if v6.is_none() => v6 = Some(net),
             IpNetwork::V4(net) if v4.is_none() => v4 = Some(net.ip()),
             // Masters assign one address per family; a second one is not published.
             _ => {}
@@ -136,8 +130,9 @@ mod tests {
             Some(out_of_range),
             Some(only_guest),
         ] {
-            let err = galactic_core::cni::CniError::from(infer(prev.as_ref()).unwrap_err());
-            assert_eq!(err.code, galactic_core::cni::Code::DECODE, "{err}");
+            use galactic_core::cni::ErrorCode;
+            let err = infer(prev.as_ref()).unwrap_err();
+            assert_eq!(err.code(), galactic_core::cni::Code::DECODE, "{err}");
         }
     }
 }

@@ -60,12 +60,8 @@ pub fn lookup_router(
         }),
         1 => {
             let spec = &matches[0].spec;
-            let asn = u32::try_from(spec.local_asn).map_err(|_| {
-                BgpError::Config(format!(
-                    "BGPRouter localASN {} is not a 32-bit ASN",
-                    spec.local_asn
-                ))
-            })?;
+            let asn =
+                u32::try_from(spec.local_asn).map_err(|_| BgpError::RouterAsn(spec.local_asn))?;
             let srv6 = match (&spec.srv6_locator, spec.node_id) {
                 (Some(locator), Some(id)) if !locator.is_empty() && id != 0 => {
                     Some((locator.clone(), i64::from(id)))

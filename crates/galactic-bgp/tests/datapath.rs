@@ -4,144 +4,39 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+mod common;
+
+use common::Node;
 use galactic_core::bpf::abi::*;
 use galactic_core::bpf::maps::{self, pin_empty_maps, PIN_DIR_ENV, USID_EGRESS_PROG};
 use galactic_core::bpf::registry::egress_key;
-use galactic_core::ident::VpcId;
-use galactic_core::net::domain::Domains;
 use galactic_testkit::bpffs::PrivateBpffs;
-use galactic_testkit::host::{with_prev, Host, Pod};
+use galactic_testkit::host::Pod;
 use galactic_testkit::privileged::privileged;
-use galactic_testkit::Outcome;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-const NS: &str = "galactic-system";
 const BLOCK: u64 = 0x2001_0db8_ff03;
 
-/// A node with a private bpffs, the maps pinned, and a BGPRouter with SRv6 in the local store.
-struct Node {
-    host: Host,
-    bpffs: PrivateBpffs,
+/// A node whose plugins find the pin directory in their environment.
+fn node(tag: &str) -> Node {
+    let mut node = Node::new(tag, json!({}));
+    let pin_dir = node.bpffs.pin_dir().display().to_string();
+    node.env.push((PIN_DIR_ENV.into(), pin_dir));
+    node
 }
 
-impl Node {
-    fn new(tag: &str) -> Self {
-        let bpffs = PrivateBpffs::mount();
-        pin_empty_maps(&bpffs.pin_dir()).unwrap();
-        let host = Host::new(
-            tag,
-            json!({"publisher": "local", "node_name": "node-a"}),
-            &["galactic-cni", "galactic-ipam", "galactic-bgp"],
-        );
-        let dir = host.path("state").join("bgp").join(NS).join("bgprouters");
-        std::fs::create_dir_all(&dir).unwrap();
-        let router = json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
-            "metadata": {"name": "router-a", "namespace": NS},
-            "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "roles": ["tenant"],
-                     "localASN": 65000, "routerID": "10.0.2.1",
-                     "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}});
-        std::fs::write(dir.join("router-a.json"), router.to_string()).unwrap();
-        Self { host, bpffs }
-    }
+/// The index of a result's host interface.
+fn host_ifindex(node: &Node, result: &Value) -> u32 {
+    node.ifindex(result["interfaces"][0]["name"].as_str().unwrap())
+}
 
-    fn master_conf(&self, att: &str) -> Value {
-        json!({"cniVersion": "1.1.0", "name": "tenant", "type": "galactic-cni", "vpc": "jU", "vpcattachment": att,
-               "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd20:10:ff01::/64",
-                        "ipv4_subnet": "172.21.1.0/24", "data_dir": self.host.path("ipam")}})
-    }
-
-    fn bgp_conf(&self, att: &str) -> Value {
-        json!({"cniVersion": "1.1.0", "name": "tenant", "type": "galactic-bgp", "vpc": "jU", "vpcattachment": att})
-    }
-
-    fn run(&self, plugin: &str, command: &str, pod: &Pod, conf: &Value) -> Outcome {
-        self.host
-            .invocation(&self.host.bin_dir.join(plugin), command, pod)
-            .var(PIN_DIR_ENV, &self.bpffs.pin_dir().display().to_string())
-            .stdin(conf.to_string())
-            .run()
-    }
-
-    /// Master ADD then galactic-bgp ADD; the final result.
-    fn add(&self, pod: &Pod, att: &str) -> Value {
-        let out = self.run("galactic-cni", "ADD", pod, &self.master_conf(att));
-        assert!(out.success, "master ADD: {out:?}");
-        let prev = out.json();
-        let out = self.run(
-            "galactic-bgp",
-            "ADD",
-            pod,
-            &with_prev(&self.bgp_conf(att), &prev),
-        );
-        assert!(out.success, "bgp ADD: {out:?}");
-        out.json()
-    }
-
-    /// DEL in reverse order, as a runtime does.
-    fn del(&self, pod: &Pod, att: &str, result: &Value) {
-        self.run(
-            "galactic-bgp",
-            "DEL",
-            pod,
-            &with_prev(&self.bgp_conf(att), result),
-        )
-        .expect_quiet_success();
-        self.run(
-            "galactic-cni",
-            "DEL",
-            pod,
-            &with_prev(&self.master_conf(att), result),
-        )
-        .expect_quiet_success();
-    }
-
-    fn check(&self, pod: &Pod, att: &str, result: &Value) -> Outcome {
-        self.run(
-            "galactic-bgp",
-            "CHECK",
-            pod,
-            &with_prev(&self.bgp_conf(att), result),
-        )
-    }
-
-    fn table(&self) -> u32 {
-        Domains::new(&self.host.path("state"))
-            .get(&VpcId::parse("jU").unwrap())
-            .unwrap()
-            .expect("the master created the routing domain")
-            .table
-    }
-
-    fn ifindex(&self, result: &Value) -> u32 {
-        let name = result["interfaces"][0]["name"].as_str().unwrap();
-        let link = self.host.netns.ip_json(&["link", "show", name]);
-        u32::try_from(link[0]["ifindex"].as_u64().unwrap()).unwrap()
-    }
-
-    fn map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
-        &self,
-        name: &'static str,
-    ) -> T {
-        maps::open_typed(&self.bpffs.pin_dir(), name).unwrap()
-    }
-
-    fn ifindex_rows(&self) -> BTreeMap<u32, IfindexVrfValue> {
-        let m: maps::IfindexVrfTable = self.map(maps::IFINDEX_VRF_TABLE);
-        m.iter().map(Result::unwrap).collect()
-    }
-
-    /// Every egress entry as (prefixlen, table, family, address bytes) → value bytes.
-    fn egress_rows(&self) -> BTreeMap<(u32, u32, u8, [u8; 16]), Vec<u8>> {
-        galactic_testkit::bpffs::egress_rows(&self.map(maps::EGRESS_ROUTE_TABLE))
-    }
-
-    fn vrf_value(&self) -> VrfValue {
-        let m: maps::VrfTable = self.map(maps::VRF_TABLE);
-        m.get(&((BLOCK << 12) | 1), 0).unwrap()
-    }
+/// The VRF row of the VPC.
+fn vrf_value(node: &Node) -> VrfValue {
+    let m: maps::VrfTable = node.map(maps::VRF_TABLE);
+    m.get(&((BLOCK << 12) | 1), 0).unwrap()
 }
 
 fn v4_key(table: u32, result: &Value) -> (u32, u32, u8, [u8; 16]) {
@@ -179,11 +74,11 @@ fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_r
     ) {
         return;
     }
-    let node = Node::new("bpfreg");
+    let node = node("bpfreg");
     let (a, b) = (Pod::new("bpfa"), Pod::new("bpfb"));
     let ra = node.add(&a, "G");
     let table = node.table();
-    let (ia, zero) = (node.ifindex(&ra), vec![0u8; 32]);
+    let (ia, zero) = (host_ifindex(&node, &ra), vec![0u8; 32]);
 
     let locator: maps::LocatorTable = node.map(maps::LOCATOR_TABLE);
     let rows: Vec<_> = locator.iter().map(Result::unwrap).collect();
@@ -196,7 +91,7 @@ fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_r
         rows,
         vec![((BLOCK << 4) | 0xE, FunctionValue { behavior: 1 })]
     );
-    let vrf = node.vrf_value();
+    let vrf = vrf_value(&node);
     let first_generation = vrf.generation_ns;
     assert_eq!(
         (
@@ -240,8 +135,8 @@ fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_r
     };
     m.insert((BLOCK << 12) | 1, counted, 0).unwrap();
     let rb = node.add(&b, "H");
-    let ib = node.ifindex(&rb);
-    let vrf = node.vrf_value();
+    let ib = host_ifindex(&node, &rb);
+    let vrf = vrf_value(&node);
     assert_eq!(
         (
             vrf.packets,
@@ -287,19 +182,10 @@ fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_r
     ]
     .into();
     assert_eq!(node.egress_rows(), want);
-    assert_eq!(node.vrf_value(), vrf, "node-level rows stay");
+    assert_eq!(vrf_value(&node), vrf, "node-level rows stay");
 
     // GC with B no longer valid: B's rows go.
-    let mut gc = node.master_conf("Z");
-    gc["cni.dev/valid-attachments"] = json!([]);
-    node.host
-        .invocation(&node.host.bin_dir.join("galactic-cni"), "GC", &b)
-        .unset("CNI_CONTAINERID")
-        .unset("CNI_IFNAME")
-        .unset("CNI_NETNS")
-        .stdin(gc.to_string())
-        .run()
-        .expect_quiet_success();
+    node.gc_nothing_valid();
     assert!(node.ifindex_rows().is_empty());
     assert!(node.egress_rows().is_empty());
     let locator: maps::LocatorTable = node.map(maps::LOCATOR_TABLE);
@@ -315,20 +201,11 @@ fn missing_maps_fail_the_add_with_an_actionable_error_and_no_registration() {
     if !privileged("missing_maps_fail_the_add_with_an_actionable_error_and_no_registration") {
         return;
     }
-    let node = Node::new("bpfmiss");
+    let node = node("bpfmiss");
     std::fs::remove_file(node.bpffs.pin_dir().join(maps::VRF_TABLE)).unwrap();
     let pod = Pod::new("bpfm");
-    let out = node.run("galactic-cni", "ADD", &pod, &node.master_conf("G"));
-    assert!(out.success, "{out:?}");
-    let prev = out.json();
-    let msg = node
-        .run(
-            "galactic-bgp",
-            "ADD",
-            &pod,
-            &with_prev(&node.bgp_conf("G"), &prev),
-        )
-        .expect_error(999);
+    let prev = node.master_add(&pod, "G");
+    let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(999);
     assert!(
         msg.contains("not loaded") && msg.contains("vrf_table") && msg.contains("bpf-pin-maps"),
         "{msg}"
@@ -338,13 +215,7 @@ fn missing_maps_fail_the_add_with_an_actionable_error_and_no_registration() {
         "nothing written before every map was open"
     );
     assert!(node.egress_rows().is_empty());
-    node.run(
-        "galactic-cni",
-        "DEL",
-        &pod,
-        &with_prev(&node.master_conf("G"), &prev),
-    )
-    .expect_quiet_success();
+    node.master_del(&pod, "G", &prev);
 }
 
 /// Builds a classifier that passes every packet (clang from Debian) and pins it with bpftool.
@@ -387,7 +258,7 @@ fn the_pinned_egress_program_is_attached_once_in_its_slot_and_replaced_on_a_repe
     ) {
         return;
     }
-    let node = Node::new("bpftc");
+    let node = node("bpftc");
     pin_pass_classifier(&node.bpffs.pin_dir());
     let pod = Pod::new("bpft");
     let result = node.add(&pod, "G");
@@ -420,12 +291,7 @@ fn the_pinned_egress_program_is_attached_once_in_its_slot_and_replaced_on_a_repe
         "direct action: {first:?}"
     );
     // A repeated ADD (runtime retry) replaces the filter in place.
-    let out = node.run(
-        "galactic-bgp",
-        "ADD",
-        &pod,
-        &with_prev(&node.bgp_conf("G"), &result),
-    );
+    let out = node.bgp("ADD", &pod, "G", &result, &[]);
     assert!(out.success, "{out:?}");
     let second = filters(&node);
     assert_eq!(second.len(), 1, "{second:?}");
@@ -433,14 +299,13 @@ fn the_pinned_egress_program_is_attached_once_in_its_slot_and_replaced_on_a_repe
     node.del(&pod, "G", &result);
 
     // The node-config key `ebpf_filter_priority`, here from the stanza, picks the slot.
+    let mut node = node;
     let other = Pod::new("bpft2");
-    let out = node.run("galactic-cni", "ADD", &other, &node.master_conf("H"));
+    let prev = node.master_add(&other, "H");
+    node.bgp_stanza = json!({"ebpf_filter_priority": 7});
+    let out = node.bgp("ADD", &other, "H", &prev, &[]);
     assert!(out.success, "{out:?}");
-    let prev = out.json();
-    let mut conf = with_prev(&node.bgp_conf("H"), &prev);
-    conf["ebpf_filter_priority"] = json!(7);
-    let out = node.run("galactic-bgp", "ADD", &other, &conf);
-    assert!(out.success, "{out:?}");
+    node.bgp_stanza = json!({});
     let ifname = prev["interfaces"][0]["name"].as_str().unwrap();
     let out = node
         .host

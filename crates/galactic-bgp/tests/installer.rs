@@ -7,17 +7,10 @@
 #![allow(clippy::unwrap_used)]
 
 use galactic_core::config::{NodeConfig, Publisher, RoutingDomainMode};
+use galactic_testkit::host::PLUGINS;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-const PLUGINS: [&str; 5] = [
-    "galactic-cni",
-    "galactic-tap-cni",
-    "galactic-ipam",
-    "galactic-route",
-    "galactic-bgp",
-];
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes/install.sh")

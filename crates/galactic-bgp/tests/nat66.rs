@@ -8,19 +8,17 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
+mod common;
+
+use common::Node;
 use galactic_core::bpf::abi::*;
 use galactic_core::bpf::maps::{self, pin_empty_maps};
-use galactic_core::ident::VpcId;
-use galactic_core::net::domain::Domains;
 use galactic_testkit::bpffs::PrivateBpffs;
-use galactic_testkit::host::{with_prev, Host, Pod};
+use galactic_testkit::host::Pod;
 use galactic_testkit::privileged::{privileged, TestNetns};
-use galactic_testkit::Outcome;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
 
-const NS: &str = "galactic-system";
 const UP_MAC: [u8; 6] = [2, 0, 0, 0, 0x0a, 1];
 const FABRIC_MAC: [u8; 6] = [2, 0, 0, 0, 0x0b, 1];
 /// Routed via the fabric gateway, whose neighbour entry is known: resolvable.
@@ -30,202 +28,60 @@ const SID_NO_NEIGH: &str = "2001:db8:6::1";
 /// No route at all (the hosts here have no default route unless a test adds one).
 const SID_NO_ROUTE: &str = "2001:db8:99::1";
 
-/// A host with an uplink into a fabric namespace, a private bpffs with the maps pinned, and a
-/// BGPRouter with SRv6 in the local store. `node_extra` goes into node.json (with the pin dir).
-struct Node {
-    host: Host,
-    bpffs: PrivateBpffs,
-    _fabric: TestNetns,
-    env: Vec<(String, String)>,
-    bgp_stanza: Value,
+/// A node with an uplink into a fabric namespace; `node_extra` goes into node.json (with the
+/// pin dir).
+fn node(tag: &str, node_extra: Value) -> Node {
+    let mut node = Node::new(tag, node_extra);
+    node.host
+        .node
+        .merge_config(json!({"bpf_pin_dir": node.bpffs.pin_dir()}));
+    let fabric = TestNetns::new(&format!("{tag}f"));
+    galactic_testkit::bpffs::uplink(&node.host.netns, &fabric);
+    // A second shard prefix via a next hop without a neighbour entry: unresolvable until a
+    // test adds one.
+    node.host.netns.ip(&[
+        "-6",
+        "route",
+        "add",
+        "2001:db8:6::/64",
+        "via",
+        "2001:db8:f::99",
+        "dev",
+        "up0",
+    ]);
+    node.fabric = Some(fabric);
+    node
 }
 
-impl Node {
-    fn new(tag: &str, node_extra: Value) -> Self {
-        let bpffs = PrivateBpffs::mount();
-        pin_empty_maps(&bpffs.pin_dir()).unwrap();
-        let mut config = json!({"publisher": "local", "node_name": "node-a",
-                                "bpf_pin_dir": bpffs.pin_dir()});
-        if let (Some(map), Value::Object(extra)) = (config.as_object_mut(), node_extra) {
-            map.extend(extra);
-        }
-        let host = Host::new(
-            tag,
-            config,
-            &["galactic-cni", "galactic-ipam", "galactic-bgp"],
-        );
-        let dir = host.path("state").join("bgp").join(NS).join("bgprouters");
-        std::fs::create_dir_all(&dir).unwrap();
-        let router = json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
-            "metadata": {"name": "router-a", "namespace": NS},
-            "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "roles": ["tenant"],
-                     "localASN": 65000, "routerID": "10.0.2.1",
-                     "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}});
-        std::fs::write(dir.join("router-a.json"), router.to_string()).unwrap();
-        let fabric = TestNetns::new(&format!("{tag}f"));
-        galactic_testkit::bpffs::uplink(&host.netns, &fabric);
-        // A second shard prefix via a next hop without a neighbour entry: unresolvable until a
-        // test adds one.
-        host.netns.ip(&[
-            "-6",
-            "route",
-            "add",
-            "2001:db8:6::/64",
-            "via",
-            "2001:db8:f::99",
-            "dev",
-            "up0",
-        ]);
-        Self {
-            host,
-            bpffs,
-            _fabric: fabric,
-            env: Vec::new(),
-            bgp_stanza: json!({}),
-        }
-    }
+/// An IPv6 default route via the fabric: auto-detection then finds `up0`.
+fn with_default_route(node: Node) -> Node {
+    node.host.netns.ip(&[
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "2001:db8:f::1",
+        "dev",
+        "up0",
+    ]);
+    node
+}
 
-    /// An IPv6 default route via the fabric: auto-detection then finds `up0`.
-    fn with_default_route(self) -> Self {
-        self.host.netns.ip(&[
-            "-6",
-            "route",
-            "add",
-            "default",
-            "via",
-            "2001:db8:f::1",
-            "dev",
-            "up0",
-        ]);
-        self
-    }
+/// What these tests read beyond the shared node's readers.
+trait Nat66Rows {
+    fn nat66_row(&self, table: u32) -> Option<Vec<u8>>;
+    fn node_src_addr(&self) -> Vec<u8>;
+    fn public_uplink(&self) -> Vec<u8>;
+    fn warnings(&self) -> Vec<String>;
+    fn state_files(&self, sub: &str) -> Vec<String>;
+}
 
-    fn master_conf(&self, att: &str) -> Value {
-        json!({"cniVersion": "1.1.0", "name": "tenant", "type": "galactic-cni", "vpc": "jU", "vpcattachment": att,
-               "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd20:10:ff01::/64",
-                        "ipv4_subnet": "172.21.1.0/24", "data_dir": self.host.path("ipam")}})
-    }
-
-    fn bgp_conf(&self, att: &str) -> Value {
-        let mut conf = json!({"cniVersion": "1.1.0", "name": "tenant", "type": "galactic-bgp",
-                              "vpc": "jU", "vpcattachment": att});
-        if let (Some(map), Some(extra)) = (conf.as_object_mut(), self.bgp_stanza.as_object()) {
-            map.extend(extra.clone());
-        }
-        conf
-    }
-
-    fn run_with(
-        &self,
-        plugin: &str,
-        command: &str,
-        pod: &Pod,
-        conf: &Value,
-        extra: &[(&str, &str)],
-    ) -> Outcome {
-        let binary = self.host.bin_dir.join(plugin);
-        let mut inv = self.host.invocation(&binary, command, pod);
-        for (k, v) in &self.env {
-            inv = inv.var(k, v);
-        }
-        for (k, v) in extra {
-            inv = inv.var(k, v);
-        }
-        inv.stdin(conf.to_string()).run()
-    }
-
-    fn master_add(&self, pod: &Pod, att: &str) -> Value {
-        let out = self.run_with("galactic-cni", "ADD", pod, &self.master_conf(att), &[]);
-        assert!(out.success, "master ADD: {out:?}");
-        out.json()
-    }
-
-    fn bgp_add(&self, pod: &Pod, att: &str, prev: &Value, extra: &[(&str, &str)]) -> Outcome {
-        self.run_with(
-            "galactic-bgp",
-            "ADD",
-            pod,
-            &with_prev(&self.bgp_conf(att), prev),
-            extra,
-        )
-    }
-
-    /// Master ADD then galactic-bgp ADD, both must succeed; the final result.
-    fn add(&self, pod: &Pod, att: &str) -> Value {
-        let prev = self.master_add(pod, att);
-        let out = self.bgp_add(pod, att, &prev, &[]);
-        assert!(out.success, "bgp ADD: {out:?}");
-        out.json()
-    }
-
-    fn master_del(&self, pod: &Pod, att: &str, result: &Value) {
-        self.run_with(
-            "galactic-cni",
-            "DEL",
-            pod,
-            &with_prev(&self.master_conf(att), result),
-            &[],
-        )
-        .expect_quiet_success();
-    }
-
-    /// DEL in reverse order, as a runtime does.
-    fn del(&self, pod: &Pod, att: &str, result: &Value) {
-        self.run_with(
-            "galactic-bgp",
-            "DEL",
-            pod,
-            &with_prev(&self.bgp_conf(att), result),
-            &[],
-        )
-        .expect_quiet_success();
-        self.master_del(pod, att, result);
-    }
-
-    fn check(&self, pod: &Pod, att: &str, result: &Value) -> Outcome {
-        self.run_with(
-            "galactic-bgp",
-            "CHECK",
-            pod,
-            &with_prev(&self.bgp_conf(att), result),
-            &[],
-        )
-    }
-
-    fn table(&self) -> u32 {
-        Domains::new(&self.host.path("state"))
-            .get(&VpcId::parse("jU").unwrap())
-            .unwrap()
-            .expect("the master created the routing domain")
-            .table
-    }
-
-    fn ifindex(&self, name: &str) -> u32 {
-        let link = self.host.netns.ip_json(&["link", "show", name]);
-        u32::try_from(link[0]["ifindex"].as_u64().unwrap()).unwrap()
-    }
-
-    fn map<T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>>(
-        &self,
-        name: &'static str,
-    ) -> T {
-        maps::open_typed(&self.bpffs.pin_dir(), name).unwrap()
-    }
-
-    /// Every egress entry as (prefixlen, table, family, address bytes) → value bytes.
-    fn egress_rows(&self) -> BTreeMap<(u32, u32, u8, [u8; 16]), Vec<u8>> {
-        galactic_testkit::bpffs::egress_rows(&self.map(maps::EGRESS_ROUTE_TABLE))
-    }
-
+impl Nat66Rows for Node {
     /// The `::/0` row of `table`, as bytes.
     fn nat66_row(&self, table: u32) -> Option<Vec<u8>> {
         self.egress_rows()
             .remove(&(40, table, FAMILY_IPV6, [0; 16]))
-    }
-
-    fn ifindex_rows(&self) -> usize {
-        let m: maps::IfindexVrfTable = self.map(maps::IFINDEX_VRF_TABLE);
-        m.iter().count()
     }
 
     fn node_src_addr(&self) -> Vec<u8> {
@@ -274,11 +130,10 @@ fn the_first_resolvable_shard_sid_wins_and_the_node_rows_are_written() {
         return;
     }
     // Keys from node.json: shard SIDs, pin dir; interfaces auto-detected.
-    let node = Node::new(
+    let node = with_default_route(node(
         "n66win",
         json!({"nat66_shard_sids": format!("{SID_NO_NEIGH}, {SID_OK}")}),
-    )
-    .with_default_route();
+    ));
     let pod = Pod::new("n66w");
     let result = node.add(&pod, "G");
     let (table, up0) = (node.table(), node.ifindex("up0"));
@@ -324,7 +179,7 @@ fn no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing() {
     if !privileged("no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing") {
         return;
     }
-    let mut node = Node::new("n66none", json!({}));
+    let mut node = node("n66none", json!({}));
     // Keys from the environment (the name the datapath settings always had).
     node.env.push((
         "GALACTIC_CNI_NAT66_SHARD_SIDS".into(),
@@ -332,7 +187,7 @@ fn no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing() {
     ));
     let pod = Pod::new("n66n");
     let prev = node.master_add(&pod, "G");
-    let msg = node.bgp_add(&pod, "G", &prev, &[]).expect_error(11);
+    let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(11);
     assert!(
         msg.contains("no NAT66 shard SID is resolvable yet, out of 2 configured")
             && msg.contains(&format!(
@@ -342,7 +197,7 @@ fn no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing() {
         "{msg}"
     );
     assert!(node.egress_rows().is_empty(), "{:?}", node.egress_rows());
-    assert_eq!(node.ifindex_rows(), 0);
+    assert_eq!(node.ifindex_rows().len(), 0);
     let vrf: maps::VrfTable = node.map(maps::VRF_TABLE);
     assert_eq!(
         vrf.iter().count(),
@@ -366,7 +221,7 @@ fn no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing() {
         "nud",
         "permanent",
     ]);
-    let out = node.bgp_add(&pod, "G", &prev, &[]);
+    let out = node.bgp("ADD", &pod, "G", &prev, &[]);
     assert!(out.success, "{out:?}");
     assert_eq!(
         node.nat66_row(node.table()),
@@ -385,7 +240,7 @@ fn the_nat66_default_lives_while_its_vpc_has_attachments() {
     if !privileged("the_nat66_default_lives_while_its_vpc_has_attachments") {
         return;
     }
-    let mut node = Node::new("n66life", json!({})).with_default_route();
+    let mut node = with_default_route(node("n66life", json!({})));
     // Keys from the stanza.
     node.bgp_stanza = json!({"nat66_shard_sids": SID_OK});
     let (a, b, c) = (Pod::new("n66a"), Pod::new("n66b"), Pod::new("n66c"));
@@ -415,16 +270,7 @@ fn the_nat66_default_lives_while_its_vpc_has_attachments() {
     // GC of the last attachment takes it too.
     let rc = node.add(&c, "K");
     assert_eq!(node.nat66_row(node.table()), Some(row));
-    let mut gc = node.master_conf("Z");
-    gc["cni.dev/valid-attachments"] = json!([]);
-    node.host
-        .invocation(&node.host.bin_dir.join("galactic-cni"), "GC", &c)
-        .unset("CNI_CONTAINERID")
-        .unset("CNI_IFNAME")
-        .unset("CNI_NETNS")
-        .stdin(gc.to_string())
-        .run()
-        .expect_quiet_success();
+    node.gc_nothing_valid();
     assert!(node.egress_rows().is_empty(), "{:?}", node.egress_rows());
     assert!(node.state_files("nat66").is_empty());
     let _ = rc;
@@ -435,7 +281,7 @@ fn a_failed_add_rolls_back_only_what_it_created() {
     if !privileged("a_failed_add_rolls_back_only_what_it_created") {
         return;
     }
-    let node = Node::new("n66rb", json!({"nat66_shard_sids": SID_OK})).with_default_route();
+    let node = with_default_route(node("n66rb", json!({"nat66_shard_sids": SID_OK})));
     let fail = [("GALACTIC_FAILPOINTS", "bgp-after-datapath")];
     let (a, b, c) = (Pod::new("n66ra"), Pod::new("n66rb"), Pod::new("n66rc"));
     let ra = node.add(&a, "G");
@@ -445,19 +291,19 @@ fn a_failed_add_rolls_back_only_what_it_created() {
 
     // B's ADD fails after its registration: its rows go, A's and the VPC's ::/0 stay.
     let prev_b = node.master_add(&b, "H");
-    let msg = node.bgp_add(&b, "H", &prev_b, &fail).expect_error(999);
+    let msg = node.bgp("ADD", &b, "H", &prev_b, &fail).expect_error(999);
     assert!(msg.contains("bgp-after-datapath"), "{msg}");
     assert_eq!(node.egress_rows(), before);
-    assert_eq!(node.ifindex_rows(), 1);
+    assert_eq!(node.ifindex_rows().len(), 1);
     node.master_del(&b, "H", &prev_b);
 
     // A goes; then C's ADD is the VPC's only one and fails: the ::/0 it created goes with it.
     node.del(&a, "G", &ra);
     assert!(node.egress_rows().is_empty());
     let prev_c = node.master_add(&c, "K");
-    node.bgp_add(&c, "K", &prev_c, &fail).expect_error(999);
+    node.bgp("ADD", &c, "K", &prev_c, &fail).expect_error(999);
     assert!(node.egress_rows().is_empty(), "{:?}", node.egress_rows());
-    assert_eq!(node.ifindex_rows(), 0);
+    assert_eq!(node.ifindex_rows().len(), 0);
     assert!(node.state_files("nat66").is_empty());
     assert!(node.state_files("attachments").is_empty());
     node.master_del(&c, "K", &prev_c);
@@ -468,7 +314,7 @@ fn a_missing_uplink_fails_open_with_a_warning() {
     if !privileged("a_missing_uplink_fails_open_with_a_warning") {
         return;
     }
-    let mut node = Node::new("n66up", json!({}));
+    let mut node = node("n66up", json!({}));
     node.bgp_stanza = json!({"ebpf_interfaces": "nosuch0, up0"});
     let pod = Pod::new("n66u");
     let result = node.add(&pod, "G");
@@ -483,7 +329,7 @@ fn a_missing_uplink_fails_open_with_a_warning() {
         "{warnings:?}"
     );
     assert_eq!(
-        node.ifindex_rows(),
+        node.ifindex_rows().len(),
         1,
         "the attachment itself is registered"
     );
@@ -507,14 +353,14 @@ fn the_datapath_switched_off_in_node_json_registers_nothing() {
     if !privileged("the_datapath_switched_off_in_node_json_registers_nothing") {
         return;
     }
-    let node = Node::new(
+    let node = node(
         "n66off",
         json!({"ebpf_datapath": "off", "nat66_shard_sids": SID_NO_ROUTE}),
     );
     let pod = Pod::new("n66o");
     let result = node.add(&pod, "G");
     assert!(node.egress_rows().is_empty());
-    assert_eq!(node.ifindex_rows(), 0);
+    assert_eq!(node.ifindex_rows().len(), 0);
     node.check(&pod, "G", &result).expect_quiet_success();
     node.del(&pod, "G", &result);
 }
@@ -524,11 +370,11 @@ fn an_invalid_shard_sid_is_a_config_error_naming_it() {
     if !privileged("an_invalid_shard_sid_is_a_config_error_naming_it") {
         return;
     }
-    let mut node = Node::new("n66bad", json!({}));
+    let mut node = node("n66bad", json!({}));
     node.bgp_stanza = json!({"nat66_shard_sids": format!("{SID_OK}, 2001:db8::xyz")});
     let pod = Pod::new("n66b");
     let prev = node.master_add(&pod, "G");
-    let msg = node.bgp_add(&pod, "G", &prev, &[]).expect_error(7);
+    let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(7);
     assert!(
         msg.contains("nat66_shard_sids") && msg.contains("\"2001:db8::xyz\""),
         "{msg}"

@@ -5,7 +5,9 @@
 #![allow(clippy::unwrap_used)]
 
 use galactic_testkit::apiserver::{ApiServer, Fault, FaultAction};
-use galactic_testkit::{Invocation, Outcome, TestNode};
+use galactic_testkit::host::use_apiserver;
+use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
+use galactic_testkit::{Outcome, TestNode};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
@@ -34,10 +36,28 @@ fn veth_prev(v6: &str, v4: &str, netns: &str) -> Value {
     })
 }
 
-fn stanza(vpc: &str, att: &str, prev: &Value) -> String {
-    json!({"cniVersion": "1.1.0", "name": "net1", "type": "galactic-bgp",
-           "vpc": vpc, "vpcattachment": att, "prevResult": prev})
-    .to_string()
+/// galactic-bgp's network config and the prevResult it runs with.
+struct Stanza {
+    list: Conflist,
+    prev: Option<Value>,
+}
+
+fn stanza(vpc: &str, att: &str, prev: &Value) -> Stanza {
+    Stanza {
+        list: bgp_list("net1", vpc, att),
+        prev: Some(prev.clone()),
+    }
+}
+
+/// A network config file with galactic-bgp alone.
+fn bgp_list(name: &str, vpc: &str, att: &str) -> Conflist {
+    let conf = json!({"type": "galactic-bgp", "vpc": vpc, "vpcattachment": att});
+    Conflist::new("1.1.0", name, vec![conf])
+}
+
+/// A runtime on `node` running this crate's galactic-bgp in the test's own namespace.
+fn runtime(node: &TestNode) -> Runtime<'_> {
+    Runtime::new(node, node.dir.path(), None).binary("galactic-bgp", Path::new(BIN))
 }
 
 struct Cluster {
@@ -56,17 +76,18 @@ fn router(name: &str, node: &str, srv6: bool) -> Value {
            "metadata": {"name": name, "namespace": NS}, "spec": spec})
 }
 
+/// A node publishing to `server` under the name `node_name`.
+fn kube_node(server: &ApiServer, node_name: &str) -> TestNode {
+    let node =
+        TestNode::new(json!({"publisher": "kubernetes", "node_name": node_name, "namespace": NS}));
+    use_apiserver(&node, server);
+    node
+}
+
 impl Cluster {
     fn new(node_name: &str) -> Self {
         let server = ApiServer::start().unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        server.write_kubeconfig(&kubeconfig).unwrap();
-        let node = TestNode::new(json!({"publisher": "kubernetes", "kubeconfig": kubeconfig,
-                                        "node_name": node_name, "namespace": NS}));
-        std::fs::copy(&kubeconfig, node.dir.path().join("kubeconfig.keep")).unwrap();
-        // The node config points at `kubeconfig` inside `dir`; keep it alive with the node.
-        std::mem::forget(dir);
+        let node = kube_node(&server, node_name);
         server.fixture().insert(router("router-a", "node-a", true));
         server.fixture().insert(router("router-b", "node-b", false));
         Self { server, node }
@@ -86,30 +107,38 @@ impl Cluster {
     }
 }
 
+/// galactic-bgp's `command` for container `cid` in `netns`, of kubelet's `pod` (if any).
 fn call(
     node: &TestNode,
     command: &str,
     cid: &str,
     netns: &str,
     pod: Option<&str>,
-    stdin: &str,
+    stanza: &Stanza,
 ) -> Outcome {
+    let mut att = Attachment::new(cid, netns, "eth0");
+    if let Some(pod) = pod {
+        att = att
+            .arg("IgnoreUnknown", "1")
+            .arg("K8S_POD_NAMESPACE", "pods")
+            .arg("K8S_POD_NAME", pod);
+    }
     // These tests are about publication: the node has SRv6 settings but no eBPF datapath
     // (tests/datapath.rs covers the registration on real maps).
-    let mut inv = Invocation::new(Path::new(BIN), command, node)
-        .attachment(cid, netns, "eth0", node.dir.path())
-        .var(galactic_core::bpf::maps::DATAPATH_ENV, "off");
-    if let Some(pod) = pod {
-        inv = inv.var(
-            "CNI_ARGS",
-            &format!("IgnoreUnknown=1;K8S_POD_NAMESPACE=pods;K8S_POD_NAME={pod}"),
-        );
-    }
-    inv.stdin(stdin.to_owned()).run()
+    runtime(node)
+        .env(galactic_core::bpf::maps::DATAPATH_ENV, "off")
+        .plugin(&stanza.list, 0, command, &att, stanza.prev.as_ref())
 }
 
-fn add_ok(node: &TestNode, cid: &str, netns: &str, pod: Option<&str>, stdin: &str, prev: &Value) {
-    let out = call(node, "ADD", cid, netns, pod, stdin);
+fn add_ok(
+    node: &TestNode,
+    cid: &str,
+    netns: &str,
+    pod: Option<&str>,
+    stanza: &Stanza,
+    prev: &Value,
+) {
+    let out = call(node, "ADD", cid, netns, pod, stanza);
     assert!(out.success, "{out:?}\nlog: {:?}", node.log_lines());
     assert_eq!(out.json(), *prev, "prevResult passes through unchanged");
 }
@@ -323,10 +352,7 @@ fn concurrent_allocations_end_with_distinct_vrf_ids() {
     );
 
     // A second node has its own router, hence its own id space.
-    let other = TestNode::new(
-        json!({"publisher": "kubernetes", "namespace": NS, "node_name": "node-b",
-        "kubeconfig": c.node.dir.path().join("kubeconfig.keep")}),
-    );
+    let other = kube_node(&c.server, "node-b");
     let prev = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}], "ips": [{"address": "10.9.0.2/32"}]});
     add_ok(
         &other,
@@ -469,7 +495,10 @@ fn a_permanent_error_rolls_back_only_what_this_add_created() {
 fn bad_input_and_missing_cluster_state_get_clear_codes() {
     let c = Cluster::new("node-a");
     let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
-    let no_prev = json!({"cniVersion": "1.1.0", "name": "n", "type": "galactic-bgp", "vpc": "1", "vpcattachment": "1"}).to_string();
+    let no_prev = Stanza {
+        list: bgp_list("n", "1", "1"),
+        prev: None,
+    };
     call(&c.node, "ADD", "x", &live_netns(), Some("p1"), &no_prev).expect_error(6);
     let two_sandboxes = json!({"interfaces": [{"name": "h"}, {"name": "a", "sandbox": "/a"}, {"name": "b", "sandbox": "/b"}]});
     call(
@@ -500,10 +529,7 @@ fn bad_input_and_missing_cluster_state_get_clear_codes() {
     )
     .expect_error(4);
     assert!(msg.contains("K8S_POD_NAME"), "{msg}");
-    let lonely = TestNode::new(
-        json!({"publisher": "kubernetes", "namespace": NS, "node_name": "node-z",
-        "kubeconfig": c.node.dir.path().join("kubeconfig.keep")}),
-    );
+    let lonely = kube_node(&c.server, "node-z");
     let msg = call(
         &lonely,
         "ADD",
@@ -539,30 +565,17 @@ fn bad_input_and_missing_cluster_state_get_clear_codes() {
 #[test]
 fn status_probes_the_api_server() {
     let c = Cluster::new("node-a");
-    let conf = json!({"cniVersion": "1.1.0", "name": "n", "type": "galactic-bgp", "vpc": "1", "vpcattachment": "1"}).to_string();
-    let status = || {
-        Invocation::new(Path::new(BIN), "STATUS", &c.node)
-            .stdin(conf.clone())
-            .run()
-    };
-    status().expect_quiet_success();
+    let list = bgp_list("n", "1", "1");
+    let status = || runtime(&c.node).status(&list);
+    status().unwrap();
     c.server
         .fixture()
         .inject(Fault::on("GET", "/bgprouters", 1, FaultAction::Status(503)));
-    let out = status();
-    assert!(
-        !out.success,
-        "{:?} {:?}",
-        out,
-        c.server.fixture().requests()
-    );
-    out.expect_error(50);
+    let err = status().expect_err(&format!("{:?}", c.server.fixture().requests()));
+    err.expect_error(50);
     let Cluster { server, node } = c;
     drop(server);
-    let msg = Invocation::new(Path::new(BIN), "STATUS", &node)
-        .stdin(conf)
-        .run()
-        .expect_error(50);
+    let msg = runtime(&node).status(&list).unwrap_err().expect_error(50);
     assert!(msg.contains("bgprouters"), "{msg}");
 }
 

@@ -6,17 +6,26 @@
 //! exactly there), for the crash campaign's recovery checks. In release builds [`hit`] compiles
 //! to nothing.
 
-use crate::cni::CniError;
+/// A failure point that was armed and hit. Each plugin's error type wraps it (code 999: it
+/// stands for an unexpected failure at that step).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failpoint {name} triggered")]
+pub struct Injected {
+    /// The failure point.
+    pub name: String,
+}
 
 /// Fails when `name` is armed (debug builds only).
 #[inline]
-pub fn hit(name: &str) -> Result<(), CniError> {
+pub fn hit(name: &str) -> Result<(), Injected> {
     #[cfg(debug_assertions)]
     {
         let armed = std::env::var("GALACTIC_FAILPOINTS").unwrap_or_default();
         for point in armed.split(',').map(str::trim) {
             if point == name {
-                return Err(CniError::internal(format!("failpoint {name} triggered")));
+                return Err(Injected {
+                    name: name.to_owned(),
+                });
             }
             if point.strip_suffix(":kill") == Some(name) {
                 // If raising fails the process carries on, which the caller sees as no crash.

@@ -216,6 +216,60 @@ fn printable(raw: &str) -> String {
     }
 }
 
+/// The `vpc` and `vpcattachment` of a stanza, read the same way by every plugin of the chain: a
+/// missing, empty or non-string id is "required", anything else is range-checked.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(try_from = "WrittenIds")]
+pub struct ChainIds {
+    /// The VPC.
+    pub vpc: VpcId,
+    /// The VPC attachment.
+    pub att: AttachmentId,
+}
+
+/// The ids as written; a value that is not a string counts as absent.
+#[derive(Default, serde::Deserialize)]
+struct WrittenIds {
+    #[serde(default, deserialize_with = "text_or_empty")]
+    vpc: String,
+    #[serde(default, deserialize_with = "text_or_empty")]
+    vpcattachment: String,
+}
+
+fn text_or_empty<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    use serde::Deserialize;
+    let value = serde_json::Value::deserialize(d)?;
+    Ok(value.as_str().unwrap_or_default().to_owned())
+}
+
+impl TryFrom<WrittenIds> for ChainIds {
+    type Error = IdentError;
+    fn try_from(written: WrittenIds) -> Result<Self, IdentError> {
+        Ok(Self {
+            vpc: VpcId::parse(&written.vpc)?,
+            att: AttachmentId::parse(&written.vpcattachment)?,
+        })
+    }
+}
+
+impl ChainIds {
+    /// The ids of a stanza (the whole stdin object).
+    pub fn of(stanza: &serde_json::Value) -> Result<Self, IdentError> {
+        use serde::Deserialize;
+        Self::try_from(WrittenIds::deserialize(stanza).unwrap_or_default())
+    }
+
+    /// Whether `other` names the same VPC and attachment (by value: `00A` and `A` are one id).
+    pub fn same_as(&self, other: &ChainIds) -> bool {
+        self.vpc.value() == other.vpc.value() && self.att.value() == other.att.value()
+    }
+
+    /// The host interface `G{vpc:9}{att:3}H`.
+    pub fn host_ifname(&self) -> String {
+        host_ifname(&self.vpc, &self.att)
+    }
+}
+
 /// The VPC's VRF device: `G{vpc:9}V`.
 pub fn vrf_name(vpc: &VpcId) -> String {
     format!("G{}V", vpc.padded())

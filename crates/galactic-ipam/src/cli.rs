@@ -1,15 +1,20 @@
 //! Operator commands, used when the binary is run with arguments (a CNI runtime never passes
 //! any): `migrate --annotations FILE [--data-dir DIR]` and `verify [--data-dir DIR]`.
 
-use crate::config::DEFAULT_LOCK_TIMEOUT;
 use crate::legacy;
 use crate::store::Store;
+use galactic_core::config::{NodeConfig, DEFAULT_IPAM_LOCK_TIMEOUT as DEFAULT_LOCK_TIMEOUT};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// The store directory when `--data-dir` is not given (the CNI default with the default node
-/// state directory).
-pub const DEFAULT_DATA_DIR: &str = "/var/lib/galactic/ipam";
+/// The store directory when `--data-dir` is not given: the node config's `ipam_data_dir` (what
+/// the plugin uses), or its default when the node config cannot be read.
+fn default_data_dir() -> PathBuf {
+    NodeConfig::resolve(&serde_json::json!({}), &|k| std::env::var(k).ok()).map_or_else(
+        |_| NodeConfig::defaults().ipam_data_dir,
+        |n| n.ipam_data_dir,
+    )
+}
 
 const USAGE: &str = "\
 usage: galactic-ipam migrate --annotations FILE [--data-dir DIR]
@@ -18,7 +23,7 @@ usage: galactic-ipam migrate --annotations FILE [--data-dir DIR]
        galactic-ipam verify [--data-dir DIR]
            check the store's consistency (read-only); exit status 1 when a problem is found
 Without arguments galactic-ipam is a CNI plugin (CNI_COMMAND selects the operation).
-DIR defaults to /var/lib/galactic/ipam.
+DIR defaults to the node config's ipam_data_dir (/var/lib/galactic/ipam).
 ";
 
 /// Why a command failed.
@@ -52,7 +57,7 @@ fn parse_args(args: &[String]) -> Result<Args, CliError> {
     let mut parsed = Args {
         command,
         annotations: None,
-        data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+        data_dir: default_data_dir(),
     };
     while let Some(flag) = it.next() {
         let mut value = || {

@@ -12,20 +12,31 @@
 //! | `ipv4_subnet` | IPv4 CIDR | pool; each attachment gets one /32 |
 //! | `ipv4_gateway` | IPv4 | pool gateway, default: pool network + 1 |
 //! | `address_families` | `["ipv6","ipv4"]` | narrows the configured pools, never widens |
-//! | `data_dir` | absolute path | store directory, default `<node state_dir>/ipam` (`/var/lib/galactic/ipam`) |
-//! | `legacy_dir` | absolute path | upstream marker root, default `/var/lib/cni/galactic-ipam` |
-//! | `lock_timeout_ms` | integer | longest wait for the store lock, default 5000; then code 11 |
+//!
+//! Where the store lives and how long to wait for its lock are node settings (`ipam_data_dir`,
+//! `ipam_legacy_dir`, `ipam_lock_timeout_ms` in the node config, [`StoreSettings::of`]): a stanza
+//! that sets `data_dir`, `legacy_dir` or `lock_timeout_ms` is refused before this block is read.
+//!
+//! The block is read with serde (`written.rs`), every key as the type it needs; the rules below
+//! then read the keys their mode uses, in a fixed order. A value of the wrong JSON type is refused
+//! (`ipam.<key> must be …`) when its key is read, so a mode ignores the keys it does not use.
 //!
 //! Mode precedence follows upstream: `addresses` (which may not be combined with the allocating
 //! fields), then `static_ip`, then pools. With no pool and `GALACTIC_IPAM_ENABLE_LOCAL_IPAM=true`
 //! the pool `fd00:10:ff01::/64` is used.
 
-use crate::pool::{Family, Pool, PoolError};
+use crate::pool::Pool;
+use galactic_core::config::NodeConfig;
+use galactic_core::ip::{Assignment, Family};
 use ipnetwork::IpNetwork;
+use serde::Deserialize;
 use serde_json::Value;
 use std::net::{IpAddr, Ipv6Addr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
+use written::{read, FamilyName, Key, Written};
+
+pub use error::ConfigError;
 
 #[cfg(test)]
 mod tests;
@@ -34,10 +45,6 @@ mod tests;
 pub const DEFAULT_LOCAL_POOL: &str = "fd00:10:ff01::/64";
 /// Default IPv6 endpoint prefix length.
 pub const DEFAULT_SUBNET_LEN: u8 = 96;
-/// Default root of the upstream implementation's marker files.
-pub const DEFAULT_LEGACY_DIR: &str = "/var/lib/cni/galactic-ipam";
-/// Default bound on waiting for the store lock.
-pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_millis(5000);
 /// The environment variable enabling the default pool.
 pub const ENABLE_LOCAL_IPAM_ENV: &str = "GALACTIC_IPAM_ENABLE_LOCAL_IPAM";
 
@@ -46,151 +53,45 @@ pub const ENABLE_LOCAL_IPAM_ENV: &str = "GALACTIC_IPAM_ENABLE_LOCAL_IPAM";
 pub struct IpamConfig {
     /// What ADD hands out.
     pub mode: Mode,
-    /// Store paths and limits.
-    pub store: StoreSettings,
 }
 
-/// Where the store lives and how long to wait for it. Also derived leniently for DEL.
+/// Where the store lives and how long to wait for it: the node's settings, the same for ADD,
+/// DEL, CHECK and GC whatever the stanza says (DEL never depends on the stanza to find it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreSettings {
-    /// Store directory (`data_dir`).
+    /// Store directory (node `ipam_data_dir`).
     pub data_dir: PathBuf,
-    /// Upstream marker root imported once (`legacy_dir`).
+    /// Upstream marker root imported once (node `ipam_legacy_dir`).
     pub legacy_dir: PathBuf,
-    /// Bound on lock waits (`lock_timeout_ms`).
+    /// Bound on lock waits (node `ipam_lock_timeout_ms`).
     pub lock_timeout: Duration,
+}
+
+impl StoreSettings {
+    /// The settings of `node`.
+    pub fn of(node: &NodeConfig) -> Self {
+        Self {
+            data_dir: node.ipam_data_dir.clone(),
+            legacy_dir: node.ipam_legacy_dir.clone(),
+            lock_timeout: node.ipam_lock_timeout,
+        }
+    }
 }
 
 /// How addresses are obtained.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
     /// Pre-decided addresses (IPv6 first); nothing stored.
-    Addresses(Vec<FixedAddress>),
+    Addresses(Vec<Assignment>),
     /// One IPv6 address as /64; nothing stored.
     Static(Ipv6Addr),
     /// Pools, IPv6 first; at least one.
     Pools(Vec<Pool>),
 }
 
-/// One `addresses` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FixedAddress {
-    /// Address with its prefix length (host bits kept).
-    pub address: IpNetwork,
-    /// Optional gateway of the same family.
-    pub gateway: Option<IpAddr>,
-}
-
-/// A config that cannot be used; every variant is CNI code 7.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// No `ipam` block.
-    #[error("ipam block is required")]
-    MissingBlock,
-    /// `ipam` is not an object.
-    #[error("ipam must be a JSON object")]
-    NotAnObject,
-    /// A field has the wrong JSON type.
-    #[error("ipam.{field} must be {expected}")]
-    WrongType {
-        /// The field.
-        field: &'static str,
-        /// What it must be.
-        expected: &'static str,
-    },
-    /// `addresses` with an allocating field.
-    #[error("ipam.addresses cannot be combined with ipam.{0}: addresses assigns pre-decided addresses, the other fields allocate")]
-    AddressesCombined(&'static str),
-    /// A CIDR that does not parse (or lacks its prefix length).
-    #[error("invalid CIDR value for field 'ipam.{field}': {value:?}{hint}")]
-    InvalidCidr {
-        /// The field.
-        field: &'static str,
-        /// The raw value.
-        value: String,
-        /// Extra guidance.
-        hint: &'static str,
-    },
-    /// An IP that does not parse.
-    #[error("invalid IP for field 'ipam.{field}': {value:?}")]
-    InvalidIp {
-        /// The field.
-        field: &'static str,
-        /// The raw value.
-        value: String,
-    },
-    /// A value of the wrong family.
-    #[error("ipam.{field} must be an {want} {what}, got {got}: {value:?}")]
-    WrongFamily {
-        /// The field.
-        field: &'static str,
-        /// Wanted family.
-        want: Family,
-        /// Actual family.
-        got: Family,
-        /// "CIDR" or "address".
-        what: &'static str,
-        /// The raw value.
-        value: String,
-    },
-    /// A pool that cannot be used.
-    #[error("ipam.{field} {value:?} {source}")]
-    Pool {
-        /// The pool field.
-        field: &'static str,
-        /// The raw value.
-        value: String,
-        /// Why.
-        #[source]
-        source: PoolError,
-    },
-    /// `subnet_len` out of range.
-    #[error("ipam.subnet_len {0} must be between 1 and 128")]
-    SubnetLen(u64),
-    /// An `address_families` entry other than ipv6/ipv4.
-    #[error("invalid ipam.address_families entry {0:?}: must be \"ipv6\" or \"ipv4\"")]
-    FamilyName(String),
-    /// `address_families` removed every configured pool.
-    #[error("ipam.address_families [{0}] excludes every pool this config configures (ipam.ipv6_subnet/ipam.ipv4_subnet)")]
-    FamiliesExcludeAll(String),
-    /// Pool mode without any pool.
-    #[error("ipam.ipv6_subnet or ipam.ipv4_subnet is required (or enable GALACTIC_IPAM_ENABLE_LOCAL_IPAM)")]
-    NoPool,
-    /// Two `addresses` entries of one family.
-    #[error("ipam.addresses carries more than one {0} address")]
-    DuplicateFamily(Family),
-    /// An IPv4 `addresses` entry that is not a /32.
-    #[error("ipam.addresses IPv4 entry {0:?} must be a /32: the data plane models an IPv4 endpoint as a host route")]
-    Ipv4NotHost(String),
-    /// `addresses` gateway of the other family.
-    #[error("ipam.addresses gateway {gateway:?} is not the same address family as {address:?}")]
-    GatewayFamily {
-        /// The gateway.
-        gateway: String,
-        /// The address.
-        address: String,
-    },
-    /// `addresses: []` or entries with nothing usable.
-    #[error("ipam.addresses is present but empty")]
-    EmptyAddresses,
-    /// A path that is not absolute.
-    #[error("ipam.{field} must be an absolute path, got {value:?}")]
-    RelativePath {
-        /// The field.
-        field: &'static str,
-        /// The raw value.
-        value: String,
-    },
-    /// `lock_timeout_ms` out of range.
-    #[error("ipam.lock_timeout_ms {0} must be between 1 and 600000")]
-    LockTimeout(u64),
-}
-
-/// What parsing needs besides the JSON: the node's state directory and the environment switch.
+/// What parsing needs besides the JSON: the environment switch.
 #[derive(Debug, Clone, Copy)]
-pub struct Context<'a> {
-    /// Node state directory; the store defaults to `<state_dir>/ipam`.
-    pub state_dir: &'a Path,
+pub struct Context {
     /// `GALACTIC_IPAM_ENABLE_LOCAL_IPAM` is `true` (case-insensitive).
     pub enable_local_ipam: bool,
 }
@@ -201,64 +102,38 @@ pub fn local_ipam_enabled(value: Option<&str>) -> bool {
 }
 
 /// Parses the `ipam` block of the network configuration `conf`.
-pub fn parse(conf: &Value, ctx: Context<'_>) -> Result<IpamConfig, ConfigError> {
-    let block = match conf.get("ipam") {
-        None | Some(Value::Null) => return Err(ConfigError::MissingBlock),
-        Some(Value::Object(_)) => &conf["ipam"],
-        Some(_) => return Err(ConfigError::NotAnObject),
-    };
-    let store = store_settings(block, ctx.state_dir)?;
-    let mode = mode(block, ctx.enable_local_ipam)?;
-    Ok(IpamConfig { mode, store })
+pub fn parse(conf: &Value, ctx: Context) -> Result<IpamConfig, ConfigError> {
+    let block = written(conf)?;
+    let mode = mode(&block, ctx.enable_local_ipam)?;
+    Ok(IpamConfig { mode })
 }
 
-/// Store settings only, read leniently: DEL uses this when the rest of the block is invalid, so
-/// an edited or broken config still finds the store that ADD wrote to.
-pub fn store_settings_lenient(conf: &Value, state_dir: &Path) -> StoreSettings {
-    let block = conf.get("ipam").unwrap_or(&Value::Null);
-    store_settings(block, state_dir).unwrap_or_else(|_| StoreSettings {
-        data_dir: lenient_path(block, "data_dir").unwrap_or_else(|| state_dir.join("ipam")),
-        legacy_dir: lenient_path(block, "legacy_dir")
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_LEGACY_DIR)),
-        lock_timeout: DEFAULT_LOCK_TIMEOUT,
-    })
+/// The block as written; `null` counts as absent.
+fn written(conf: &Value) -> Result<Written, ConfigError> {
+    match conf.get("ipam") {
+        None | Some(Value::Null) => Err(ConfigError::MissingBlock),
+        // Each key takes any JSON value (a wrong type is kept, refused when read), so reading
+        // an object does not fail.
+        Some(Value::Object(map)) => Written::deserialize(map).map_err(|_| ConfigError::NotAnObject),
+        Some(_) => Err(ConfigError::NotAnObject),
+    }
 }
 
-fn lenient_path(block: &Value, key: &str) -> Option<PathBuf> {
-    block
-        .get(key)
-        .and_then(Value::as_str)
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-}
-
-fn store_settings(block: &Value, state_dir: &Path) -> Result<StoreSettings, ConfigError> {
-    let data_dir = path_field(block, "data_dir")?.unwrap_or_else(|| state_dir.join("ipam"));
-    let legacy_dir =
-        path_field(block, "legacy_dir")?.unwrap_or_else(|| PathBuf::from(DEFAULT_LEGACY_DIR));
-    let lock_timeout = match uint_field(block, "lock_timeout_ms")? {
-        None => DEFAULT_LOCK_TIMEOUT,
-        Some(ms) if (1..=600_000).contains(&ms) => Duration::from_millis(ms),
-        Some(ms) => return Err(ConfigError::LockTimeout(ms)),
-    };
-    Ok(StoreSettings {
-        data_dir,
-        legacy_dir,
-        lock_timeout,
-    })
-}
-
-fn mode(block: &Value, enable_local_ipam: bool) -> Result<Mode, ConfigError> {
-    let addresses = list_field(block, "addresses")?;
-    if !addresses.is_empty() {
-        for field in ["static_ip", "ipv6_subnet", "ipv4_subnet"] {
-            if str_field(block, field)?.is_some() {
+fn mode(block: &Written, enable_local_ipam: bool) -> Result<Mode, ConfigError> {
+    if let Some(entries) = read(&block.addresses, "addresses")? {
+        let allocating = [
+            (&block.static_ip, "static_ip"),
+            (&block.ipv6_subnet, "ipv6_subnet"),
+            (&block.ipv4_subnet, "ipv4_subnet"),
+        ];
+        for (key, field) in allocating {
+            if read(key, field)?.is_some() {
                 return Err(ConfigError::AddressesCombined(field));
             }
         }
-        return addresses::parse(addresses).map(Mode::Addresses);
+        return addresses::parse(entries).map(Mode::Addresses);
     }
-    if let Some(raw) = str_field(block, "static_ip")? {
+    if let Some(raw) = read(&block.static_ip, "static_ip")? {
         return static_ip(raw).map(Mode::Static);
     }
     pools(block, enable_local_ipam).map(Mode::Pools)
@@ -281,48 +156,52 @@ fn static_ip(raw: &str) -> Result<Ipv6Addr, ConfigError> {
     }
 }
 
-/// The pool fields of one family.
-struct PoolFields {
+/// The pool keys of one family, as written, each with its name.
+struct PoolKeys<'a> {
     family: Family,
-    subnet: &'static str,
-    gateway: &'static str,
+    subnet: (&'a Key<String>, &'static str),
+    gateway: (&'a Key<String>, &'static str),
 }
 
-const POOL_FIELDS: [PoolFields; 2] = [
-    PoolFields {
-        family: Family::V6,
-        subnet: "ipv6_subnet",
-        gateway: "ipv6_gateway",
-    },
-    PoolFields {
-        family: Family::V4,
-        subnet: "ipv4_subnet",
-        gateway: "ipv4_gateway",
-    },
-];
+fn pool_keys(block: &Written) -> [PoolKeys<'_>; 2] {
+    [
+        PoolKeys {
+            family: Family::V6,
+            subnet: (&block.ipv6_subnet, "ipv6_subnet"),
+            gateway: (&block.ipv6_gateway, "ipv6_gateway"),
+        },
+        PoolKeys {
+            family: Family::V4,
+            subnet: (&block.ipv4_subnet, "ipv4_subnet"),
+            gateway: (&block.ipv4_gateway, "ipv4_gateway"),
+        },
+    ]
+}
 
-fn pools(block: &Value, enable_local_ipam: bool) -> Result<Vec<Pool>, ConfigError> {
-    let subnet_len = match uint_field(block, "subnet_len")? {
+fn pools(block: &Written, enable_local_ipam: bool) -> Result<Vec<Pool>, ConfigError> {
+    let subnet_len = match read(&block.subnet_len, "subnet_len")? {
         None => DEFAULT_SUBNET_LEN,
-        Some(n) if (1..=128).contains(&n) => n as u8,
-        Some(n) => return Err(ConfigError::SubnetLen(n)),
+        Some(&n) if (1..=128).contains(&n) => n as u8,
+        Some(&n) => return Err(ConfigError::SubnetLen(n)),
     };
-    let mut raw: Vec<(&PoolFields, String)> = Vec::new();
-    for fields in &POOL_FIELDS {
-        if let Some(value) = str_field(block, fields.subnet)? {
-            raw.push((fields, value.to_owned()));
+    let all = pool_keys(block);
+    let mut raw: Vec<(&PoolKeys<'_>, &str)> = Vec::new();
+    for keys in &all {
+        let (subnet, field) = keys.subnet;
+        if let Some(value) = read(subnet, field)? {
+            raw.push((keys, value));
         }
     }
     if raw.is_empty() && enable_local_ipam {
-        raw.push((&POOL_FIELDS[0], DEFAULT_LOCAL_POOL.to_owned()));
+        raw.push((&all[0], DEFAULT_LOCAL_POOL));
     }
     let mut pools = Vec::new();
-    for (fields, value) in &raw {
-        let slot_len = match fields.family {
+    for (keys, value) in raw {
+        let slot_len = match keys.family {
             Family::V6 => subnet_len,
             Family::V4 => 32,
         };
-        pools.push(pool(block, fields, value, slot_len)?);
+        pools.push(pool(keys, value, slot_len)?);
     }
     let pools = narrow(block, pools)?;
     if pools.is_empty() {
@@ -331,44 +210,37 @@ fn pools(block: &Value, enable_local_ipam: bool) -> Result<Vec<Pool>, ConfigErro
     Ok(pools)
 }
 
-fn pool(
-    block: &Value,
-    fields: &PoolFields,
-    value: &str,
-    slot_len: u8,
-) -> Result<Pool, ConfigError> {
-    let cidr = cidr(fields.subnet, value, fields.family, "")?;
-    let gateway = match str_field(block, fields.gateway)? {
+fn pool(keys: &PoolKeys<'_>, value: &str, slot_len: u8) -> Result<Pool, ConfigError> {
+    let (_, subnet_field) = keys.subnet;
+    let cidr = cidr(subnet_field, value, keys.family, "")?;
+    let (gateway_key, gateway_field) = keys.gateway;
+    let gateway = match read(gateway_key, gateway_field)? {
         None => None,
-        Some(raw) => Some(ip_of_family(fields.gateway, raw, fields.family)?),
+        Some(raw) => Some(ip_of_family(gateway_field, raw, keys.family)?),
     };
     Pool::new(cidr, slot_len, gateway).map_err(|source| ConfigError::Pool {
-        field: fields.subnet,
+        field: subnet_field,
         value: value.to_owned(),
         source,
     })
 }
 
 /// Applies `address_families` to the pools (never widens).
-fn narrow(block: &Value, pools: Vec<Pool>) -> Result<Vec<Pool>, ConfigError> {
-    let names = list_field(block, "address_families")?;
-    if names.is_empty() {
+fn narrow(block: &Written, pools: Vec<Pool>) -> Result<Vec<Pool>, ConfigError> {
+    let Some(names) = read(&block.address_families, "address_families")? else {
         return Ok(pools);
-    }
+    };
     let mut allowed = Vec::new();
     let mut listed = Vec::new();
     for name in names {
-        let text = name.as_str().ok_or(ConfigError::WrongType {
-            field: "address_families",
-            expected: "a list of strings",
-        })?;
-        let family = match text {
+        let FamilyName(text) = name.get("address_families")?;
+        let family = match text.as_str() {
             "ipv6" => Family::V6,
             "ipv4" => Family::V4,
             other => return Err(ConfigError::FamilyName(other.to_owned())),
         };
         allowed.push(family);
-        listed.push(text.to_owned());
+        listed.push(text.as_str());
     }
     let kept: Vec<Pool> = pools
         .into_iter()
@@ -396,16 +268,7 @@ pub(crate) fn cidr(
         return Err(invalid());
     }
     let net: IpNetwork = value.parse().map_err(|_| invalid())?;
-    let got = Family::of(net.ip());
-    if got != family {
-        return Err(ConfigError::WrongFamily {
-            field,
-            want: family,
-            got,
-            what: "CIDR",
-            value: value.to_owned(),
-        });
-    }
+    of_family(field, value, net.ip(), family, "CIDR")?;
     Ok(net)
 }
 
@@ -414,65 +277,31 @@ fn ip_of_family(field: &'static str, raw: &str, family: Family) -> Result<IpAddr
         field,
         value: raw.to_owned(),
     })?;
-    let got = Family::of(ip);
-    if got != family {
-        return Err(ConfigError::WrongFamily {
-            field,
-            want: family,
-            got,
-            what: "address",
-            value: raw.to_owned(),
-        });
-    }
+    of_family(field, raw, ip, family, "address")?;
     Ok(ip)
 }
 
-/// A string field; absent, `null` and `""` are all "not set" (upstream's Go zero value).
-pub(crate) fn str_field<'a>(
-    block: &'a Value,
+/// Refuses `value` of `field` (parsed: `ip`) when it is not of family `want`.
+fn of_family(
     field: &'static str,
-) -> Result<Option<&'a str>, ConfigError> {
-    match block.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if s.is_empty() => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ConfigError::WrongType {
-            field,
-            expected: "a string",
-        }),
+    value: &str,
+    ip: IpAddr,
+    want: Family,
+    what: &'static str,
+) -> Result<(), ConfigError> {
+    let got = Family::of(ip);
+    if got == want {
+        return Ok(());
     }
-}
-
-fn list_field<'a>(block: &'a Value, field: &'static str) -> Result<&'a [Value], ConfigError> {
-    match block.get(field) {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(items)) => Ok(items),
-        Some(_) => Err(ConfigError::WrongType {
-            field,
-            expected: "a list",
-        }),
-    }
-}
-
-fn uint_field(block: &Value, field: &'static str) -> Result<Option<u64>, ConfigError> {
-    match block.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or(ConfigError::WrongType {
-            field,
-            expected: "a non-negative integer",
-        }),
-    }
-}
-
-fn path_field(block: &Value, field: &'static str) -> Result<Option<PathBuf>, ConfigError> {
-    match str_field(block, field)? {
-        None => Ok(None),
-        Some(raw) if Path::new(raw).is_absolute() => Ok(Some(PathBuf::from(raw))),
-        Some(raw) => Err(ConfigError::RelativePath {
-            field,
-            value: raw.to_owned(),
-        }),
-    }
+    Err(ConfigError::WrongFamily {
+        field,
+        want,
+        got,
+        what,
+        value: value.to_owned(),
+    })
 }
 
 mod addresses;
+mod error;
+mod written;

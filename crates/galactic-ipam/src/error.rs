@@ -2,7 +2,7 @@
 
 use crate::config::ConfigError;
 use crate::store::StoreError;
-use galactic_core::cni::{CniError, Code};
+use galactic_core::cni::{CniError, Code, ErrorCode};
 
 /// Anything an operation can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -26,37 +26,42 @@ pub enum IpamError {
     /// CHECK found the allocation different from `prevResult`.
     #[error("IPAM allocation differs from prevResult: {}", .0.join("; "))]
     Mismatch(Vec<String>),
+    /// The request itself (environment, `prevResult`, GC list) as the protocol layer judged it.
+    #[error(transparent)]
+    Protocol(#[from] CniError),
+    /// STATUS: the plugin cannot service ADD for this reason.
+    #[error(transparent)]
+    NotReady(Box<IpamError>),
 }
 
-impl IpamError {
-    /// The CNI code of this error.
-    pub fn code(&self) -> Code {
+impl ErrorCode for IpamError {
+    fn code(&self) -> Code {
         match self {
             Self::Config(_) => Code::INVALID_CONFIG,
             Self::Store(StoreError::Busy { .. }) => Code::TRY_AGAIN_LATER,
             Self::Store(StoreError::Exhausted { .. }) => Code::NOT_AVAILABLE,
             Self::Store(_) => Code::IO,
             Self::NoAllocation { .. } | Self::Mismatch(_) => Code::CHECK_FAILED,
+            Self::Protocol(e) => e.code,
+            // Not ready (50), except a busy store (11: retry) and a config only a fix cures (7).
+            Self::NotReady(inner) => match inner.code() {
+                code @ (Code::TRY_AGAIN_LATER | Code::INVALID_CONFIG) => code,
+                _ => Code::NOT_AVAILABLE,
+            },
         }
     }
 
-    /// The error as the runtime sees it.
-    pub fn into_cni(self) -> CniError {
-        CniError::new(self.code(), self.to_string())
+    fn message(&self) -> String {
+        match self {
+            Self::Protocol(e) => e.msg.clone(),
+            other => other.to_string(),
+        }
     }
 
-    /// The error as STATUS reports it: not ready (50), except a busy store (11, retry).
-    pub fn into_status(self) -> CniError {
-        let code = match self.code() {
-            Code::TRY_AGAIN_LATER | Code::INVALID_CONFIG => self.code(),
-            _ => Code::NOT_AVAILABLE,
-        };
-        CniError::new(code, self.to_string())
-    }
-}
-
-impl From<IpamError> for CniError {
-    fn from(e: IpamError) -> Self {
-        e.into_cni()
+    fn details(&self) -> Option<String> {
+        match self {
+            Self::Protocol(e) => e.details.clone(),
+            _ => None,
+        }
     }
 }

@@ -3,9 +3,10 @@
 
 use crate::config::{self, Context, IpamConfig, Mode, StoreSettings};
 use crate::error::IpamError;
-use crate::result::{self, Assigned};
+use crate::result;
 use crate::store::{AttachmentKey, DelKey, GcScope, Store};
-use galactic_core::cni::{CniError, CniResult, Plugin, Request};
+use galactic_core::cni::{CniResult, Plugin, Request};
+use galactic_core::ip::Assignment;
 use galactic_core::log;
 use serde_json::json;
 use std::collections::HashSet;
@@ -15,21 +16,22 @@ use std::collections::HashSet;
 pub struct IpamPlugin;
 
 impl Plugin for IpamPlugin {
+    type Error = IpamError;
+
     fn name(&self) -> &'static str {
-        "galactic-ipam"
+        galactic_core::plugins::IPAM
     }
 
-    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
+    fn add(&self, req: &Request) -> Result<CniResult, IpamError> {
         let cfg = parse(req)?;
         let key = attachment_key(req)?;
         let (assigned, routes) = match &cfg.mode {
-            Mode::Addresses(list) => (list.iter().map(Assigned::from).collect(), true),
+            Mode::Addresses(list) => (list.clone(), true),
             Mode::Static(ip) => (result::static_ip(*ip), false),
             Mode::Pools(pools) => {
-                let mut store = open(&cfg.store)?;
-                let alloc = store
-                    .allocate(&key, pools, &cfg.store.legacy_dir)
-                    .map_err(IpamError::from)?;
+                let store_settings = StoreSettings::of(&req.node);
+                let mut store = open(&store_settings)?;
+                let alloc = store.allocate(&key, pools, &store_settings.legacy_dir)?;
                 log::info(
                     "ADD: allocation",
                     json!({
@@ -38,19 +40,18 @@ impl Plugin for IpamPlugin {
                         "pools": pools.iter().map(|p| p.key()).collect::<Vec<_>>(),
                     }),
                 );
-                (alloc.leases.iter().map(Assigned::from).collect(), true)
+                (alloc.leases.iter().map(Assignment::from).collect(), true)
             }
         };
         Ok(result::build(assigned, routes))
     }
 
-    fn del(&self, req: &Request) -> Result<(), CniError> {
+    fn del(&self, req: &Request) -> Result<(), IpamError> {
         // DEL never depends on today's config beyond finding the store: what to release was
         // recorded at ADD. An invalid or undecodable config still releases.
-        let settings = config::store_settings_lenient(&req.conf.raw, &req.node.state_dir);
+        let settings = StoreSettings::of(&req.node);
         let key = del_key(req)?;
-        let Some(mut store) = Store::open_existing(&settings.data_dir, settings.lock_timeout)
-            .map_err(IpamError::from)?
+        let Some(mut store) = Store::open_existing(&settings.data_dir, settings.lock_timeout)?
         else {
             log::debug(
                 "DEL: no store yet; nothing to release",
@@ -58,9 +59,7 @@ impl Plugin for IpamPlugin {
             );
             return Ok(());
         };
-        let released = store
-            .release(&key, &settings.legacy_dir)
-            .map_err(IpamError::from)?;
+        let released = store.release(&key, &settings.legacy_dir)?;
         log::info(
             "DEL: released",
             json!({"addresses": released.iter().map(|l| l.address.to_string()).collect::<Vec<_>>()}),
@@ -68,18 +67,18 @@ impl Plugin for IpamPlugin {
         Ok(())
     }
 
-    fn check(&self, req: &Request) -> Result<(), CniError> {
+    fn check(&self, req: &Request) -> Result<(), IpamError> {
         let cfg = parse(req)?;
         let key = attachment_key(req)?;
-        let expected: Vec<Assigned> = match &cfg.mode {
-            Mode::Addresses(list) => list.iter().map(Assigned::from).collect(),
+        let expected: Vec<Assignment> = match &cfg.mode {
+            Mode::Addresses(list) => list.clone(),
             Mode::Static(ip) => result::static_ip(*ip),
-            Mode::Pools(_) => recorded(&cfg.store, &key)?,
+            Mode::Pools(_) => recorded(&StoreSettings::of(&req.node), &key)?,
         };
         if let Some(prev) = req.conf.prev_result()? {
             let diffs = result::differences(&expected, &prev);
             if !diffs.is_empty() {
-                return Err(IpamError::Mismatch(diffs).into());
+                return Err(IpamError::Mismatch(diffs));
             }
         }
         log::debug(
@@ -89,17 +88,18 @@ impl Plugin for IpamPlugin {
         Ok(())
     }
 
-    fn status(&self, req: &Request) -> Result<(), CniError> {
+    fn status(&self, req: &Request) -> Result<(), IpamError> {
         let cfg = parse(req)?;
         if let Mode::Pools(pools) = &cfg.mode {
-            Store::open_or_create(&cfg.store.data_dir, cfg.store.lock_timeout)
+            let settings = StoreSettings::of(&req.node);
+            Store::open_or_create(&settings.data_dir, settings.lock_timeout)
                 .and_then(|mut store| store.probe(pools))
-                .map_err(|e| IpamError::from(e).into_status())?;
+                .map_err(|e| IpamError::NotReady(Box::new(e.into())))?;
         }
         Ok(())
     }
 
-    fn gc(&self, req: &Request) -> Result<(), CniError> {
+    fn gc(&self, req: &Request) -> Result<(), IpamError> {
         let Some(valid) = req.conf.valid_attachments()? else {
             // A missing list is not an empty one: without the runtime's word on what is alive,
             // releasing anything could hand a live address out twice (C69; docs/ipam.md).
@@ -118,9 +118,8 @@ impl Plugin for IpamPlugin {
             }) => pools,
             _ => Vec::new(),
         };
-        let settings = config::store_settings_lenient(&req.conf.raw, &req.node.state_dir);
-        let Some(mut store) = Store::open_existing(&settings.data_dir, settings.lock_timeout)
-            .map_err(IpamError::from)?
+        let settings = StoreSettings::of(&req.node);
+        let Some(mut store) = Store::open_existing(&settings.data_dir, settings.lock_timeout)?
         else {
             return Ok(());
         };
@@ -129,9 +128,7 @@ impl Plugin for IpamPlugin {
             valid: &valid,
             pools: &pools,
         };
-        let released = store
-            .gc(&scope, &settings.legacy_dir)
-            .map_err(IpamError::from)?;
+        let released = store.gc(&scope, &settings.legacy_dir)?;
         log::info(
             "GC: released stale allocations",
             json!({"count": released.len()}),
@@ -140,21 +137,22 @@ impl Plugin for IpamPlugin {
     }
 }
 
-fn parse(req: &Request) -> Result<IpamConfig, CniError> {
+fn parse(req: &Request) -> Result<IpamConfig, IpamError> {
     let env = std::env::var(config::ENABLE_LOCAL_IPAM_ENV).ok();
     let ctx = Context {
-        state_dir: &req.node.state_dir,
         enable_local_ipam: config::local_ipam_enabled(env.as_deref()),
     };
-    config::parse(&req.conf.raw, ctx).map_err(|e| IpamError::from(e).into_cni())
+    Ok(config::parse(&req.conf.raw, ctx)?)
 }
 
-fn open(settings: &StoreSettings) -> Result<Store, CniError> {
-    Store::open_or_create(&settings.data_dir, settings.lock_timeout)
-        .map_err(|e| IpamError::from(e).into_cni())
+fn open(settings: &StoreSettings) -> Result<Store, IpamError> {
+    Ok(Store::open_or_create(
+        &settings.data_dir,
+        settings.lock_timeout,
+    )?)
 }
 
-fn attachment_key(req: &Request) -> Result<AttachmentKey, CniError> {
+fn attachment_key(req: &Request) -> Result<AttachmentKey, IpamError> {
     Ok(AttachmentKey {
         network: req.conf.name.clone(),
         container_id: req.env.container_id()?.as_str().to_owned(),
@@ -164,7 +162,7 @@ fn attachment_key(req: &Request) -> Result<AttachmentKey, CniError> {
 
 /// The full key when the config decoded; otherwise container and interface alone, which still
 /// name one attachment (an interface name is unique inside the container's namespace).
-fn del_key(req: &Request) -> Result<DelKey, CniError> {
+fn del_key(req: &Request) -> Result<DelKey, IpamError> {
     let key = attachment_key(req)?;
     Ok(if req.decode_error.is_none() && !key.network.is_empty() {
         DelKey::Exact(key)
@@ -176,18 +174,14 @@ fn del_key(req: &Request) -> Result<DelKey, CniError> {
     })
 }
 
-fn recorded(settings: &StoreSettings, key: &AttachmentKey) -> Result<Vec<Assigned>, CniError> {
+fn recorded(settings: &StoreSettings, key: &AttachmentKey) -> Result<Vec<Assignment>, IpamError> {
     let missing = || IpamError::NoAllocation {
         network: key.network.clone(),
         container_id: key.container_id.clone(),
         ifname: key.ifname.clone(),
     };
-    let mut store = Store::open_existing(&settings.data_dir, settings.lock_timeout)
-        .map_err(IpamError::from)?
-        .ok_or_else(missing)?;
-    let leases = store
-        .lookup(key)
-        .map_err(IpamError::from)?
-        .ok_or_else(missing)?;
-    Ok(leases.iter().map(Assigned::from).collect())
+    let mut store =
+        Store::open_existing(&settings.data_dir, settings.lock_timeout)?.ok_or_else(missing)?;
+    let leases = store.lookup(key)?.ok_or_else(missing)?;
+    Ok(leases.iter().map(Assignment::from).collect())
 }

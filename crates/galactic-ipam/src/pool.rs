@@ -17,74 +17,12 @@
 //! when the slot holds more than one address (the all-zeros address of a prefix is its
 //! subnet-router anycast address), the slot itself otherwise.
 
+use galactic_core::ip::Family;
 use ipnetwork::IpNetwork;
-use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 #[cfg(test)]
 mod tests;
-
-/// An address family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Family {
-    /// IPv6 (listed first in results).
-    V6,
-    /// IPv4.
-    V4,
-}
-
-impl Family {
-    /// The family of `ip`.
-    pub fn of(ip: IpAddr) -> Self {
-        match ip {
-            IpAddr::V4(_) => Self::V4,
-            IpAddr::V6(_) => Self::V6,
-        }
-    }
-
-    /// Address width in bits.
-    pub fn bits(self) -> u8 {
-        match self {
-            Self::V4 => 32,
-            Self::V6 => 128,
-        }
-    }
-
-    /// The lower-case name used in configs and messages (`ipv6`, `ipv4`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::V4 => "ipv4",
-            Self::V6 => "ipv6",
-        }
-    }
-
-    /// The default route destination of this family.
-    pub fn default_route(self) -> IpNetwork {
-        let any = self.addr(0);
-        // A /0 is valid for either family, so this cannot fail.
-        IpNetwork::new(any, 0).unwrap_or(IpNetwork::V6(ipnetwork::Ipv6Network::from(
-            Ipv6Addr::UNSPECIFIED,
-        )))
-    }
-
-    /// The address with numeric value `value` (truncated to the family's width).
-    pub fn addr(self, value: u128) -> IpAddr {
-        match self {
-            // Values of this family never exceed 32 bits; truncation is the documented contract.
-            Self::V4 => IpAddr::V4(Ipv4Addr::from(value as u32)),
-            Self::V6 => IpAddr::V6(Ipv6Addr::from(value)),
-        }
-    }
-}
-
-impl fmt::Display for Family {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::V4 => "IPv4",
-            Self::V6 => "IPv6",
-        })
-    }
-}
 
 /// The numeric value of `ip`.
 pub fn value_of(ip: IpAddr) -> u128 {

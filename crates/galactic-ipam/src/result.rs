@@ -6,24 +6,14 @@
 //! `onlink` and puts the gateway address on the host side of the link as a /128 (/32), which is
 //! what makes it reachable; see docs/ipam.md.
 
-use crate::config::FixedAddress;
-use crate::pool::Family;
 use crate::store::Lease;
 use galactic_core::cni::{CniResult, IpConfig, Route};
+use galactic_core::ip::{Assignment, Family};
 use ipnetwork::IpNetwork;
 use serde_json::Map;
 use std::net::{IpAddr, Ipv6Addr};
 
-/// One address of a result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Assigned {
-    /// Address with prefix length.
-    pub address: IpNetwork,
-    /// Gateway, if any.
-    pub gateway: Option<IpAddr>,
-}
-
-impl From<&Lease> for Assigned {
+impl From<&Lease> for Assignment {
     fn from(lease: &Lease) -> Self {
         Self {
             address: lease.address,
@@ -32,17 +22,8 @@ impl From<&Lease> for Assigned {
     }
 }
 
-impl From<&FixedAddress> for Assigned {
-    fn from(fixed: &FixedAddress) -> Self {
-        Self {
-            address: fixed.address,
-            gateway: fixed.gateway,
-        }
-    }
-}
-
 /// The result for `assigned`, with default routes when `routes` is set.
-pub fn build(mut assigned: Vec<Assigned>, routes: bool) -> CniResult {
+pub fn build(mut assigned: Vec<Assignment>, routes: bool) -> CniResult {
     assigned.sort_by_key(|a| Family::of(a.address.ip()));
     let mut families: Vec<Family> = assigned
         .iter()
@@ -72,9 +53,9 @@ pub fn build(mut assigned: Vec<Assigned>, routes: bool) -> CniResult {
 }
 
 /// The `static_ip` result: the address as /64, no gateway, no routes.
-pub fn static_ip(ip: Ipv6Addr) -> Vec<Assigned> {
+pub fn static_ip(ip: Ipv6Addr) -> Vec<Assignment> {
     let address = IpNetwork::new(IpAddr::V6(ip), 64).unwrap_or(IpNetwork::V6(ip.into()));
-    vec![Assigned {
+    vec![Assignment {
         address,
         gateway: None,
     }]
@@ -82,7 +63,7 @@ pub fn static_ip(ip: Ipv6Addr) -> Vec<Assigned> {
 
 /// Compares what is recorded with `prevResult`'s addresses (by IP; the master may report a
 /// different mask, e.g. a tap's IPv4 /25). Returns every difference, empty when they agree.
-pub fn differences(expected: &[Assigned], prev: &CniResult) -> Vec<String> {
+pub fn differences(expected: &[Assignment], prev: &CniResult) -> Vec<String> {
     let mut out = Vec::new();
     let prev_ips: Vec<IpAddr> = prev.ips.iter().map(|c| c.address.ip()).collect();
     for want in expected {

@@ -142,7 +142,7 @@ fn sigkill_at_random_moments_never_tears_the_store() {
     assert_disjoint(&results);
     assert_eq!(net.verify().attachments, 25, "seed {seed}");
     // GC converges to the valid set.
-    net.gc(Some(vec![("k3", "eth0")])).expect_quiet_success();
+    net.gc(&[("k3", "eth0")]);
     let report = net.verify();
     assert_eq!((report.attachments, report.leases), (1, 2), "seed {seed}");
 }
@@ -155,14 +155,11 @@ fn a_held_lock_makes_add_and_del_answer_try_again_later_in_bounded_time() {
     conn.execute_batch("BEGIN IMMEDIATE")
         .expect("take the write lock");
     let started = Instant::now();
-    let msg = net
-        .run("ADD", "c2", "eth0", net.conf(json!({})))
-        .expect_error(11);
+    let msg = net.call("ADD", "c2").expect_error(11);
     assert!(msg.contains("busy") && msg.contains("300 ms"), "{msg}");
     assert!(started.elapsed() < Duration::from_secs(5), "bounded wait");
-    net.run("DEL", "c1", "eth0", net.conf(json!({})))
-        .expect_error(11);
-    net.status().expect_error(11);
+    net.call("DEL", "c1").expect_error(11);
+    net.status().unwrap_err().expect_error(11);
     conn.execute_batch("ROLLBACK").expect("release");
     net.add("c2");
     net.del("c1");

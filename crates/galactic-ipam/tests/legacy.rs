@@ -66,12 +66,7 @@ fn marker_files_are_imported_once_and_their_addresses_never_handed_out() {
     net.del("old-a");
     net.check("old-a", None).expect_error(100);
     // GC of this network releases imported records in its pools not in the valid list.
-    net.gc(Some(vec![
-        ("new-1", "eth0"),
-        ("new-2", "eth0"),
-        ("old-c", "eth0"),
-    ]))
-    .expect_quiet_success();
+    net.gc(&[("new-1", "eth0"), ("new-2", "eth0"), ("old-c", "eth0")]);
     let report = net.verify();
     assert_eq!(
         (report.attachments, report.leases),
@@ -130,8 +125,7 @@ fn annotation_records_are_imported_idempotently_and_released_by_full_container_i
 
     // The runtime's DEL carries the full 64-character id; the annotation kept 41 characters.
     let full = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-    net.run("DEL", full, "eth0", net.conf(json!({})))
-        .expect_quiet_success();
+    net.call("DEL", full).expect_quiet_success();
     net.check(full, None).expect_error(100);
     // The other holder of ::100:0 keeps it; the verify invariant allows the shared span.
     let report = net.verify();

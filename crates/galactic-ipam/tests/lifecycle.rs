@@ -3,6 +3,7 @@
 mod common;
 
 use common::{addresses, assert_disjoint, Net};
+use galactic_testkit::runtime::Attachment;
 use serde_json::json;
 
 fn dual() -> Net {
@@ -92,9 +93,7 @@ fn released_space_is_reused_only_after_the_cursor_wraps_for_both_families() {
         }
         // The cursor has walked the pool: now the oldest release comes back.
         assert_eq!(addresses(&net.add("f"))[0], expect[4], "{ipam}");
-        let msg = net
-            .run("ADD", "g", "eth0", net.conf(json!({})))
-            .expect_error(50);
+        let msg = net.call("ADD", "g").expect_error(50);
         assert!(msg.contains("exhausted"), "{msg}");
     }
 }
@@ -139,9 +138,7 @@ fn check_compares_with_prev_result_and_fails_after_del() {
 fn dual_stack_is_atomic_when_the_ipv4_pool_is_exhausted() {
     let net = Net::new(json!({"ipv6_subnet": "fd00:10:ff01::/64", "ipv4_subnet": "10.9.0.0/30"}));
     net.add("a");
-    let msg = net
-        .run("ADD", "b", "eth0", net.conf(json!({})))
-        .expect_error(50);
+    let msg = net.call("ADD", "b").expect_error(50);
     assert!(msg.contains("10.9.0.0/30"), "{msg}");
     let report = net.verify();
     assert_eq!(
@@ -158,10 +155,15 @@ fn env_flip_edited_config_and_undecodable_config_still_release() {
     // now invalid: no pool).
     let net = Net::new(json!({}));
     let out = net
-        .invocation("ADD", "c1", "eth0")
-        .var("GALACTIC_IPAM_ENABLE_LOCAL_IPAM", "TRUE")
-        .stdin(net.conf(json!({})))
-        .run();
+        .runtime()
+        .env("GALACTIC_IPAM_ENABLE_LOCAL_IPAM", "TRUE")
+        .plugin(
+            &net.list(json!({})),
+            0,
+            "ADD",
+            &Attachment::new("c1", "/var/run/netns/test", "eth0"),
+            None,
+        );
     assert!(out.success, "{out:?}");
     assert_eq!(addresses(&out.json()), ["fd00:10:ff01::1:0:1/96"]);
     net.del("c1");
@@ -170,14 +172,10 @@ fn env_flip_edited_config_and_undecodable_config_still_release() {
     // Pools edited between ADD and DEL.
     let net = dual();
     net.add("c2");
-    let edited = Net::on(
-        galactic_testkit::TestNode::new(json!({})),
-        "net1",
-        json!({"ipv4_subnet": "192.168.0.0/24"}),
-    );
-    let conf = edited.conf(json!({"ipam": {"ipv4_subnet": "192.168.0.0/24",
+    let edited = net.list(json!({"ipam": {"ipv4_subnet": "192.168.0.0/24",
         "legacy_dir": net.legacy_dir()}}));
-    net.run("DEL", "c2", "eth0", conf).expect_quiet_success();
+    net.plugin("DEL", "c2", "eth0", &edited, None)
+        .expect_quiet_success();
     assert_eq!(net.verify().attachments, 0);
 
     // stdin that is not even JSON: released by container id and interface.
@@ -194,32 +192,19 @@ fn gc_releases_what_is_not_valid_scoped_to_the_network() {
         net.add(c);
     }
     net.add_if("a", "net9");
-    let other = Net::on(
-        galactic_testkit::TestNode::new(json!({})),
-        "net2",
-        json!({}),
-    );
-    let other_conf = {
-        let mut conf: serde_json::Value = serde_json::from_str(&net.conf(json!({}))).unwrap();
-        conf["name"] = json!(other.name);
-        conf.to_string()
-    };
-    assert!(net.run("ADD", "d", "eth0", other_conf).success);
+    let other = net.list(json!({"name": "net2"}));
+    assert!(net.plugin("ADD", "d", "eth0", &other, None).success);
 
-    net.gc(None).expect_quiet_success();
+    net.raw_gc(json!({})).expect_quiet_success();
     assert_eq!(net.verify().attachments, 5, "no list: nothing released");
 
-    net.gc(Some(vec![("a", "eth0")])).expect_quiet_success();
+    net.gc(&[("a", "eth0")]);
     assert_eq!(net.verify().attachments, 2, "a/eth0 and net2's d remain");
     net.check("a", None).expect_quiet_success();
     net.check("b", None).expect_error(100);
 
     // The older key is accepted too; an empty list releases everything of this network.
-    let conf = net.conf(json!({"cni.dev/attachments": []}));
-    galactic_testkit::Invocation::new(std::path::Path::new(common::BIN), "GC", &net.node)
-        .var("CNI_PATH", "/opt")
-        .stdin(conf)
-        .run()
+    net.raw_gc(json!({"cni.dev/attachments": []}))
         .expect_quiet_success();
     assert_eq!(net.verify().attachments, 1, "only net2's d remains");
 }
@@ -227,14 +212,14 @@ fn gc_releases_what_is_not_valid_scoped_to_the_network() {
 #[test]
 fn status_reports_ready_then_exhausted() {
     let net = Net::new(json!({"ipv4_subnet": "10.9.0.0/30"}));
-    net.status().expect_quiet_success();
+    net.status().unwrap();
     net.add("a");
-    let msg = net.status().expect_error(50);
+    let msg = net.status().unwrap_err().expect_error(50);
     assert!(msg.contains("exhausted"), "{msg}");
-    net.gc(Some(vec![])).expect_quiet_success();
-    net.status().expect_quiet_success();
+    net.gc(&[]);
+    net.status().unwrap();
     let bad = Net::new(json!({"ipv4_subnet": "10.9.0.0/33"}));
-    bad.status().expect_error(7);
+    bad.status().unwrap_err().expect_error(7);
 }
 
 #[test]
@@ -267,15 +252,13 @@ fn addresses_and_static_modes_store_nothing() {
 #[test]
 fn config_errors_are_code_7_with_the_message() {
     let net = Net::new(json!({"ipv6_subnet": "10.0.0.0/8"}));
-    let msg = net
-        .run("ADD", "c1", "eth0", net.conf(json!({})))
-        .expect_error(7);
+    let msg = net.call("ADD", "c1").expect_error(7);
     assert_eq!(
         msg,
         "ipam.ipv6_subnet must be an IPv6 CIDR, got IPv4: \"10.0.0.0/8\""
     );
     let msg = net
-        .run("ADD", "c1", "eth0", net.conf(json!({"ipam": null})))
+        .plugin("ADD", "c1", "eth0", &net.list(json!({"ipam": null})), None)
         .expect_error(7);
     assert_eq!(msg, "ipam block is required");
 }

@@ -18,14 +18,12 @@ fn garbage_in_place_of_the_store_is_reported_and_left_untouched() {
         let db = net.data_dir().join("ipam.db");
         let content = garbage.repeat(200);
         fs::write(&db, &content).unwrap();
-        let msg = net
-            .run("ADD", "c1", "eth0", net.conf(json!({})))
-            .expect_error(5);
+        let msg = net.call("ADD", "c1").expect_error(5);
         assert!(
             msg.contains("corrupt or not a galactic-ipam store"),
             "{msg}"
         );
-        let msg = net.status().expect_error(50);
+        let msg = net.status().unwrap_err().expect_error(50);
         assert!(msg.contains("ipam.db"), "{msg}");
         // DEL cannot fail the runtime, but must not "repair" the file either.
         net.del("c1");
@@ -42,14 +40,12 @@ fn a_newer_schema_or_a_foreign_sqlite_file_is_refused() {
         .unwrap()
         .execute_batch("PRAGMA user_version = 2")
         .unwrap();
-    let msg = net
-        .run("ADD", "c2", "eth0", net.conf(json!({})))
-        .expect_error(5);
+    let msg = net.call("ADD", "c2").expect_error(5);
     assert!(
         msg.contains("schema version 2") && msg.contains("understands version 1"),
         "{msg}"
     );
-    net.status().expect_error(50);
+    net.status().unwrap_err().expect_error(50);
 
     let foreign = Net::new(json!({"ipv4_subnet": "10.1.0.0/24"}));
     fs::create_dir_all(foreign.data_dir()).unwrap();
@@ -57,9 +53,7 @@ fn a_newer_schema_or_a_foreign_sqlite_file_is_refused() {
         .unwrap()
         .execute_batch("CREATE TABLE t (x); PRAGMA journal_mode = WAL;")
         .unwrap();
-    let msg = foreign
-        .run("ADD", "c1", "eth0", foreign.conf(json!({})))
-        .expect_error(5);
+    let msg = foreign.call("ADD", "c1").expect_error(5);
     assert!(msg.contains("application_id"), "{msg}");
 }
 
@@ -67,9 +61,7 @@ fn a_newer_schema_or_a_foreign_sqlite_file_is_refused() {
 fn an_unwritable_data_dir_is_code_5_on_add_and_50_on_status() {
     let net =
         Net::new(json!({"ipv4_subnet": "10.1.0.0/24", "data_dir": "/proc/galactic-ipam-test"}));
-    let msg = net
-        .run("ADD", "c1", "eth0", net.conf(json!({})))
-        .expect_error(5);
+    let msg = net.call("ADD", "c1").expect_error(5);
     assert!(msg.contains("/proc/galactic-ipam-test"), "{msg}");
-    net.status().expect_error(50);
+    net.status().unwrap_err().expect_error(50);
 }

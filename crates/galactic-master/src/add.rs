@@ -4,20 +4,23 @@
 //! routing domain → host interface → sysctls → forward rules → domain membership → guest →
 //! VPC gateways → host gateway.
 
-use super::addressing::{self, Assigned};
+use super::addressing;
 use super::conf::MasterConf;
 use super::nad::Nad;
-use super::record::{Kind, Record, Records};
-use super::{cni_error, gateway, guest};
-use galactic_core::cni::delegate::{Delegate, DEFAULT_TIMEOUT};
-use galactic_core::cni::{CniError, CniResult, Command, Interface, Request};
+use super::{gateway, guest};
+use crate::error::MasterError;
+use galactic_core::attachment::{Kind, Record, Records};
+use galactic_core::cni::delegate::{self, Delegate};
+use galactic_core::cni::{CniResult, Command, Interface, Request};
 use galactic_core::failpoint;
 use galactic_core::ident::VpcId;
+use galactic_core::ip::Assignment;
+use galactic_core::ip::Family;
 use galactic_core::log;
 use galactic_core::net::domain::{self, Domain, Domains};
 use galactic_core::net::netlink::{Link, Netlink};
 use galactic_core::net::netns::Netns;
-use galactic_core::net::sysctl::{self, Family};
+use galactic_core::net::sysctl;
 use galactic_core::net::{firewall, tap, NetError};
 use galactic_core::rollback::Rollback;
 use serde_json::json;
@@ -36,21 +39,19 @@ struct Add<'a> {
     nad: Option<Nad<'a>>,
 }
 
-pub fn add(kind: Kind, req: &Request) -> Result<CniResult, CniError> {
-    let conf = MasterConf::parse(req)?;
+pub fn add(kind: Kind, req: &Request) -> Result<CniResult, MasterError> {
+    // A master started as someone's delegate is a chain recursing into itself: refuse before
+    // anything, so no depth of nesting ever touches the node.
+    if delegate::is_delegated() {
+        return Err(MasterError::Delegated);
+    }
+    let conf = MasterConf::parse(&req.conf.raw)?;
     if req.conf.raw.get("prevResult").is_some_and(|v| !v.is_null()) {
-        return Err(CniError::invalid_config(
-            "a master plugin must be first in the chain, but the configuration carries a prevResult",
-        ));
+        return Err(MasterError::NotFirst);
     }
     // Before any state exists: a NAD without galactic-bgp would attach with no path to its VPC.
     if let Some(plugin_type) = conf.ipam_type.as_deref() {
-        Delegate {
-            plugin_type,
-            search_path: &req.env.path,
-            timeout: DEFAULT_TIMEOUT,
-        }
-        .find()?;
+        Delegate::new(plugin_type, &req.env.path).find()?;
     }
     let nad = Nad::of(req)?;
     if let Some(nad) = &nad {
@@ -66,25 +67,23 @@ impl<'a> Add<'a> {
         conf: MasterConf,
         req: &'a Request,
         nad: Option<Nad<'a>>,
-    ) -> Result<Self, CniError> {
+    ) -> Result<Self, MasterError> {
         let pod = match kind {
             Kind::Veth => {
-                let path = req
-                    .env
-                    .netns
-                    .as_ref()
-                    .ok_or_else(|| CniError::invalid_env("ADD requires CNI_NETNS"))?;
-                let ns = Netns::open(path)
-                    .map_err(|e| CniError::invalid_env(format!("CNI_NETNS: {e}")))?;
+                let path = req.env.netns_path()?;
+                let ns = Netns::open(path).map_err(|source| MasterError::Netns {
+                    path: path.clone(),
+                    source,
+                })?;
                 let nl = Netlink::in_netns(&ns)
-                    .map_err(cni_error("open the container's netlink socket"))?;
+                    .map_err(MasterError::node("open the container's netlink socket"))?;
                 Some((ns, nl))
             }
             Kind::Tap => None,
         };
         Ok(Self {
             host_ifname: conf.host_ifname(),
-            host: Netlink::current().map_err(cni_error("open the host netlink socket"))?,
+            host: Netlink::current().map_err(MasterError::node("open the host netlink socket"))?,
             records: Records::new(&req.node.state_dir),
             domains: Domains::new(&req.node.state_dir),
             req,
@@ -95,21 +94,21 @@ impl<'a> Add<'a> {
         })
     }
 
-    fn record(&self) -> Result<Record, CniError> {
+    fn record(&self) -> Result<Record, MasterError> {
         Ok(Record {
             network: self.req.conf.name.clone(),
             container_id: self.req.env.container_id()?.to_string(),
             ifname: self.req.env.ifname()?.to_string(),
             netns: self.req.env.netns.as_ref().map(|p| p.display().to_string()),
             kind: self.kind,
-            vpc: self.conf.vpc.raw().to_owned(),
-            attachment: self.conf.att.raw().to_owned(),
+            vpc: self.conf.ids.vpc.raw().to_owned(),
+            attachment: self.conf.ids.att.raw().to_owned(),
             host_ifname: self.host_ifname.clone(),
             ipam_type: self.conf.ipam_type.clone(),
         })
     }
 
-    fn run(&self) -> Result<CniResult, CniError> {
+    fn run(&self) -> Result<CniResult, MasterError> {
         let record = self.record()?;
         self.claim(&record)?;
         let mut rb = Rollback::new();
@@ -124,7 +123,7 @@ impl<'a> Add<'a> {
     }
 
     /// Every step, each pushing its undo onto `rb` right after it succeeds.
-    fn steps(&'a self, record: &Record, rb: &mut Rollback<'a>) -> Result<CniResult, CniError> {
+    fn steps(&'a self, record: &Record, rb: &mut Rollback<'a>) -> Result<CniResult, MasterError> {
         // IPAM first: a configuration only the delegate can judge (or a full disk) then fails
         // before anything on the node changed; its undo is the delegate's DEL.
         let assigned = self.delegate_ipam(rb)?;
@@ -132,7 +131,7 @@ impl<'a> Add<'a> {
 
         self.records
             .put(record)
-            .map_err(cni_error("write the attachment record"))?;
+            .map_err(MasterError::node("write the attachment record"))?;
         rb.push("attachment record", move || {
             self.records.remove(&self.host_ifname)
         });
@@ -151,20 +150,20 @@ impl<'a> Add<'a> {
         failpoint::hit("after-interface")?;
 
         self.host_sysctls()
-            .map_err(cni_error("set host interface sysctls"))?;
-        firewall::allow(&self.host_ifname).map_err(cni_error("allow forwarding"))?;
+            .map_err(MasterError::node("set host interface sysctls"))?;
+        firewall::allow(&self.host_ifname).map_err(MasterError::node("allow forwarding"))?;
         rb.push("forward rules", move || firewall::remove(&self.host_ifname));
         failpoint::hit("after-firewall")?;
 
-        domain::attach(&self.host, &domain, &self.conf.vpc, &host)
-            .map_err(cni_error("join the routing domain"))?;
+        domain::attach(&self.host, &domain, &self.conf.ids.vpc, &host)
+            .map_err(MasterError::node("join the routing domain"))?;
         let attached = domain.clone();
         rb.push("routing domain membership", move || {
             domain::detach(&self.host, &attached, &self.host_ifname)
         });
         self.host
             .set_up(host.index)
-            .map_err(cni_error("set the host interface up"))?;
+            .map_err(MasterError::node("set the host interface up"))?;
         failpoint::hit("after-attach")?;
 
         let guest = self.configure_guest(&assigned)?;
@@ -182,7 +181,7 @@ impl<'a> Add<'a> {
             &assigned,
             guest_mac,
         )
-        .map_err(cni_error("configure the host gateway"))?;
+        .map_err(MasterError::node("configure the host gateway"))?;
         failpoint::hit("after-host-gateway")?;
 
         log::debug(
@@ -193,64 +192,75 @@ impl<'a> Add<'a> {
     }
 
     /// Decides what to do when the host interface or its record already exists.
-    fn claim(&self, ours: &Record) -> Result<(), CniError> {
+    fn claim(&self, ours: &Record) -> Result<(), MasterError> {
         let existing = self
             .records
             .get(&self.host_ifname)
-            .map_err(cni_error("read the attachment record"))?;
+            .map_err(MasterError::node("read the attachment record"))?;
         match existing {
             Some(r) if r.is_for(&ours.network, &ours.container_id, &ours.ifname) => {
-                log::info("ADD: retried for an existing attachment; converging", json!({"hostIfname": self.host_ifname}));
+                log::info(
+                    "ADD: retried for an existing attachment; converging",
+                    json!({"hostIfname": self.host_ifname}),
+                );
                 Ok(())
             }
-            Some(r) if owner_alive(&r) => Err(CniError::invalid_config(format!(
-                "VPC attachment {} of VPC {} is already attached on this node by container {} ({}); \
-                 an attachment id can be attached once per node",
-                ours.attachment,
-                ours.vpc,
-                r.container_id,
-                r.netns.as_deref().unwrap_or("no netns")
-            ))),
+            Some(r) if owner_alive(&r) => Err(MasterError::Claimed {
+                attachment: ours.attachment.clone(),
+                vpc: ours.vpc.clone(),
+                netns: r.netns.clone().unwrap_or_else(|| "no netns".into()),
+                holder: r.container_id,
+            }),
             Some(stale) => {
-                log::warn("ADD: removing a stale attachment whose namespace is gone",
-                    json!({"hostIfname": self.host_ifname, "staleContainerID": stale.container_id}));
-                super::del::teardown_host(&self.host, &self.domains, &stale).map_err(cni_error("remove the stale attachment"))?;
-                self.records.remove(&stale.host_ifname).map_err(cni_error("remove the stale record"))
+                log::warn(
+                    "ADD: removing a stale attachment whose namespace is gone",
+                    json!({"hostIfname": self.host_ifname, "staleContainerID": stale.container_id}),
+                );
+                let failures = super::del::teardown_host(&self.host, &self.domains, &stale);
+                if !failures.is_empty() {
+                    return Err(MasterError::Incomplete {
+                        what: "remove the stale attachment",
+                        failures,
+                    });
+                }
+                self.records
+                    .remove(&stale.host_ifname)
+                    .map_err(MasterError::node("remove the stale record"))
             }
             None => Ok(()),
         }
     }
 
-    fn ensure_domain(&'a self, rb: &mut Rollback<'a>) -> Result<Domain, CniError> {
+    fn ensure_domain(&'a self, rb: &mut Rollback<'a>) -> Result<Domain, MasterError> {
         let _lock = self
             .domains
             .lock()
-            .map_err(cni_error("lock the routing domains"))?;
+            .map_err(MasterError::node("lock the routing domains"))?;
         let backend = self
             .domains
             .backend(&self.host, self.req.node.routing_domain)
-            .map_err(cni_error("choose the routing domain backend"))?;
+            .map_err(MasterError::node("choose the routing domain backend"))?;
         let (domain, created) = self
             .domains
-            .ensure(&self.host, &self.conf.vpc, backend)
-            .map_err(cni_error("set up the routing domain"))?;
+            .ensure(&self.host, &self.conf.ids.vpc, backend)
+            .map_err(MasterError::node("set up the routing domain"))?;
         if created {
             log::info(
                 "ADD: routing domain created",
                 json!({"vpc": domain.vpc, "table": domain.table, "backend": domain.backend}),
             );
             rb.push("routing domain", move || {
-                release_if_unused(self, &self.conf.vpc)
+                release_if_unused(self, &self.conf.ids.vpc)
             });
         }
         Ok(domain)
     }
 
-    fn create_host_interface(&self) -> Result<Link, CniError> {
+    fn create_host_interface(&self) -> Result<Link, MasterError> {
         if let Some(link) = self
             .host
             .link(&self.host_ifname)
-            .map_err(cni_error("look up the host interface"))?
+            .map_err(MasterError::node("look up the host interface"))?
         {
             self.verify_existing(&link)?;
             return Ok(link);
@@ -261,46 +271,45 @@ impl<'a> Add<'a> {
                 let ifname = self.req.env.ifname()?.as_str();
                 if pod_nl
                     .link(ifname)
-                    .map_err(cni_error("look up the container interface"))?
+                    .map_err(MasterError::node("look up the container interface"))?
                     .is_some()
                 {
-                    return Err(CniError::invalid_config(format!(
-                        "interface {ifname} already exists in the container"
-                    )));
+                    return Err(MasterError::GuestExists(ifname.to_owned()));
                 }
                 self.host
                     .create_veth(name, ifname, ns, self.conf.mtu)
-                    .map_err(cni_error("create the veth pair"))?;
+                    .map_err(MasterError::node("create the veth pair"))?;
             }
             _ => {
-                tap::create(name, &self.conf.tap).map_err(cni_error("create the tap"))?;
+                tap::create(name, &self.conf.tap).map_err(MasterError::node("create the tap"))?;
                 if let Some(mtu) = self.conf.mtu {
                     let link = self
                         .host
                         .require_link(name)
-                        .map_err(cni_error("read the tap"))?;
+                        .map_err(MasterError::node("read the tap"))?;
                     self.host
                         .set_mtu(link.index, mtu)
-                        .map_err(cni_error("set the tap MTU"))?;
+                        .map_err(MasterError::node("set the tap MTU"))?;
                 }
             }
         }
         self.host
             .require_link(name)
-            .map_err(cni_error("read the host interface"))
+            .map_err(MasterError::node("read the host interface"))
     }
 
     /// A retried ADD finds its own interface; it must be of the right kind.
-    fn verify_existing(&self, link: &Link) -> Result<(), CniError> {
+    fn verify_existing(&self, link: &Link) -> Result<(), MasterError> {
         let expected = match self.kind {
             Kind::Veth => "veth",
             Kind::Tap => "tun",
         };
         if link.kind.as_deref() != Some(expected) {
-            return Err(CniError::invalid_config(format!(
-                "{} exists but is a {:?} device, not {expected}; it is not ours to replace",
-                link.name, link.kind
-            )));
+            return Err(MasterError::ForeignDevice {
+                name: link.name.clone(),
+                found: link.kind.clone().unwrap_or_else(|| "kind-less".into()),
+                expected,
+            });
         }
         Ok(())
     }
@@ -329,29 +338,20 @@ impl<'a> Add<'a> {
         Ok(())
     }
 
-    fn delegate_ipam(&'a self, rb: &mut Rollback<'a>) -> Result<Vec<Assigned>, CniError> {
+    fn delegate_ipam(&'a self, rb: &mut Rollback<'a>) -> Result<Vec<Assignment>, MasterError> {
         let Some(plugin_type) = self.conf.ipam_type.as_deref() else {
             return Ok(Vec::new());
         };
-        let delegate = Delegate {
-            plugin_type,
-            search_path: &self.req.env.path,
-            timeout: DEFAULT_TIMEOUT,
-        };
+        let delegate = Delegate::new(plugin_type, &self.req.env.path);
         let result = delegate.add(&self.req.stdin)?;
         rb.push("IPAM allocation", move || {
-            let delegate = Delegate {
-                plugin_type,
-                search_path: &self.req.env.path,
-                timeout: DEFAULT_TIMEOUT,
-            };
-            delegate.call(Command::Del, &self.req.stdin)
+            Delegate::new(plugin_type, &self.req.env.path).call(Command::Del, &self.req.stdin)
         });
         let assigned = addressing::from_result(&result);
         if assigned.is_empty() {
-            return Err(CniError::decode(format!(
-                "IPAM plugin {plugin_type:?} returned no addresses"
-            )));
+            return Err(MasterError::NoAddresses {
+                plugin: plugin_type.to_owned(),
+            });
         }
         log::debug(
             "ADD: IPAM allocated",
@@ -360,27 +360,27 @@ impl<'a> Add<'a> {
         Ok(assigned)
     }
 
-    fn configure_guest(&self, assigned: &[Assigned]) -> Result<Option<Link>, CniError> {
+    fn configure_guest(&self, assigned: &[Assignment]) -> Result<Option<Link>, MasterError> {
         let Some((_, pod_nl)) = &self.pod else {
             return Ok(None);
         };
         let ifname = self.req.env.ifname()?.as_str();
         let guest = pod_nl
             .require_link(ifname)
-            .map_err(cni_error("find the container interface"))?;
+            .map_err(MasterError::node("find the container interface"))?;
         guest::configure(pod_nl, &guest, assigned)
-            .map_err(cni_error("configure the container interface"))?;
+            .map_err(MasterError::node("configure the container interface"))?;
         pod_nl
             .require_link(ifname)
             .map(Some)
-            .map_err(cni_error("read the container interface"))
+            .map_err(MasterError::node("read the container interface"))
     }
 
     fn add_gateways(
         &'a self,
-        assigned: &[Assigned],
+        assigned: &[Assignment],
         rb: &mut Rollback<'a>,
-    ) -> Result<(), CniError> {
+    ) -> Result<(), MasterError> {
         let gateways = addressing::gateways(assigned);
         if gateways.is_empty() {
             return Ok(());
@@ -389,10 +389,10 @@ impl<'a> Add<'a> {
             let _lock = self
                 .domains
                 .lock()
-                .map_err(cni_error("lock the routing domains"))?;
+                .map_err(MasterError::node("lock the routing domains"))?;
             self.domains
-                .add_gateways(&self.host, &self.conf.vpc, &gateways)
-                .map_err(cni_error("add the VPC gateways"))?
+                .add_gateways(&self.host, &self.conf.ids.vpc, &gateways)
+                .map_err(MasterError::node("add the VPC gateways"))?
         };
         if !added.is_empty() {
             rb.push("VPC gateways", move || {
@@ -402,7 +402,7 @@ impl<'a> Add<'a> {
         Ok(())
     }
 
-    fn result(&self, host: &Link, guest: Option<&Link>, assigned: &[Assigned]) -> CniResult {
+    fn result(&self, host: &Link, guest: Option<&Link>, assigned: &[Assignment]) -> CniResult {
         let mut interfaces = vec![Interface {
             name: host.name.clone(),
             mac: host.mac.clone(),
@@ -423,7 +423,7 @@ impl<'a> Add<'a> {
         let routes = assigned
             .iter()
             .filter(|a| a.gateway.is_some())
-            .map(|a| default_route(a.address.ip()))
+            .map(|a| galactic_core::cni::Route::to(a.family().default_route()))
             .collect();
         CniResult {
             interfaces,
@@ -433,7 +433,7 @@ impl<'a> Add<'a> {
         }
     }
 
-    fn result_ip(&self, a: &Assigned, interface: usize) -> galactic_core::cni::IpConfig {
+    fn result_ip(&self, a: &Assignment, interface: usize) -> galactic_core::cni::IpConfig {
         // A VM on a tap learns its on-link IPv4 subnet (holding the gateway) from the result.
         let address = match (self.kind, a.address) {
             (Kind::Tap, ipnetwork::IpNetwork::V4(v4))
@@ -450,15 +450,6 @@ impl<'a> Add<'a> {
             extra: Default::default(),
         }
     }
-}
-
-fn default_route(family_of: IpAddr) -> galactic_core::cni::Route {
-    let any: IpAddr = if family_of.is_ipv6() {
-        std::net::Ipv6Addr::UNSPECIFIED.into()
-    } else {
-        std::net::Ipv4Addr::UNSPECIFIED.into()
-    };
-    galactic_core::cni::Route::to(ipnetwork::IpNetwork::new(any, 0).unwrap_or_else(|_| any.into()))
 }
 
 /// Whether the owner of a record is still there: its netns path exists.
@@ -482,11 +473,11 @@ fn release_if_unused(add: &Add<'_>, vpc: &VpcId) -> Result<(), NetError> {
 /// them; GC removes them with the domain).
 fn remove_gateways_if_unused(add: &Add<'_>, gateways: &[IpAddr]) -> Result<(), NetError> {
     let _lock = add.domains.lock()?;
-    if others_use_vpc(add, &add.conf.vpc)? {
+    if others_use_vpc(add, &add.conf.ids.vpc)? {
         return Ok(());
     }
     add.domains
-        .remove_gateways(&add.host, &add.conf.vpc, gateways)
+        .remove_gateways(&add.host, &add.conf.ids.vpc, gateways)
 }
 
 fn others_use_vpc(add: &Add<'_>, vpc: &VpcId) -> Result<bool, NetError> {

@@ -1,30 +1,28 @@
 //! CHECK for both masters: the live state against `prevResult` and the attachment record, both
 //! families, then the IPAM delegate's CHECK. Every difference is named.
 
-use super::addressing::{self, Assigned};
+use super::addressing;
 use super::conf::MasterConf;
-use super::record::{Kind, Records};
-use super::{cni_error, gateway, guest};
-use galactic_core::cni::delegate::{Delegate, DEFAULT_TIMEOUT};
-use galactic_core::cni::{CniError, CniResult, Code, Command, Request};
+use super::{gateway, guest};
+use crate::error::MasterError;
+use galactic_core::attachment::{Kind, Records};
+use galactic_core::cni::delegate::Delegate;
+use galactic_core::cni::{CniResult, Command, Request};
+use galactic_core::ip::Assignment;
 use galactic_core::net::domain::{self, Domains};
 use galactic_core::net::firewall;
 use galactic_core::net::netlink::{Link, Netlink};
 use galactic_core::net::netns::Netns;
 
-pub fn check(kind: Kind, req: &Request) -> Result<(), CniError> {
-    let conf = MasterConf::parse(req)?;
-    let prev = req.conf.prev_result()?.ok_or_else(|| {
-        CniError::invalid_config(
-            "CHECK needs the prevResult of the ADD (the runtime's cached result)",
-        )
-    })?;
+pub fn check(kind: Kind, req: &Request) -> Result<(), MasterError> {
+    let conf = MasterConf::parse(&req.conf.raw)?;
+    let prev = req.conf.prev_result()?.ok_or(MasterError::NoPrevResult)?;
     let mut problems = Vec::new();
-    let host = Netlink::current().map_err(cni_error("open the host netlink socket"))?;
+    let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
     let host_ifname = conf.host_ifname();
     match host
         .link(&host_ifname)
-        .map_err(cni_error("look up the host interface"))?
+        .map_err(MasterError::node("look up the host interface"))?
     {
         None => problems.push(format!("host interface {host_ifname} does not exist")),
         Some(link) => problems.extend(host_side(req, &conf, &host, &link, kind, &prev)?),
@@ -33,18 +31,12 @@ pub fn check(kind: Kind, req: &Request) -> Result<(), CniError> {
         problems.extend(guest_side(req, &prev)?);
     }
     if !problems.is_empty() {
-        return Err(CniError::new(
-            Code::CHECK_FAILED,
-            format!("CHECK failed: {}", problems.join("; ")),
-        ));
+        return Err(MasterError::CheckFailed(problems));
     }
     match conf.ipam_type.as_deref() {
-        Some(plugin_type) => Delegate {
-            plugin_type,
-            search_path: &req.env.path,
-            timeout: DEFAULT_TIMEOUT,
+        Some(plugin_type) => {
+            Ok(Delegate::new(plugin_type, &req.env.path).call(Command::Check, &req.stdin)?)
         }
-        .call(Command::Check, &req.stdin),
         None => Ok(()),
     }
 }
@@ -56,12 +48,12 @@ fn host_side(
     link: &Link,
     kind: Kind,
     prev: &CniResult,
-) -> Result<Vec<String>, CniError> {
+) -> Result<Vec<String>, MasterError> {
     let mut problems = Vec::new();
     let records = Records::new(&req.node.state_dir);
     let owned = records
         .get(&link.name)
-        .map_err(cni_error("read the attachment record"))?;
+        .map_err(MasterError::node("read the attachment record"))?;
     let (container, ifname) = (
         req.env.container_id()?.to_string(),
         req.env.ifname()?.to_string(),
@@ -77,14 +69,19 @@ fn host_side(
         .iter()
         .find(|i| i.name == link.name && i.sandbox.is_none())
     {
-        if recorded.mac.is_some() && recorded.mac != link.mac {
+        if let Some(want) = recorded
+            .mac
+            .as_deref()
+            .filter(|m| link.mac.as_deref() != Some(*m))
+        {
             problems.push(format!(
-                "{} has MAC {:?}, the result says {:?}",
-                link.name, link.mac, recorded.mac
+                "{} has MAC {}, the result says {want}",
+                link.name,
+                link.mac.as_deref().unwrap_or("none"),
             ));
         }
     }
-    if !firewall::is_allowed(&link.name).map_err(cni_error("read the forward rules"))? {
+    if !firewall::is_allowed(&link.name).map_err(MasterError::node("read the forward rules"))? {
         problems.push(format!(
             "forward-accept rules for {} are missing",
             link.name
@@ -92,32 +89,33 @@ fn host_side(
     }
     let domains = Domains::new(&req.node.state_dir);
     let Some(d) = domains
-        .get(&conf.vpc)
-        .map_err(cni_error("read the routing domain"))?
+        .get(&conf.ids.vpc)
+        .map_err(MasterError::node("read the routing domain"))?
     else {
         problems.push(format!(
             "VPC {} has no routing domain on this node",
-            conf.vpc
+            conf.ids.vpc
         ));
         return Ok(problems);
     };
     problems.extend(
-        domain::check(host, &d, &conf.vpc, link).map_err(cni_error("check the routing domain"))?,
+        domain::check(host, &d, &conf.ids.vpc, link)
+            .map_err(MasterError::node("check the routing domain"))?,
     );
     let assigned = addressing::from_result(prev);
     problems.extend(
         gateway::differences(host, kind, link, d.table, &host_view(kind, &assigned))
-            .map_err(cni_error("check the host gateway"))?,
+            .map_err(MasterError::node("check the host gateway"))?,
     );
     Ok(problems)
 }
 
 /// A tap result reports the IPv4 address with the /25 the VM uses; the host routes the /32.
-fn host_view(kind: Kind, assigned: &[Assigned]) -> Vec<Assigned> {
+fn host_view(kind: Kind, assigned: &[Assignment]) -> Vec<Assignment> {
     assigned
         .iter()
         .map(|a| match (kind, a.address) {
-            (Kind::Tap, ipnetwork::IpNetwork::V4(v4)) => Assigned {
+            (Kind::Tap, ipnetwork::IpNetwork::V4(v4)) => Assignment {
                 address: ipnetwork::IpNetwork::new(v4.ip().into(), 32).unwrap_or(a.address),
                 gateway: a.gateway,
             },
@@ -126,18 +124,18 @@ fn host_view(kind: Kind, assigned: &[Assigned]) -> Vec<Assigned> {
         .collect()
 }
 
-fn guest_side(req: &Request, prev: &CniResult) -> Result<Vec<String>, CniError> {
+fn guest_side(req: &Request, prev: &CniResult) -> Result<Vec<String>, MasterError> {
     let ifname = req.env.ifname()?.to_string();
-    let netns = req
-        .env
-        .netns
-        .as_ref()
-        .ok_or_else(|| CniError::invalid_env("CHECK requires CNI_NETNS"))?;
-    let ns = Netns::open(netns).map_err(|e| CniError::invalid_env(format!("CNI_NETNS: {e}")))?;
-    let nl = Netlink::in_netns(&ns).map_err(cni_error("open the container's netlink socket"))?;
+    let netns = req.env.netns_path()?;
+    let ns = Netns::open(netns).map_err(|source| MasterError::Netns {
+        path: netns.clone(),
+        source,
+    })?;
+    let nl =
+        Netlink::in_netns(&ns).map_err(MasterError::node("open the container's netlink socket"))?;
     let Some(guest) = nl
         .link(&ifname)
-        .map_err(cni_error("look up the container interface"))?
+        .map_err(MasterError::node("look up the container interface"))?
     else {
         return Ok(vec![format!(
             "interface {ifname} does not exist in the container"
@@ -149,16 +147,16 @@ fn guest_side(req: &Request, prev: &CniResult) -> Result<Vec<String>, CniError> 
         .iter()
         .find(|i| i.name == ifname && i.sandbox.is_some())
     {
-        if recorded.mtu.is_some_and(|m| m != guest.mtu) {
+        if let Some(want) = recorded.mtu.filter(|m| *m != guest.mtu) {
             problems.push(format!(
-                "{ifname} has MTU {}, the result says {:?}",
-                guest.mtu, recorded.mtu
+                "{ifname} has MTU {}, the result says {want}",
+                guest.mtu
             ));
         }
     }
     problems.extend(
         guest::differences(&nl, &guest, &addressing::from_result(prev))
-            .map_err(cni_error("check the container interface"))?,
+            .map_err(MasterError::node("check the container interface"))?,
     );
     Ok(problems)
 }

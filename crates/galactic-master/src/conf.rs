@@ -1,9 +1,15 @@
 //! The master stanza (`galactic-cni` / `galactic-tap-cni`), validated before anything is touched.
+//!
+//! Parsed with serde: each field's type refuses a bad value with the message a person needs
+//! (which key, what is accepted); the checks across fields run first, in a fixed order.
 
-use galactic_core::cni::{CniError, Request};
-use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
+use galactic_core::ident::{ChainIds, IdentError};
 use galactic_core::net::tap::TapOptions;
+use galactic_core::plugins;
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
 use serde_json::Value;
+use std::marker::PhantomData;
 
 /// Lowest MTU Linux accepts on an Ethernet-like device.
 pub const MIN_MTU: u64 = 68;
@@ -19,13 +25,38 @@ const MOVED_KEYS: [&str; 4] = [
     "static_ip",
 ];
 
+/// Why a stanza is refused (code 7).
+#[derive(Debug, thiserror::Error)]
+pub enum StanzaError {
+    /// `vpc` or `vpcattachment` is missing or invalid.
+    #[error(transparent)]
+    Ids(#[from] IdentError),
+    /// Addressing keys at the top level instead of inside `ipam`.
+    #[error("{}", moved_message(.0))]
+    MovedKeys(Vec<&'static str>),
+    /// A field's value is refused (the message names the field and what it accepts).
+    #[error("{0}")]
+    Field(#[source] serde_json::Error),
+}
+
+fn moved_message(keys: &[&str]) -> String {
+    let quoted: Vec<String> = keys.iter().map(|k| format!("'{k}'")).collect();
+    match quoted.as_slice() {
+        [one] => format!(
+            "addressing field {one} belongs inside the 'ipam' block, not at the top level of the config"
+        ),
+        many => format!(
+            "addressing fields {} belong inside the 'ipam' block, not at the top level of the config",
+            many.join(", ")
+        ),
+    }
+}
+
 /// A validated master stanza.
 #[derive(Debug, Clone)]
 pub struct MasterConf {
-    /// The VPC.
-    pub vpc: VpcId,
-    /// The VPC attachment.
-    pub att: AttachmentId,
+    /// The VPC and the VPC attachment.
+    pub ids: ChainIds,
     /// MTU of the host (and guest) interface; kernel default when absent.
     pub mtu: Option<u32>,
     /// The IPAM delegate's type, when an `ipam` block is present (its presence alone decides).
@@ -34,109 +65,222 @@ pub struct MasterConf {
     pub tap: TapOptions,
 }
 
+/// The per-field part of the stanza, as serde reads it.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Written {
+    mtu: Option<Mtu>,
+    ipam: Option<IpamRef>,
+    owner: Option<NumericId<Owner>>,
+    group: Option<NumericId<Group>>,
+    multi_queue: Option<Flag<MultiQueue>>,
+    vnet_hdr: Option<Flag<VnetHdr>>,
+}
+
 impl MasterConf {
     /// The host interface name `G{vpc:9}{att:3}H`.
     pub fn host_ifname(&self) -> String {
-        host_ifname(&self.vpc, &self.att)
+        self.ids.host_ifname()
     }
 
-    /// Parses and validates the stanza of `req` (every error is code 7).
-    pub fn parse(req: &Request) -> Result<Self, CniError> {
-        let raw = &req.conf.raw;
+    /// Parses and validates the stanza (the whole stdin object).
+    pub fn parse(raw: &Value) -> Result<Self, StanzaError> {
         reject_moved_keys(raw)?;
-        let vpc = VpcId::parse(str_field(raw, "vpc"))
-            .map_err(|e| CniError::invalid_config(e.to_string()))?;
-        let att = AttachmentId::parse(str_field(raw, "vpcattachment"))
-            .map_err(|e| CniError::invalid_config(e.to_string()))?;
+        let ids = ChainIds::of(raw)?;
+        let written = Written::deserialize(raw).map_err(StanzaError::Field)?;
         Ok(Self {
-            vpc,
-            att,
-            mtu: mtu(raw)?,
-            ipam_type: ipam_type(raw)?,
-            tap: tap_options(raw)?,
+            ids,
+            mtu: written.mtu.map(|m| m.0),
+            ipam_type: written.ipam.map(|i| i.0),
+            tap: TapOptions {
+                owner: written.owner.map(|o| o.value),
+                group: written.group.map(|g| g.value),
+                multi_queue: written.multi_queue.is_some_and(|f| f.value),
+                vnet_hdr: written.vnet_hdr.is_some_and(|f| f.value),
+            },
         })
     }
 }
 
-fn str_field<'a>(raw: &'a Value, key: &str) -> &'a str {
-    raw.get(key).and_then(Value::as_str).unwrap_or_default()
-}
-
-fn reject_moved_keys(raw: &Value) -> Result<(), CniError> {
-    let present: Vec<String> = MOVED_KEYS
-        .iter()
-        .filter(|k| raw.get(**k).is_some_and(|v| !v.is_null()))
-        .map(|k| format!("'{k}'"))
+fn reject_moved_keys(raw: &Value) -> Result<(), StanzaError> {
+    let present: Vec<&'static str> = MOVED_KEYS
+        .into_iter()
+        .filter(|k| raw.get(*k).is_some_and(|v| !v.is_null()))
         .collect();
-    match present.len() {
-        0 => Ok(()),
-        1 => Err(CniError::invalid_config(format!(
-            "addressing field {} belongs inside the 'ipam' block, not at the top level of the config",
-            present[0]
-        ))),
-        _ => Err(CniError::invalid_config(format!(
-            "addressing fields {} belong inside the 'ipam' block, not at the top level of the config",
-            present.join(", ")
-        ))),
+    match present.is_empty() {
+        true => Ok(()),
+        false => Err(StanzaError::MovedKeys(present)),
     }
 }
 
-fn mtu(raw: &Value) -> Result<Option<u32>, CniError> {
-    match raw.get("mtu") {
-        None | Some(Value::Null) => Ok(None),
-        Some(value) => value
+/// `mtu`: an integer the kernel accepts.
+struct Mtu(u32);
+
+impl<'de> Deserialize<'de> for Mtu {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        value
             .as_u64()
             .filter(|m| (MIN_MTU..=MAX_MTU).contains(m))
             .and_then(|m| u32::try_from(m).ok())
-            .map(Some)
+            .map(Mtu)
             .ok_or_else(|| {
-                CniError::invalid_config(format!(
+                D::Error::custom(format!(
                     "mtu {value} is out of range: use an integer from {MIN_MTU} to {MAX_MTU}, or omit it for the kernel default"
                 ))
-            }),
+            })
     }
 }
 
-fn ipam_type(raw: &Value) -> Result<Option<String>, CniError> {
-    let Some(ipam) = raw.get("ipam").filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    let plugin = ipam.get("type").and_then(Value::as_str).unwrap_or_default();
-    if !ipam.is_object() || plugin.is_empty() {
-        return Err(CniError::invalid_config(
-            "the 'ipam' block must be an object with a \"type\" (e.g. \"galactic-ipam\")",
-        ));
+/// The `ipam` block as the master reads it: only its `type`, a plain plugin name.
+struct IpamRef(String);
+
+impl<'de> Deserialize<'de> for IpamRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        let plugin = value
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !value.is_object() || plugin.is_empty() {
+            return Err(D::Error::custom(
+                "the 'ipam' block must be an object with a \"type\" (e.g. \"galactic-ipam\")",
+            ));
+        }
+        if plugin.contains('/') {
+            return Err(D::Error::custom(format!(
+                "ipam.type {plugin:?} must be a plugin name, not a path"
+            )));
+        }
+        // A chain plugin as IPAM would exec the chain from inside itself.
+        if !matches!(plugins::role(plugin), None | Some(plugins::Role::Ipam)) {
+            return Err(D::Error::custom(format!(
+                "ipam.type {plugin:?} names a chain plugin, not an IPAM plugin; use {:?} (or another IPAM plugin)",
+                plugins::IPAM
+            )));
+        }
+        Ok(IpamRef(plugin.to_owned()))
     }
-    if plugin.contains('/') {
-        return Err(CniError::invalid_config(format!(
-            "ipam.type {plugin:?} must be a plugin name, not a path"
-        )));
-    }
-    Ok(Some(plugin.to_owned()))
 }
 
-fn tap_options(raw: &Value) -> Result<TapOptions, CniError> {
-    let id = |key: &str| match raw.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => v
+/// A stanza key's name, for messages.
+trait Key {
+    const NAME: &'static str;
+}
+struct Owner;
+impl Key for Owner {
+    const NAME: &'static str = "owner";
+}
+struct Group;
+impl Key for Group {
+    const NAME: &'static str = "group";
+}
+struct MultiQueue;
+impl Key for MultiQueue {
+    const NAME: &'static str = "multi_queue";
+}
+struct VnetHdr;
+impl Key for VnetHdr {
+    const NAME: &'static str = "vnet_hdr";
+}
+
+/// A numeric user or group id (tap owner/group).
+struct NumericId<K> {
+    value: u32,
+    key: PhantomData<K>,
+}
+
+impl<'de, K: Key> Deserialize<'de> for NumericId<K> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(d)?;
+        value
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())
-            .map(Some)
+            .map(|value| Self {
+                value,
+                key: PhantomData,
+            })
             .ok_or_else(|| {
-                CniError::invalid_config(format!("{key} must be a numeric id, got {v}"))
+                D::Error::custom(format!("{} must be a numeric id, got {value}", K::NAME))
+            })
+    }
+}
+
+/// A boolean tap option.
+struct Flag<K> {
+    value: bool,
+    key: PhantomData<K>,
+}
+
+impl<'de, K: Key> Deserialize<'de> for Flag<K> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Bool(value) => Ok(Self {
+                value,
+                key: PhantomData,
             }),
-    };
-    let flag = |key: &str| match raw.get(key) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(v) => Err(CniError::invalid_config(format!(
-            "{key} must be true or false, got {v}"
-        ))),
-    };
-    Ok(TapOptions {
-        owner: id("owner")?,
-        group: id("group")?,
-        multi_queue: flag("multi_queue")?,
-        vnet_hdr: flag("vnet_hdr")?,
-    })
+            other => Err(D::Error::custom(format!(
+                "{} must be true or false, got {other}",
+                K::NAME
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(extra: Value) -> Result<MasterConf, String> {
+        let mut raw = json!({"type": "galactic-cni", "vpc": "A", "vpcattachment": "1"});
+        if let (Some(map), Value::Object(extra)) = (raw.as_object_mut(), extra) {
+            map.extend(extra);
+        }
+        MasterConf::parse(&raw).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn every_field_is_refused_with_its_own_message() {
+        let cases = [
+            (json!({"mtu": 0}), "mtu 0 is out of range"),
+            (json!({"mtu": "1500"}), "mtu \"1500\" is out of range"),
+            (json!({"ipam": []}), "the 'ipam' block must be an object"),
+            (
+                json!({"ipam": {"type": "/bin/x"}}),
+                "must be a plugin name, not a path",
+            ),
+            (json!({"owner": -1}), "owner must be a numeric id, got -1"),
+            (
+                json!({"group": "x"}),
+                "group must be a numeric id, got \"x\"",
+            ),
+            (
+                json!({"vnet_hdr": 1}),
+                "vnet_hdr must be true or false, got 1",
+            ),
+            (
+                json!({"static_ip": "fd00::1", "ipv6_subnet": 5}),
+                "addressing fields 'ipv6_subnet', 'static_ip' belong inside the 'ipam' block",
+            ),
+            (json!({"vpc": 7}), "vpc is required"),
+        ];
+        for (extra, want) in cases {
+            let err = parse(extra.clone()).unwrap_err();
+            assert!(err.contains(want), "{extra}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_valid_stanza_is_read_whole() {
+        let conf = parse(json!({"mtu": 1400, "ipam": {"type": "galactic-ipam"},
+            "owner": 1000, "multi_queue": true, "mtu_note": "unknown keys are tolerated"}))
+        .unwrap();
+        assert_eq!(conf.host_ifname(), "G00000000A001H");
+        assert_eq!(conf.mtu, Some(1400));
+        assert_eq!(conf.ipam_type.as_deref(), Some("galactic-ipam"));
+        assert_eq!((conf.tap.owner, conf.tap.multi_queue), (Some(1000), true));
+        let bare = parse(json!({"mtu": null, "ipam": null})).unwrap();
+        assert_eq!((bare.mtu, bare.ipam_type), (None, None));
+    }
 }

@@ -1,56 +1,79 @@
 //! DEL for both masters: remove everything private to the attachment, release its addresses,
 //! leave shared state (the routing domain) to GC. Missing things are success.
+//!
+//! Teardown keeps going: every step runs whatever the one before it did, each failure is
+//! collected, and the IPAM release runs even when a host step failed, so a kernel hiccup never
+//! costs an address. The record stays when the host side could not be removed completely, so a
+//! retried DEL or GC finishes from it.
 
-use super::cni_error;
 use super::conf::MasterConf;
-use super::record::{Record, Records};
-use galactic_core::cni::delegate::{Delegate, DEFAULT_TIMEOUT};
-use galactic_core::cni::{CniError, Command, Request};
+use crate::error::MasterError;
+use galactic_core::attachment::{Record, Records};
+use galactic_core::cni::delegate::Delegate;
+use galactic_core::cni::{Command, Request};
 use galactic_core::ident::VpcId;
 use galactic_core::log;
 use galactic_core::net::domain::{self, Domains};
+use galactic_core::net::firewall;
 use galactic_core::net::netlink::Netlink;
 use galactic_core::net::netns::Netns;
-use galactic_core::net::{firewall, NetError};
 use serde_json::json;
 
-pub fn del(req: &Request) -> Result<(), CniError> {
+pub fn del(req: &Request) -> Result<(), MasterError> {
     let records = Records::new(&req.node.state_dir);
-    let record = find_record(req, &records)?;
-    let host = Netlink::current().map_err(cni_error("open the host netlink socket"))?;
+    let mut failures = Vec::new();
+    let record = find_record(req, &records).unwrap_or_else(|e| {
+        failures.push(e);
+        None
+    });
+    let mut host_removed = true;
     if let Some(record) = &record {
         // The container side goes before the address is released, so the address is never
         // handed out while still configured (the host end takes its peer with it).
         remove_guest(req, record);
         galactic_core::bpf::unregister_or_defer(&req.node.state_dir, &record.host_ifname);
-        teardown_host(&host, &Domains::new(&req.node.state_dir), record)
-            .map_err(cni_error("remove the host side"))?;
+        let host_failures = match Netlink::current() {
+            Ok(host) => teardown_host(&host, &Domains::new(&req.node.state_dir), record),
+            Err(e) => vec![MasterError::node("open the host netlink socket")(e)],
+        };
+        host_removed = host_failures.is_empty();
+        failures.extend(host_failures);
     }
-    release_ipam(req, record.as_ref())?;
-    if let Some(record) = &record {
-        records
-            .remove(&record.host_ifname)
-            .map_err(cni_error("remove the attachment record"))?;
+    if let Err(e) = release_ipam(req, record.as_ref()) {
+        failures.push(e);
     }
-    Ok(())
+    if let Some(record) = record.filter(|_| host_removed) {
+        if let Err(e) = records.remove(&record.host_ifname) {
+            failures.push(MasterError::node("remove the attachment record")(e));
+        }
+    }
+    match failures.is_empty() {
+        true => Ok(()),
+        false => Err(MasterError::Incomplete {
+            what: "DEL could not remove everything",
+            failures,
+        }),
+    }
 }
 
 /// The attachment's record: by host interface when the config still parses, else by scanning.
-fn find_record(req: &Request, records: &Records) -> Result<Option<Record>, CniError> {
+fn find_record(req: &Request, records: &Records) -> Result<Option<Record>, MasterError> {
     let container = req.env.container_id()?.to_string();
     let ifname = req.env.ifname()?.to_string();
-    let by_config = MasterConf::parse(req).ok().map(|c| c.host_ifname());
+    let by_config = MasterConf::parse(&req.conf.raw)
+        .ok()
+        .map(|c| c.host_ifname());
     let found = match by_config {
         Some(host) => records
             .get(&host)
-            .map_err(cni_error("read the attachment record"))?,
+            .map_err(MasterError::node("read the attachment record"))?,
         None => None,
     };
     match found {
         Some(r) if r.is_for(&req.conf.name, &container, &ifname) => Ok(Some(r)),
         _ => records
             .find(&req.conf.name, &container, &ifname)
-            .map_err(cni_error("find the attachment record")),
+            .map_err(MasterError::node("find the attachment record")),
     }
 }
 
@@ -69,30 +92,37 @@ fn remove_guest(req: &Request, record: &Record) {
     }
 }
 
-/// Removes the host interface, its forward rules and its routing-domain membership.
-pub fn teardown_host(host: &Netlink, domains: &Domains, record: &Record) -> Result<(), NetError> {
+/// Removes the host interface, its forward rules and its routing-domain membership. Every step
+/// runs; the failures are returned (none when everything is gone).
+pub fn teardown_host(host: &Netlink, domains: &Domains, record: &Record) -> Vec<MasterError> {
+    let mut failures = Vec::new();
     // Rules first: they outlive the interface.
     if let Ok(vpc) = VpcId::parse(&record.vpc) {
-        if let Some(d) = domains.get(&vpc)? {
-            domain::detach(host, &d, &record.host_ifname)?;
+        let detached = domains
+            .get(&vpc)
+            .and_then(|d| d.map_or(Ok(()), |d| domain::detach(host, &d, &record.host_ifname)));
+        if let Err(e) = detached {
+            failures.push(MasterError::node("leave the routing domain")(e));
         }
     }
-    firewall::remove(&record.host_ifname)?;
-    host.delete_link(&record.host_ifname)
+    if let Err(e) = firewall::remove(&record.host_ifname) {
+        failures.push(MasterError::node("remove the forward rules")(e));
+    }
+    if let Err(e) = host.delete_link(&record.host_ifname) {
+        failures.push(MasterError::node("delete the host interface")(e));
+    }
+    failures
 }
 
 /// Runs the IPAM delegate's DEL with the caller's stdin. The delegate comes from the config, or
 /// from the record when the config no longer says.
-fn release_ipam(req: &Request, record: Option<&Record>) -> Result<(), CniError> {
-    let from_config = MasterConf::parse(req).ok().and_then(|c| c.ipam_type);
+fn release_ipam(req: &Request, record: Option<&Record>) -> Result<(), MasterError> {
+    let from_config = MasterConf::parse(&req.conf.raw)
+        .ok()
+        .and_then(|c| c.ipam_type);
     let plugin_type = from_config.or_else(|| record.and_then(|r| r.ipam_type.clone()));
     let Some(plugin_type) = plugin_type else {
         return Ok(());
     };
-    let delegate = Delegate {
-        plugin_type: &plugin_type,
-        search_path: &req.env.path,
-        timeout: DEFAULT_TIMEOUT,
-    };
-    delegate.call(Command::Del, &req.stdin)
+    Ok(Delegate::new(&plugin_type, &req.env.path).call(Command::Del, &req.stdin)?)
 }

@@ -2,8 +2,8 @@
 //! in the VPC table, and (veth) a permanent neighbour entry, which the eBPF datapath's
 //! `bpf_fib_lookup` needs because it never triggers neighbour resolution itself.
 
-use super::addressing::Assigned;
-use super::record::Kind;
+use galactic_core::attachment::Kind;
+use galactic_core::ip::Assignment;
 use galactic_core::net::netlink::{masked, AddrFlags, Link, Netlink, RouteSpec};
 use galactic_core::net::NetError;
 use ipnetwork::IpNetwork;
@@ -31,7 +31,7 @@ pub fn host_address(kind: Kind, gw: IpAddr) -> (IpNetwork, AddrFlags) {
 
 /// The route that sends the pod's traffic to the host interface: the endpoint prefix for IPv6,
 /// the host address for IPv4 (an `addresses` entry's wider prefix must not capture its subnet).
-pub fn pod_route(table: u32, host: &Link, a: &Assigned) -> RouteSpec {
+pub fn pod_route(table: u32, host: &Link, a: &Assignment) -> RouteSpec {
     let dst = match a.address.ip() {
         IpAddr::V6(_) => masked(a.address),
         ip @ IpAddr::V4(_) => IpNetwork::from(ip),
@@ -45,7 +45,7 @@ pub fn configure(
     kind: Kind,
     host: &Link,
     table: u32,
-    assigned: &[Assigned],
+    assigned: &[Assignment],
     guest_mac: Option<&str>,
 ) -> Result<(), NetError> {
     for gw in assigned.iter().filter_map(|a| a.gateway) {
@@ -67,7 +67,7 @@ pub fn differences(
     kind: Kind,
     host: &Link,
     table: u32,
-    assigned: &[Assigned],
+    assigned: &[Assignment],
 ) -> Result<Vec<String>, NetError> {
     let mut problems = Vec::new();
     let addresses = nl.addresses(host.index)?;
@@ -80,7 +80,7 @@ pub fn differences(
     for a in assigned {
         let want = pod_route(table, host, a);
         let present = nl
-            .routes(a.address.is_ipv6(), table)?
+            .routes(a.family(), table)?
             .iter()
             .any(|r| r.dst == want.dst && r.dev == want.dev);
         if !present {

@@ -1,7 +1,7 @@
 //! The guest side of a veth attachment, configured through a netlink socket opened inside the
 //! container's namespace.
 
-use super::addressing::Assigned;
+use galactic_core::ip::{Assignment, Family};
 use galactic_core::net::netlink::{AddrFlags, Link, Netlink, RouteKind, RouteSpec};
 use galactic_core::net::NetError;
 use ipnetwork::IpNetwork;
@@ -11,7 +11,7 @@ use std::net::IpAddr;
 const MAIN_TABLE: u32 = 254;
 
 /// Adds the addresses, an on-link route to each gateway and a default route via it.
-pub fn configure(nl: &Netlink, guest: &Link, assigned: &[Assigned]) -> Result<(), NetError> {
+pub fn configure(nl: &Netlink, guest: &Link, assigned: &[Assignment]) -> Result<(), NetError> {
     nl.set_up(guest.index)?;
     for a in assigned {
         // DAD is pointless here (the address is unique by allocation) and would leave it tentative.
@@ -39,27 +39,43 @@ pub fn configure(nl: &Netlink, guest: &Link, assigned: &[Assigned]) -> Result<()
 /// device is refused rather than silently replaced.
 fn install_default(nl: &Netlink, guest: &Link, gw: IpAddr) -> Result<(), NetError> {
     let existing = nl
-        .routes(gw.is_ipv6(), MAIN_TABLE)?
+        .routes(Family::of(gw), MAIN_TABLE)?
         .into_iter()
         .find(|r| r.dst.prefix() == 0 && r.kind == RouteKind::Unicast);
     match existing {
         Some(r) if r.gateway == Some(gw) && r.dev == Some(guest.index) => Ok(()),
         Some(r) => Err(NetError::Conflict(format!(
-            "the container already has a default route via {:?} (device {:?}); refusing to replace it with one via {gw} on {}",
-            r.gateway, r.dev, guest.name
+            "the container already has a default route {}; refusing to replace it with one via {gw} on {}",
+            describe_default(nl, &r),
+            guest.name
         ))),
         None => nl.replace_route(&default_via(guest, gw)),
     }
 }
 
+/// An existing default route as `ip route` would show it: `via GW dev NAME`.
+fn describe_default(nl: &Netlink, route: &RouteSpec) -> String {
+    let mut text = String::new();
+    if let Some(gw) = route.gateway {
+        text += &format!("via {gw}");
+    }
+    if let Some(index) = route.dev {
+        let name = nl
+            .links()
+            .ok()
+            .and_then(|links| links.into_iter().find(|l| l.index == index))
+            .map_or_else(|| format!("index {index}"), |l| l.name);
+        text += &format!("{}dev {name}", if text.is_empty() { "" } else { " " });
+    }
+    if text.is_empty() {
+        text = "without a gateway or device".into();
+    }
+    text
+}
+
 fn default_via(guest: &Link, gw: IpAddr) -> RouteSpec {
-    let any: IpAddr = if gw.is_ipv6() {
-        std::net::Ipv6Addr::UNSPECIFIED.into()
-    } else {
-        std::net::Ipv4Addr::UNSPECIFIED.into()
-    };
     RouteSpec {
-        dst: IpNetwork::new(any, 0).unwrap_or_else(|_| IpNetwork::from(any)),
+        dst: Family::of(gw).default_route(),
         table: MAIN_TABLE,
         kind: RouteKind::Unicast,
         dev: Some(guest.index),
@@ -73,7 +89,7 @@ fn default_via(guest: &Link, gw: IpAddr) -> RouteSpec {
 pub fn differences(
     nl: &Netlink,
     guest: &Link,
-    assigned: &[Assigned],
+    assigned: &[Assignment],
 ) -> Result<Vec<String>, NetError> {
     let present = nl.addresses(guest.index)?;
     let mut problems = Vec::new();
@@ -85,7 +101,7 @@ pub fn differences(
             ));
         }
         if let Some(gw) = a.gateway {
-            let has_default = nl.routes(gw.is_ipv6(), MAIN_TABLE)?.iter().any(|r| {
+            let has_default = nl.routes(Family::of(gw), MAIN_TABLE)?.iter().any(|r| {
                 r.dst.prefix() == 0 && r.gateway == Some(gw) && r.dev == Some(guest.index)
             });
             if !has_default {

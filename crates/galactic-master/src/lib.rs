@@ -13,15 +13,17 @@ mod addressing;
 mod check;
 pub mod conf;
 mod del;
+mod error;
 mod gateway;
 mod gc;
 mod guest;
 mod nad;
-pub mod record;
+mod status;
 
-use galactic_core::cni::{CniError, CniResult, Plugin, Request};
-use galactic_core::net::NetError;
-pub use record::Kind;
+pub use error::MasterError;
+pub use galactic_core::attachment::Kind;
+use galactic_core::cni::{CniResult, Plugin, Request};
+use galactic_core::plugins;
 
 /// A master plugin of one kind.
 #[derive(Debug, Clone, Copy)]
@@ -34,44 +36,34 @@ impl Master {
     /// The veth master (`galactic-cni`).
     pub const VETH: Master = Master {
         kind: Kind::Veth,
-        name: "galactic-cni",
+        name: plugins::VETH_MASTER,
     };
     /// The tap master (`galactic-tap-cni`).
     pub const TAP: Master = Master {
         kind: Kind::Tap,
-        name: "galactic-tap-cni",
+        name: plugins::TAP_MASTER,
     };
 }
 
 impl Plugin for Master {
+    type Error = MasterError;
+
     fn name(&self) -> &'static str {
         self.name
     }
-    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
+    fn add(&self, req: &Request) -> Result<CniResult, MasterError> {
         add::add(self.kind, req)
     }
-    fn del(&self, req: &Request) -> Result<(), CniError> {
+    fn del(&self, req: &Request) -> Result<(), MasterError> {
         del::del(req)
     }
-    fn check(&self, req: &Request) -> Result<(), CniError> {
+    fn check(&self, req: &Request) -> Result<(), MasterError> {
         check::check(self.kind, req)
     }
-    fn status(&self, req: &Request) -> Result<(), CniError> {
-        gc::status(self.kind, req)
+    fn status(&self, req: &Request) -> Result<(), MasterError> {
+        status::status(self.kind, req)
     }
-    fn gc(&self, req: &Request) -> Result<(), CniError> {
+    fn gc(&self, req: &Request) -> Result<(), MasterError> {
         gc::gc(req)
-    }
-}
-
-/// Maps a kernel-layer error to its CNI code: busy locks are 11, node conflicts 7, the rest 5.
-pub(crate) fn cni_error(context: &str) -> impl Fn(NetError) -> CniError + '_ {
-    move |e| {
-        let msg = format!("{context}: {e}");
-        match e {
-            NetError::Busy(_) => CniError::try_again_later(msg),
-            NetError::Conflict(_) => CniError::invalid_config(msg),
-            _ => CniError::io(msg),
-        }
     }
 }

@@ -8,15 +8,17 @@
 //! the chain needs galactic-bgp anyway, and keeping the Kubernetes client out of the master
 //! binaries halves the code every master call maps (docs/decisions/0014).
 
-use galactic_core::cni::delegate::{Delegate, DEFAULT_TIMEOUT};
-use galactic_core::cni::{CniError, Command, Request};
+use crate::error::MasterError;
+use galactic_core::cni::delegate::Delegate;
+use galactic_core::cni::{Command, Request};
 use galactic_core::config::Publisher;
 use galactic_core::log;
+use galactic_core::plugins;
 use serde_json::json;
 use std::path::PathBuf;
 
 /// The plugin that performs the NAD calls for the masters.
-pub const NAD_HELPER: &str = "galactic-bgp";
+pub const NAD_HELPER: &str = plugins::BGP;
 
 /// The pod's NAD, reachable through `galactic-bgp`.
 pub struct Nad<'a> {
@@ -27,7 +29,7 @@ pub struct Nad<'a> {
 impl<'a> Nad<'a> {
     /// The NAD of this attachment, when the node publishes to Kubernetes and the runtime said
     /// which namespace the pod is in. Code 7 when galactic-bgp is not in `CNI_PATH`.
-    pub fn of(req: &'a Request) -> Result<Option<Self>, CniError> {
+    pub fn of(req: &'a Request) -> Result<Option<Self>, MasterError> {
         if req.node.publisher != Publisher::Kubernetes {
             return Ok(None);
         }
@@ -39,17 +41,17 @@ impl<'a> Nad<'a> {
         {
             return Ok(None);
         }
-        let helper = helper(req).find().map_err(|e| {
-            CniError::invalid_config(format!(
-                "{e}; with the kubernetes publisher the master needs {NAD_HELPER} to verify and \
-                 annotate the pod's NetworkAttachmentDefinition"
-            ))
-        })?;
+        let helper = helper(req)
+            .find()
+            .map_err(|source| MasterError::NadHelperMissing {
+                helper: NAD_HELPER,
+                source,
+            })?;
         Ok(Some(Self { req, helper }))
     }
 
     /// Code 7 unless the NAD's conflist runs `galactic-bgp` after the master.
-    pub fn verify_chain(&self) -> Result<(), CniError> {
+    pub fn verify_chain(&self) -> Result<(), MasterError> {
         self.step(&["nad", "verify-chain"])?;
         log::debug(
             "ADD: NAD chain complete",
@@ -59,21 +61,17 @@ impl<'a> Nad<'a> {
     }
 
     /// Records the host interface on the NAD (that one annotation only).
-    pub fn annotate(&self, host_ifname: &str) -> Result<(), CniError> {
+    pub fn annotate(&self, host_ifname: &str) -> Result<(), MasterError> {
         self.step(&["nad", "annotate", host_ifname])?;
         log::debug("ADD: NAD annotated", json!({"hostIfname": host_ifname}));
         Ok(())
     }
 
-    fn step(&self, args: &[&str]) -> Result<(), CniError> {
-        helper(self.req).call_step(args, Command::Add, &self.req.stdin)
+    fn step(&self, args: &[&str]) -> Result<(), MasterError> {
+        Ok(helper(self.req).call_step(args, Command::Add, &self.req.stdin)?)
     }
 }
 
 fn helper(req: &Request) -> Delegate<'_> {
-    Delegate {
-        plugin_type: NAD_HELPER,
-        search_path: &req.env.path,
-        timeout: DEFAULT_TIMEOUT,
-    }
+    Delegate::new(NAD_HELPER, &req.env.path)
 }

@@ -3,15 +3,19 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use galactic_testkit::host::{ip_of, with_prev, Host, Pod};
-use galactic_testkit::privileged::privileged;
+use galactic_testkit::host::{ip_of, Host, Pod};
+use galactic_testkit::privileged::{privileged, TestNetns};
+use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
 use serde_json::{json, Value};
 use std::path::Path;
 
-const CNI: &str = env!("CARGO_BIN_EXE_galactic-cni");
-
 fn cni() -> &'static Path {
-    Path::new(CNI)
+    Path::new(env!("CARGO_BIN_EXE_galactic-cni"))
+}
+
+/// The host's runtime, with this test's own master binary.
+fn runtime(host: &Host) -> Runtime<'_> {
+    host.runtime().binary("galactic-cni", cni())
 }
 
 /// The host interface name of (vpc, attachment), computed like the plugin does.
@@ -33,13 +37,14 @@ fn table_host(tag: &str) -> Host {
     Host::new(tag, json!({"routing_domain": "table"}), &["galactic-ipam"])
 }
 
-fn conf(version: &str, vpc: &str, att: &str, ipam: Value) -> Value {
+/// A network config file with the master alone.
+fn conf(version: &str, vpc: &str, att: &str, ipam: Value) -> Conflist {
     let mut conf = json!({"cniVersion": version, "name": "tenant-a", "type": "galactic-cni",
                           "vpc": vpc, "vpcattachment": att, "mtu": 1400});
     if !ipam.is_null() {
         conf["ipam"] = ipam;
     }
-    conf
+    Conflist::from_conf(&conf).unwrap()
 }
 
 fn pools(host: &Host, v6: &str, v4: &str) -> Value {
@@ -82,10 +87,13 @@ fn records(host: &Host) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// IPAM's own CHECK for the pod: succeeds only while it holds an allocation.
-fn ipam_holds(host: &Host, pod: &Pod, conf: &Value, result: &Value) -> bool {
-    let ipam = galactic_testkit::workspace_binary("galactic-ipam");
-    host.call(&ipam, "CHECK", pod, &with_prev(conf, result))
+/// IPAM's own CHECK for the attachment, given the master's stanza as the master delegates it:
+/// succeeds only while it holds an allocation.
+fn ipam_holds(host: &Host, att: &Attachment, list: &Conflist, result: &Value) -> bool {
+    let ipam = host.bin_dir.join("galactic-ipam");
+    host.runtime()
+        .binary("galactic-cni", &ipam)
+        .plugin(list, 0, "CHECK", att, Some(result))
         .success
 }
 
@@ -96,14 +104,16 @@ fn dual_stack_add_check_del_del_for_both_spec_versions() {
     }
     for version in ["1.0.0", "1.1.0"] {
         let host = host("vds");
+        let rt = runtime(&host);
         let pod = Pod::new("vds");
-        let conf = conf(
+        let att = pod.attachment();
+        let list = conf(
             version,
             "1",
             "1",
             pools(&host, "fd66:1::/64", "10.66.0.0/24"),
         );
-        let result = host.add(cni(), &pod, &conf);
+        let result = rt.add(&list, &att).unwrap();
 
         assert_eq!(result["cniVersion"], version);
         let ifaces = result["interfaces"].as_array().unwrap();
@@ -179,11 +189,8 @@ fn dual_stack_add_check_del_del_for_both_spec_versions() {
             .ip(&["neigh", "show", "dev", "G000000001001H", "nud", "permanent"]);
         assert_eq!(neigh.lines().count(), 2, "{neigh}");
 
-        let cached = with_prev(&conf, &result);
-        host.call(cni(), "CHECK", &pod, &cached)
-            .expect_quiet_success();
-        host.call(cni(), "DEL", &pod, &cached)
-            .expect_quiet_success();
+        rt.check(&list, &att).unwrap();
+        rt.del(&list, &att).unwrap();
         assert_eq!(host_traces(&host, "G000000001001H"), Vec::<String>::new());
         assert!(
             !pod.ns.try_ip(&["link", "show", "eth0"]).0,
@@ -191,15 +198,18 @@ fn dual_stack_add_check_del_del_for_both_spec_versions() {
         );
         assert!(records(&host).is_empty());
         assert!(
-            !ipam_holds(&host, &pod, &conf, &result),
+            !ipam_holds(&host, &att, &list, &result),
             "the address was released"
         );
-        let msg = host.call(cni(), "CHECK", &pod, &cached).expect_error(100);
+        // CHECK and DEL again with the result the runtime had cached.
+        let msg = rt
+            .plugin(&list, 0, "CHECK", &att, Some(&result))
+            .expect_error(100);
         assert!(
             msg.contains("G000000001001H"),
             "names what is missing: {msg}"
         );
-        host.call(cni(), "DEL", &pod, &cached)
+        rt.plugin(&list, 0, "DEL", &att, Some(&result))
             .expect_quiet_success();
     }
 }
@@ -210,6 +220,7 @@ fn every_addressing_mode_attaches_checks_and_detaches() {
         return;
     }
     let host = host("vmodes");
+    let rt = runtime(&host);
     let data = host.path("ipam");
     let cases = [
         (
@@ -237,8 +248,9 @@ fn every_addressing_mode_attaches_checks_and_detaches() {
     ];
     for (i, (mode, ipam, expected)) in cases.into_iter().enumerate() {
         let pod = Pod::new(&format!("vm{i}"));
-        let conf = conf("1.1.0", &format!("{}", i + 2), "1", ipam);
-        let result = host.add(cni(), &pod, &conf);
+        let att = pod.attachment();
+        let list = conf("1.1.0", &format!("{}", i + 2), "1", ipam);
+        let result = rt.add(&list, &att).unwrap();
         let ips: Vec<&str> = result["ips"]
             .as_array()
             .map(|a| a.iter().map(|ip| ip["address"].as_str().unwrap()).collect())
@@ -250,12 +262,10 @@ fn every_addressing_mode_attaches_checks_and_detaches() {
                 "{mode}: {ip} should start with {want}"
             );
         }
-        let cached = with_prev(&conf, &result);
-        host.call(cni(), "CHECK", &pod, &cached)
-            .expect_quiet_success();
-        host.call(cni(), "DEL", &pod, &cached)
-            .expect_quiet_success();
-        host.call(cni(), "DEL", &pod, &cached)
+        rt.check(&list, &att).unwrap();
+        rt.del(&list, &att).unwrap();
+        // DEL again with the result the runtime had cached.
+        rt.plugin(&list, 0, "DEL", &att, Some(&result))
             .expect_quiet_success();
         let name = result["interfaces"][0]["name"].as_str().unwrap().to_owned();
         assert_eq!(host_traces(&host, &name), Vec::<String>::new(), "{mode}");
@@ -268,6 +278,7 @@ fn two_pods_of_one_vpc_talk_and_other_vpcs_and_the_host_are_unreachable() {
         return;
     }
     let host = host("viso");
+    let rt = runtime(&host);
     // Stand-ins for the host's own addresses (main and local tables).
     host.netns.ip(&["addr", "add", "10.99.0.1/32", "dev", "lo"]);
     host.netns.ip(&["addr", "add", "fd99::1/128", "dev", "lo"]);
@@ -286,9 +297,9 @@ fn two_pods_of_one_vpc_talk_and_other_vpcs_and_the_host_are_unreachable() {
         "1",
         pools(&host, "fd67:1::/64", "10.67.0.0/24"),
     );
-    let r1 = host.add(cni(), &a1, &conf_a("1"));
-    let r2 = host.add(cni(), &a2, &conf_a("2"));
-    let rb = host.add(cni(), &b1, &conf_b);
+    let r1 = rt.add(&conf_a("1"), &a1.attachment()).unwrap();
+    let r2 = rt.add(&conf_a("2"), &a2.attachment()).unwrap();
+    let rb = rt.add(&conf_b, &b1.attachment()).unwrap();
     for i in 0..2 {
         assert!(a1.ping(&ip_of(&r2, i)), "a1 → a2 {}", ip_of(&r2, i));
         assert!(a2.ping(&ip_of(&r1, i)), "a2 → a1 {}", ip_of(&r1, i));
@@ -318,13 +329,8 @@ fn two_pods_of_one_vpc_talk_and_other_vpcs_and_the_host_are_unreachable() {
             "a pod must not reach the host's own address {target}"
         );
     }
-    for (pod, r, c) in [
-        (&a1, &r1, conf_a("1")),
-        (&a2, &r2, conf_a("2")),
-        (&b1, &rb, conf_b.clone()),
-    ] {
-        host.call(cni(), "DEL", pod, &with_prev(&c, r))
-            .expect_quiet_success();
+    for (pod, c) in [(&a1, conf_a("1")), (&a2, conf_a("2")), (&b1, conf_b)] {
+        rt.del(&c, &pod.attachment()).unwrap();
     }
 }
 
@@ -334,6 +340,7 @@ fn forwarding_works_when_the_host_forward_policy_is_drop() {
         return;
     }
     let host = host("vdrop");
+    let rt = runtime(&host);
     for cmd in [
         "add table ip filter",
         "add chain ip filter FORWARD { type filter hook forward priority 0; policy drop; }",
@@ -351,9 +358,9 @@ fn forwarding_works_when_the_host_forward_policy_is_drop() {
             pools(&host, "fd68:1::/64", "10.68.0.0/24"),
         )
     };
-    let r1 = host.add(cni(), &a1, &c("1"));
-    let r2 = host.add(cni(), &a2, &c("2"));
-    let again = host.add(cni(), &a1, &c("1"));
+    let r1 = rt.add(&c("1"), &a1.attachment()).unwrap();
+    let r2 = rt.add(&c("2"), &a2.attachment()).unwrap();
+    let again = rt.add(&c("1"), &a1.attachment()).unwrap();
     assert_eq!(again, r1, "a retried ADD returns the same result");
     let ruleset =
         String::from_utf8_lossy(&host.netns.exec(&["nft", "list", "ruleset"]).stdout).into_owned();
@@ -371,11 +378,9 @@ fn forwarding_works_when_the_host_forward_policy_is_drop() {
             ip_of(&r2, i)
         );
     }
-    host.call(cni(), "DEL", &a1, &with_prev(&c("1"), &r1))
-        .expect_quiet_success();
+    rt.del(&c("1"), &a1.attachment()).unwrap();
     assert_eq!(host_traces(&host, &hname("D", "1")), Vec::<String>::new());
-    host.call(cni(), "DEL", &a2, &with_prev(&c("2"), &r2))
-        .expect_quiet_success();
+    rt.del(&c("2"), &a2.attachment()).unwrap();
 }
 
 #[test]
@@ -384,6 +389,7 @@ fn a_retried_add_converges_without_duplicates() {
         return;
     }
     let host = table_host("vretry");
+    let rt = runtime(&host);
     let pod = Pod::new("vretry");
     let conf = conf(
         "1.1.0",
@@ -391,8 +397,8 @@ fn a_retried_add_converges_without_duplicates() {
         "1",
         pools(&host, "fd69:1::/64", "10.69.0.0/24"),
     );
-    let first = host.add(cni(), &pod, &conf);
-    let second = host.add(cni(), &pod, &conf);
+    let first = rt.add(&conf, &pod.attachment()).unwrap();
+    let second = rt.add(&conf, &pod.attachment()).unwrap();
     assert_eq!(first, second);
     let rules = host.netns.ip(&["-6", "rule", "show"]);
     assert_eq!(rules.matches(&hname("R", "1")).count(), 1, "{rules}");
@@ -406,10 +412,8 @@ fn a_retried_add_converges_without_duplicates() {
         .filter(|a| a.get("local").is_some())
         .count();
     assert_eq!(global, 1, "one global IPv6 address, not two: {addrs}");
-    host.call(cni(), "CHECK", &pod, &with_prev(&conf, &first))
-        .expect_quiet_success();
-    host.call(cni(), "DEL", &pod, &with_prev(&conf, &first))
-        .expect_quiet_success();
+    rt.check(&conf, &pod.attachment()).unwrap();
+    rt.del(&conf, &pod.attachment()).unwrap();
 }
 
 #[test]
@@ -429,6 +433,7 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
         "after-host-gateway",
     ];
     let host = table_host("vfail");
+    let rt = runtime(&host);
     let baseline_rules: Vec<String> = ["-4", "-6"]
         .iter()
         .map(|f| host.netns.ip(&[f, "rule", "show"]))
@@ -441,12 +446,12 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
     );
     for failpoint in failpoints {
         let pod = Pod::new("vfail");
-        let out = host
-            .invocation(cni(), "ADD", &pod)
-            .var("GALACTIC_FAILPOINTS", failpoint)
-            .stdin(conf.to_string())
-            .run();
-        let msg = out.expect_error(999);
+        let err = rt
+            .clone()
+            .env("GALACTIC_FAILPOINTS", failpoint)
+            .add(&conf, &pod.attachment())
+            .unwrap_err();
+        let msg = err.expect_error(999);
         assert!(msg.contains(failpoint), "{failpoint}: {msg}");
         assert_eq!(
             host_traces(&host, &hname("F", "1")),
@@ -461,7 +466,7 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
         assert!(
             !ipam_holds(
                 &host,
-                &pod,
+                &pod.attachment(),
                 &conf,
                 &json!({"cniVersion": "1.1.0", "ips": [{"address": "fd6a:1::1:0:1/96"}]})
             ),
@@ -495,9 +500,8 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
     }
     // And the same attachment then succeeds.
     let pod = Pod::new("vfailok");
-    let result = host.add(cni(), &pod, &conf);
-    host.call(cni(), "DEL", &pod, &with_prev(&conf, &result))
-        .expect_quiet_success();
+    rt.add(&conf, &pod.attachment()).unwrap();
+    rt.del(&conf, &pod.attachment()).unwrap();
 }
 
 #[test]
@@ -506,6 +510,7 @@ fn del_succeeds_and_releases_when_the_netns_is_gone_or_the_config_was_edited() {
         return;
     }
     let host = host("vdel");
+    let rt = runtime(&host);
     let conf = conf(
         "1.1.0",
         "E",
@@ -514,44 +519,33 @@ fn del_succeeds_and_releases_when_the_netns_is_gone_or_the_config_was_edited() {
     );
     // Netns gone.
     let pod = Pod::new("vgone");
-    let result = host.add(cni(), &pod, &conf);
-    let gone = pod.netns_path();
+    let att = pod.attachment();
+    let result = rt.add(&conf, &att).unwrap();
     drop(pod);
-    let ghost = Pod {
-        ns: galactic_testkit::privileged::TestNetns::new("vghost"),
-        id: format!("cid-vgone-{}", std::process::id()),
-        ifname: "eth0".into(),
-    };
-    let out = host
-        .invocation(cni(), "DEL", &ghost)
-        .var("CNI_NETNS", &gone)
-        .stdin(with_prev(&conf, &result).to_string())
-        .run();
-    out.expect_quiet_success();
+    rt.del(&conf, &att).unwrap();
     assert_eq!(host_traces(&host, &hname("E", "1")), Vec::<String>::new());
-    assert!(!ipam_holds(&host, &ghost, &conf, &result));
+    // IPAM's CHECK needs a live namespace: the same attachment in another one.
+    let ghost = TestNetns::new("vghost");
+    let ghost_att = att.in_netns(&ghost.path().display().to_string());
+    assert!(!ipam_holds(&host, &ghost_att, &conf, &result));
     // Config edited between ADD and DEL: a different pool, and a vpc that no longer parses.
     let pod = Pod::new("vedit");
-    let result = host.add(cni(), &pod, &conf);
-    let mut edited = with_prev(&conf, &result);
-    edited["ipam"]["ipv6_subnet"] = json!("fd6c::/64");
-    edited["vpc"] = json!("not base62!");
-    host.call(cni(), "DEL", &pod, &edited)
-        .expect_quiet_success();
+    let att = pod.attachment();
+    let result = rt.add(&conf, &att).unwrap();
+    let mut edited = conf.clone();
+    edited.plugins[0]["ipam"]["ipv6_subnet"] = json!("fd6c::/64");
+    edited.plugins[0]["vpc"] = json!("not base62!");
+    rt.del(&edited, &att).unwrap();
     assert_eq!(host_traces(&host, &hname("E", "1")), Vec::<String>::new());
     assert!(records(&host).is_empty());
     assert!(
-        !ipam_holds(&host, &pod, &conf, &result),
+        !ipam_holds(&host, &att, &conf, &result),
         "released despite the edited config"
     );
-    // No netns variable at all.
+    // No netns at all (exported empty, as libcni does).
     let pod = Pod::new("vnonetns");
-    let result = host.add(cni(), &pod, &conf);
-    host.invocation(cni(), "DEL", &pod)
-        .unset("CNI_NETNS")
-        .stdin(with_prev(&conf, &result).to_string())
-        .run()
-        .expect_quiet_success();
+    rt.add(&conf, &pod.attachment()).unwrap();
+    rt.del(&conf, &pod.attachment().in_netns("")).unwrap();
     assert_eq!(host_traces(&host, &hname("E", "1")), Vec::<String>::new());
 }
 
@@ -561,6 +555,7 @@ fn an_attachment_held_by_a_live_pod_is_refused_and_a_dead_ones_is_replaced() {
         return;
     }
     let host = host("vclaim");
+    let rt = runtime(&host);
     let conf = conf(
         "1.1.0",
         "C",
@@ -568,18 +563,20 @@ fn an_attachment_held_by_a_live_pod_is_refused_and_a_dead_ones_is_replaced() {
         pools(&host, "fd6d:1::/64", "10.108.0.0/24"),
     );
     let first = Pod::new("vc1");
-    host.add(cni(), &first, &conf);
+    rt.add(&conf, &first.attachment()).unwrap();
     let second = Pod::new("vc2");
-    let msg = host.call(cni(), "ADD", &second, &conf).expect_error(7);
+    let msg = rt
+        .add(&conf, &second.attachment())
+        .unwrap_err()
+        .expect_error(7);
     assert!(msg.contains(&first.id), "names the holder: {msg}");
     assert!(
         !second.ns.try_ip(&["link", "show", "eth0"]).0,
         "nothing created in the refused pod"
     );
     drop(first); // the pod died without a DEL
-    let result = host.add(cni(), &second, &conf);
-    host.call(cni(), "DEL", &second, &with_prev(&conf, &result))
-        .expect_quiet_success();
+    rt.add(&conf, &second.attachment()).unwrap();
+    rt.del(&conf, &second.attachment()).unwrap();
 }
 
 #[test]
@@ -588,6 +585,7 @@ fn a_gateway_used_by_another_vpc_is_refused_cleanly() {
         return;
     }
     let host = table_host("vovl");
+    let rt = runtime(&host);
     let a = Pod::new("vovla");
     let c = Pod::new("vovlc");
     let conf_a = conf(
@@ -602,8 +600,11 @@ fn a_gateway_used_by_another_vpc_is_refused_cleanly() {
         "1",
         json!({"type": "galactic-ipam", "ipv4_subnet": "10.109.0.0/24", "data_dir": host.path("ipam-c")}),
     );
-    let ra = host.add(cni(), &a, &conf_a);
-    let msg = host.call(cni(), "ADD", &c, &conf_c).expect_error(7);
+    let ra = rt.add(&conf_a, &a.attachment()).unwrap();
+    let msg = rt
+        .add(&conf_c, &c.attachment())
+        .unwrap_err()
+        .expect_error(7);
     assert!(
         msg.contains("10.109.0.1") && msg.contains("node-unique"),
         "{msg}"
@@ -613,8 +614,7 @@ fn a_gateway_used_by_another_vpc_is_refused_cleanly() {
         a.ping(ra["ips"][0]["gateway"].as_str().unwrap()),
         "VPC A is unaffected"
     );
-    host.call(cni(), "DEL", &a, &with_prev(&conf_a, &ra))
-        .expect_quiet_success();
+    rt.del(&conf_a, &a.attachment()).unwrap();
 }
 
 #[test]
@@ -623,6 +623,7 @@ fn gc_removes_stale_attachments_and_unused_domains_only() {
         return;
     }
     let host = host("vgc");
+    let rt = runtime(&host);
     let c = |att: &str| {
         conf(
             "1.1.0",
@@ -632,44 +633,34 @@ fn gc_removes_stale_attachments_and_unused_domains_only() {
         )
     };
     let (keep, stale) = (Pod::new("vgck"), Pod::new("vgcs"));
-    let rk = host.add(cni(), &keep, &c("1"));
-    let rs = host.add(cni(), &stale, &c("2"));
-    let gc_conf = |valid: Value| {
-        let mut g = c("9");
-        g["cni.dev/valid-attachments"] = valid;
-        g
-    };
-    let gc = |valid: Value| {
-        host.invocation(cni(), "GC", &keep)
-            .unset("CNI_CONTAINERID")
-            .unset("CNI_IFNAME")
-            .unset("CNI_NETNS")
-            .stdin(gc_conf(valid).to_string())
-            .run()
-    };
-    // No list: nothing removed.
+    let (keep_att, stale_att) = (keep.attachment(), stale.attachment());
+    let rk = rt.add(&c("1"), &keep_att).unwrap();
+    let rs = rt.add(&c("2"), &stale_att).unwrap();
+    // The runtime lost its cache: only the master's own GC knows the attachments.
+    rt.lose_cache();
+    // No list (no runtime sends that): nothing removed.
     host.invocation(cni(), "GC", &keep)
-        .stdin(c("9").to_string())
+        .stdin(c("9").inject(0).to_string())
         .run()
         .expect_quiet_success();
     assert_eq!(records(&host).len(), 2);
-    gc(json!([{"containerID": keep.id, "ifname": "eth0"}])).expect_quiet_success();
+    rt.gc(&c("9"), &[&keep_att]).unwrap();
     assert_eq!(
         host_traces(&host, &hname("G", "2")),
         Vec::<String>::new(),
         "stale attachment removed"
     );
     assert!(
-        !ipam_holds(&host, &stale, &c("2"), &rs),
+        !ipam_holds(&host, &stale_att, &c("2"), &rs),
         "its address released"
     );
     assert!(
         host.netns.try_ip(&["link", "show", &hname("G", "1")]).0,
         "the valid one stays"
     );
-    host.call(cni(), "CHECK", &keep, &with_prev(&c("1"), &rk))
+    rt.plugin(&c("1"), 0, "CHECK", &keep_att, Some(&rk))
         .expect_quiet_success();
-    gc(json!([])).expect_quiet_success();
+    rt.gc(&c("9"), &[]).unwrap();
     assert!(records(&host).is_empty());
     let rules = host.netns.ip(&["-4", "rule", "show"]);
     assert!(
@@ -686,6 +677,7 @@ fn invalid_configs_are_refused_before_anything_changes() {
         return;
     }
     let host = host("vbad");
+    let rt = runtime(&host);
     let pod = Pod::new("vbad");
     let good = conf("1.1.0", "1", "1", Value::Null);
     let cases: Vec<(Value, &str)> = vec![
@@ -711,9 +703,9 @@ fn invalid_configs_are_refused_before_anything_changes() {
     for (patch, expected) in cases {
         let mut bad = good.clone();
         for (k, v) in patch.as_object().unwrap() {
-            bad[k] = v.clone();
+            bad.plugins[0][k] = v.clone();
         }
-        let msg = host.call(cni(), "ADD", &pod, &bad).expect_error(7);
+        let msg = rt.add(&bad, &pod.attachment()).unwrap_err().expect_error(7);
         assert!(msg.contains(expected), "{patch}: {msg}");
     }
     let links = host.netns.ip(&["-o", "link", "show"]);
@@ -728,6 +720,7 @@ fn gc_sweeps_rules_and_firewall_entries_no_record_owns() {
         return;
     }
     let host = host("vsweep");
+    let rt = runtime(&host);
     let pod = Pod::new("vsweep");
     assert!(host
         .netns
@@ -748,7 +741,7 @@ fn gc_sweeps_rules_and_firewall_entries_no_record_owns() {
         "1",
         pools(&host, "fd6f:1::/64", "10.111.0.0/24"),
     );
-    let result = host.add(cni(), &pod, &c);
+    rt.add(&c, &pod.attachment()).unwrap();
     // What a crash between deleting a link and deleting its rules leaves behind, plus a foreign
     // rule at the same priority for a table that is not ours.
     let ghost = hname("S", "9");
@@ -763,12 +756,7 @@ fn gc_sweeps_rules_and_firewall_entries_no_record_owns() {
     );
     assert!(host.netns.exec(&["nft", &tagged]).status.success());
 
-    let mut gc = c.clone();
-    gc["cni.dev/valid-attachments"] = json!([{"containerID": pod.id, "ifname": "eth0"}]);
-    host.invocation(cni(), "GC", &pod)
-        .stdin(gc.to_string())
-        .run()
-        .expect_quiet_success();
+    rt.gc(&c, &[&pod.attachment()]).unwrap();
     assert_eq!(
         host_traces(&host, &ghost),
         Vec::<String>::new(),
@@ -778,10 +766,8 @@ fn gc_sweeps_rules_and_firewall_entries_no_record_owns() {
         host.netns.ip(&["-4", "rule", "show"]).contains("foreign0"),
         "a rule that is not ours stays"
     );
-    host.call(cni(), "CHECK", &pod, &with_prev(&c, &result))
-        .expect_quiet_success();
-    host.call(cni(), "DEL", &pod, &with_prev(&c, &result))
-        .expect_quiet_success();
+    rt.check(&c, &pod.attachment()).unwrap();
+    rt.del(&c, &pod.attachment()).unwrap();
 }
 
 #[test]
@@ -794,6 +780,7 @@ fn host_services_are_not_reachable_at_the_gateway_in_table_mode() {
         json!({"routing_domain": "table"}),
         &["galactic-ipam"],
     );
+    let rt = runtime(&host);
     let pod = Pod::new("vsvc");
     let c = conf(
         "1.1.0",
@@ -801,7 +788,7 @@ fn host_services_are_not_reachable_at_the_gateway_in_table_mode() {
         "1",
         pools(&host, "fd70:1::/64", "10.112.0.0/24"),
     );
-    let result = host.add(cni(), &pod, &c);
+    let result = rt.add(&c, &pod.attachment()).unwrap();
     let listener = std::process::Command::new("ip")
         .args(["netns", "exec", host.netns.name(), "python3", "-c",
                "import socket,time\ns=socket.socket(socket.AF_INET6)\ns.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)\ns.bind(('::', 18080))\ns.listen()\ntime.sleep(20)"])
@@ -836,8 +823,7 @@ fn host_services_are_not_reachable_at_the_gateway_in_table_mode() {
     let mut listener = listener;
     let _ = listener.kill();
     let _ = listener.wait();
-    host.call(cni(), "DEL", &pod, &with_prev(&c, &result))
-        .expect_quiet_success();
+    rt.del(&c, &pod.attachment()).unwrap();
 }
 
 #[test]
@@ -857,6 +843,7 @@ fn vrf_backend_when_the_kernel_has_vrf() {
         return;
     }
     let host = Host::new("vvrf", json!({"routing_domain": "vrf"}), &["galactic-ipam"]);
+    let rt = runtime(&host);
     let (a1, a2) = (Pod::new("vvrf1"), Pod::new("vvrf2"));
     let c = |att: &str| {
         conf(
@@ -866,8 +853,8 @@ fn vrf_backend_when_the_kernel_has_vrf() {
             pools(&host, "fd71:1::/64", "10.113.0.0/24"),
         )
     };
-    let r1 = host.add(cni(), &a1, &c("1"));
-    let r2 = host.add(cni(), &a2, &c("2"));
+    rt.add(&c("1"), &a1.attachment()).unwrap();
+    let r2 = rt.add(&c("2"), &a2.attachment()).unwrap();
     let link = host
         .netns
         .ip_json(&["-d", "link", "show", &hname("V", "1")]);
@@ -878,10 +865,7 @@ fn vrf_backend_when_the_kernel_has_vrf() {
     for i in 0..2 {
         assert!(a1.ping(&ip_of(&r2, i)));
     }
-    host.call(cni(), "CHECK", &a1, &with_prev(&c("1"), &r1))
-        .expect_quiet_success();
-    host.call(cni(), "DEL", &a1, &with_prev(&c("1"), &r1))
-        .expect_quiet_success();
-    host.call(cni(), "DEL", &a2, &with_prev(&c("2"), &r2))
-        .expect_quiet_success();
+    rt.check(&c("1"), &a1.attachment()).unwrap();
+    rt.del(&c("1"), &a1.attachment()).unwrap();
+    rt.del(&c("2"), &a2.attachment()).unwrap();
 }

@@ -6,13 +6,24 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use galactic_testkit::host::{with_prev, Host, Pod};
+use galactic_testkit::host::{Host, Pod};
 use galactic_testkit::privileged::privileged;
+use galactic_testkit::runtime::{Conflist, Runtime};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 fn cni() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_galactic-cni"))
+}
+
+/// The host's runtime, with this test's own master binary.
+fn runtime(host: &Host) -> Runtime<'_> {
+    host.runtime().binary("galactic-cni", cni())
+}
+
+/// A network config file with `conf` alone.
+fn list(conf: &Value) -> Conflist {
+    Conflist::from_conf(conf).unwrap()
 }
 
 /// Everything a failed call could have changed on the node.
@@ -347,13 +358,13 @@ fn a_full_disk_fails_cleanly_and_leaves_nothing() {
         json!({"ipam": {"type": "galactic-ipam", "ipv4_subnet": "10.71.0.0/24", "data_dir": tiny.join("ipam")}}),
     );
     let before = snapshot(&host);
-    let out = host.call(cni(), "ADD", &pod, &conf);
-    assert!(!out.success, "ADD on a full disk must fail: {out:?}");
-    let code = out.json()["code"].as_u64().unwrap();
+    let err = runtime(&host)
+        .add(&list(&conf), &pod.attachment())
+        .expect_err("ADD on a full disk must fail");
+    let code = err.code().unwrap();
     assert!(
         [5, 11, 50].contains(&code),
-        "an I/O-class code, got {code}: {}",
-        out.stdout
+        "an I/O-class code, got {code}: {err}"
     );
     assert_eq!(snapshot(&host), before, "nothing on the node changed");
 }
@@ -373,12 +384,12 @@ fn a_delegates_try_again_later_reaches_the_runtime_unchanged() {
     std::fs::set_permissions(&busy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let pod = Pod::new("f15");
     let before = snapshot(&host);
-    let out = host.call(
-        cni(),
-        "ADD",
-        &pod,
-        &master(json!({"ipam": {"type": "busy-ipam"}})),
-    );
+    let conf = list(&master(json!({"ipam": {"type": "busy-ipam"}})));
+    let out = runtime(&host)
+        .add(&conf, &pod.attachment())
+        .unwrap_err()
+        .outcome
+        .unwrap();
     assert!(!out.success);
     let err = out.json();
     assert_eq!(
@@ -420,9 +431,10 @@ fn an_upgrade_from_the_upstream_layout_never_hands_out_a_live_address() {
     std::fs::write(legacy.join("fd72::-64/fd72::1:0:1-96"), "old-container").unwrap();
     let ipam = json!({"type": "galactic-ipam", "ipv6_subnet": "fd72::/64", "ipv4_subnet": "10.72.0.0/24",
                       "data_dir": host.path("ipam"), "legacy_dir": legacy});
-    let conf = master(json!({"vpc": "U", "ipam": ipam}));
+    let conf = list(&master(json!({"vpc": "U", "ipam": ipam})));
+    let rt = runtime(&host);
     let pod = Pod::new("upg");
-    let result = host.add(cni(), &pod, &conf);
+    let result = rt.add(&conf, &pod.attachment()).unwrap();
     let ips: Vec<&str> = result["ips"]
         .as_array()
         .unwrap()
@@ -434,13 +446,12 @@ fn an_upgrade_from_the_upstream_layout_never_hands_out_a_live_address() {
             .any(|ip| ip.starts_with("10.72.0.2/") || ip.starts_with("fd72::1:0:")),
         "a live upstream address was handed out: {ips:?}"
     );
-    host.call(cni(), "DEL", &pod, &with_prev(&conf, &result))
-        .expect_quiet_success();
+    rt.del(&conf, &pod.attachment()).unwrap();
     // The old pod's addresses stay reserved until its own DEL (or GC) releases them.
     let again = Pod::new("upg2");
     let mut conf2 = conf.clone();
-    conf2["vpcattachment"] = json!("2");
-    let result2 = host.add(cni(), &again, &conf2);
+    conf2.plugins[0]["vpcattachment"] = json!("2");
+    let result2 = rt.add(&conf2, &again.attachment()).unwrap();
     let ips2: Vec<&str> = result2["ips"]
         .as_array()
         .unwrap()
@@ -453,6 +464,5 @@ fn an_upgrade_from_the_upstream_layout_never_hands_out_a_live_address() {
             .any(|ip| ip.starts_with("10.72.0.2/") || ip.starts_with("fd72::1:0:")),
         "{ips2:?}"
     );
-    host.call(cni(), "DEL", &again, &with_prev(&conf2, &result2))
-        .expect_quiet_success();
+    rt.del(&conf2, &again.attachment()).unwrap();
 }

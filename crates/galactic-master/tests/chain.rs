@@ -5,13 +5,12 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use galactic_core::net::netns::{run_in, Netns};
 use galactic_testkit::apiserver::ApiServer;
 use galactic_testkit::host::{Host, Pod};
 use galactic_testkit::privileged::privileged;
-use galactic_testkit::Outcome;
+use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::Path;
 
 const NS: &str = "galactic-system";
 
@@ -23,73 +22,31 @@ fn conflist(name: &str) -> Value {
         {"type": "galactic-bgp", "vpc": "jU", "vpcattachment": "G"}]})
 }
 
-/// A runtime for one conflist on one host.
-struct Runtime<'a> {
-    host: &'a Host,
-    conflist: Value,
-    args: String,
+/// The list as this host's runtime holds it: the NAD's config with IPAM's store on the host.
+fn list(nad: &Value, host: &Host) -> Conflist {
+    let mut list = Conflist::from_value(nad).unwrap();
+    list.plugins[0]["ipam"]["data_dir"] = json!(host.path("ipam"));
+    list
 }
 
-impl Runtime<'_> {
-    fn stanza(&self, i: usize, prev: Option<&Value>) -> Value {
-        let mut stanza = self.conflist["plugins"][i].clone();
-        stanza["cniVersion"] = self.conflist["cniVersion"].clone();
-        stanza["name"] = self.conflist["name"].clone();
-        if let Some(ipam) = stanza.get_mut("ipam") {
-            ipam["data_dir"] = json!(self.host.path("ipam"));
-        }
-        if let Some(prev) = prev {
-            stanza["prevResult"] = prev.clone();
-        }
-        stanza
-    }
+/// The host's runtime, with this test's own master binary.
+fn runtime(host: &Host) -> Runtime<'_> {
+    host.runtime()
+        .binary(
+            "galactic-cni",
+            Path::new(env!("CARGO_BIN_EXE_galactic-cni")),
+        )
+        // The router has SRv6 settings but this host has no eBPF datapath (covered by
+        // galactic-bgp's tests/datapath.rs on a private bpffs).
+        .env("GALACTIC_CNI_EBPF_DATAPATH", "off")
+}
 
-    fn binary(&self, i: usize) -> PathBuf {
-        let plugin = self.conflist["plugins"][i]["type"].as_str().unwrap();
-        if plugin == "galactic-cni" {
-            PathBuf::from(env!("CARGO_BIN_EXE_galactic-cni"))
-        } else {
-            self.host.bin_dir.join(plugin)
-        }
-    }
-
-    fn call(&self, i: usize, command: &str, pod: &Pod, prev: Option<&Value>) -> Outcome {
-        self.host
-            .invocation(&self.binary(i), command, pod)
-            .var("CNI_ARGS", &self.args)
-            // The router has SRv6 settings but this host has no eBPF datapath (covered by
-            // galactic-bgp's tests/datapath.rs on a private bpffs).
-            .var("GALACTIC_CNI_EBPF_DATAPATH", "off")
-            .stdin(self.stanza(i, prev).to_string())
-            .run()
-    }
-
-    fn len(&self) -> usize {
-        self.conflist["plugins"].as_array().unwrap().len()
-    }
-
-    fn add(&self, pod: &Pod) -> Result<Value, Outcome> {
-        let mut prev: Option<Value> = None;
-        for i in 0..self.len() {
-            let out = self.call(i, "ADD", pod, prev.as_ref());
-            if !out.success {
-                return Err(out);
-            }
-            prev = Some(out.json());
-        }
-        Ok(prev.unwrap())
-    }
-
-    fn each(&self, command: &str, pod: &Pod, cached: &Value, reverse: bool) {
-        let mut order: Vec<usize> = (0..self.len()).collect();
-        if reverse {
-            order.reverse();
-        }
-        for i in order {
-            self.call(i, command, pod, Some(cached))
-                .expect_quiet_success();
-        }
-    }
+/// The pod's attachment with the arguments kubelet passes.
+fn attachment(pod: &Pod) -> Attachment {
+    pod.attachment()
+        .arg("IgnoreUnknown", "1")
+        .arg("K8S_POD_NAMESPACE", "pods")
+        .arg("K8S_POD_NAME", "p1")
 }
 
 struct Cluster {
@@ -99,17 +56,12 @@ struct Cluster {
 
 impl Cluster {
     fn new(tag: &str, nad: &Value) -> Self {
-        let dir = tempfile::tempdir().unwrap().keep();
-        let kubeconfig = dir.join("kubeconfig");
         let host = Host::new(
             tag,
-            json!({"publisher": "kubernetes", "kubeconfig": kubeconfig, "node_name": "node-a", "namespace": NS}),
+            json!({"publisher": "kubernetes", "node_name": "node-a", "namespace": NS}),
             &["galactic-ipam", "galactic-route", "galactic-bgp"],
         );
-        // The plugins run in the host namespace, so the API server listens on its loopback.
-        let ns = Netns::open(&host.netns.path()).unwrap();
-        let server = run_in(&ns, ApiServer::start).unwrap().unwrap();
-        server.write_kubeconfig(&kubeconfig).unwrap();
+        let server = host.start_apiserver();
         let f = server.fixture();
         f.insert(json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
             "metadata": {"name": "router-a", "namespace": NS},
@@ -129,24 +81,19 @@ impl Cluster {
     }
 }
 
-const ARGS: &str = "IgnoreUnknown=1;K8S_POD_NAMESPACE=pods;K8S_POD_NAME=p1";
-
 #[test]
 fn the_chain_publishes_to_the_cluster_and_cleans_up_in_reverse() {
     if !privileged("the_chain_publishes_to_the_cluster_and_cleans_up_in_reverse") {
         return;
     }
-    let list = conflist("tenant-ju");
-    let cluster = Cluster::new("ckube", &list);
-    let rt = Runtime {
-        host: &cluster.host,
-        conflist: list,
-        args: ARGS.into(),
-    };
+    let nad = conflist("tenant-ju");
+    let cluster = Cluster::new("ckube", &nad);
+    let (rt, list) = (runtime(&cluster.host), list(&nad, &cluster.host));
     let pod = Pod::new("ckube");
+    let att = attachment(&pod);
     let result = rt
-        .add(&pod)
-        .unwrap_or_else(|out| panic!("chain ADD failed: {out:?}"));
+        .add(&list, &att)
+        .unwrap_or_else(|e| panic!("chain ADD failed: {e}"));
     assert_eq!(result["interfaces"][0]["name"], "G0000000jU00GH");
 
     let nad = cluster
@@ -187,8 +134,8 @@ fn the_chain_publishes_to_the_cluster_and_cleans_up_in_reverse() {
         "termination installed"
     );
 
-    rt.each("CHECK", &pod, &result, false);
-    rt.each("DEL", &pod, &result, true);
+    rt.check(&list, &att).unwrap();
+    rt.del(&list, &att).unwrap();
     assert!(
         cluster.get("endpointslices", "pods", "p1").is_none(),
         "EndpointSlice deleted"
@@ -204,7 +151,9 @@ fn the_chain_publishes_to_the_cluster_and_cleans_up_in_reverse() {
             .try_ip(&["link", "show", "G0000000jU00GH"])
             .0
     );
-    rt.each("DEL", &pod, &result, true);
+    // DEL retried by a runtime that still holds the result.
+    rt.remember(&list, &att, &result);
+    rt.del(&list, &att).unwrap();
 }
 
 #[test]
@@ -212,17 +161,13 @@ fn a_nad_without_galactic_bgp_is_refused_before_any_kernel_state_exists() {
     if !privileged("a_nad_without_galactic_bgp_is_refused_before_any_kernel_state_exists") {
         return;
     }
-    let mut list = conflist("tenant-nobgp");
-    list["plugins"].as_array_mut().unwrap().truncate(2);
-    let cluster = Cluster::new("cnobgp", &list);
-    let rt = Runtime {
-        host: &cluster.host,
-        conflist: list,
-        args: ARGS.into(),
-    };
+    let mut nad = conflist("tenant-nobgp");
+    nad["plugins"].as_array_mut().unwrap().truncate(2);
+    let cluster = Cluster::new("cnobgp", &nad);
+    let (rt, list) = (runtime(&cluster.host), list(&nad, &cluster.host));
     let pod = Pod::new("cnobgp");
-    let out = rt.add(&pod).unwrap_err();
-    let msg = out.expect_error(7);
+    let err = rt.add(&list, &attachment(&pod)).unwrap_err();
+    let msg = err.expect_error(7);
     assert!(msg.contains("galactic-bgp"), "{msg}");
     assert_nothing_attached(&cluster, &pod);
 }
@@ -234,18 +179,14 @@ fn without_galactic_bgp_in_cni_path_the_kubernetes_publisher_refuses_before_any_
     ) {
         return;
     }
-    let list = conflist("tenant-nohelper");
-    let cluster = Cluster::new("cnohelp", &list);
+    let nad = conflist("tenant-nohelper");
+    let cluster = Cluster::new("cnohelp", &nad);
     // The masters reach the NAD through galactic-bgp (decision 0014); here it is not installed.
     std::fs::remove_file(cluster.host.bin_dir.join("galactic-bgp")).unwrap();
-    let rt = Runtime {
-        host: &cluster.host,
-        conflist: list,
-        args: ARGS.into(),
-    };
+    let (rt, list) = (runtime(&cluster.host), list(&nad, &cluster.host));
     let pod = Pod::new("cnohelp");
-    let out = rt.add(&pod).unwrap_err();
-    let msg = out.expect_error(7);
+    let err = rt.add(&list, &attachment(&pod)).unwrap_err();
+    let msg = err.expect_error(7);
     assert!(
         msg.contains("galactic-bgp") && msg.contains("CNI_PATH"),
         "{msg}"
@@ -294,15 +235,11 @@ fn the_local_publisher_writes_the_same_documents_to_disk() {
     std::fs::write(router_dir.join("router-a.json"), json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
         "metadata": {"name": "router-a", "namespace": NS},
         "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "roles": ["tenant"], "localASN": 65000, "routerID": "10.0.2.1"}}).to_string()).unwrap();
-    let rt = Runtime {
-        host: &host,
-        conflist: conflist("tenant-ju"),
-        args: ARGS.into(),
-    };
+    let (rt, list) = (runtime(&host), list(&conflist("tenant-ju"), &host));
     let pod = Pod::new("clocal");
-    let result = rt
-        .add(&pod)
-        .unwrap_or_else(|out| panic!("chain ADD failed: {out:?}"));
+    let att = attachment(&pod);
+    rt.add(&list, &att)
+        .unwrap_or_else(|e| panic!("chain ADD failed: {e}"));
     let doc = |kind: &str, ns: &str, name: &str| -> Value {
         let path = host
             .path("state")
@@ -330,8 +267,8 @@ fn the_local_publisher_writes_the_same_documents_to_disk() {
         doc("endpointslices", "pods", "p1")["metadata"]["labels"]["galactic.datum.net/tenant-id"],
         "jU-G"
     );
-    rt.each("CHECK", &pod, &result, false);
-    rt.each("DEL", &pod, &result, true);
+    rt.check(&list, &att).unwrap();
+    rt.del(&list, &att).unwrap();
     assert!(!host
         .path("state")
         .join("bgp/pods/endpointslices/p1.json")

@@ -12,41 +12,15 @@
 #![allow(clippy::unwrap_used)]
 
 use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
-use galactic_testkit::host::{Host, Pod};
-use galactic_testkit::privileged::{privileged, TestNetns};
-use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
-use galactic_testkit::{workspace_binary, TestNode};
+use galactic_testkit::host::{Host, Pod, PLUGINS};
+use galactic_testkit::privileged::privileged;
+use galactic_testkit::runtime::{Conflist, Runtime};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-/// The plugins a runtime finds in the bin dir.
-const PLUGINS: [&str; 5] = [
-    "galactic-cni",
-    "galactic-tap-cni",
-    "galactic-ipam",
-    "galactic-route",
-    "galactic-bgp",
-];
-
-/// The plugins, built once for the whole run.
-fn binaries() -> &'static [PathBuf] {
-    static BUILT: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
-    BUILT.get_or_init(|| PLUGINS.iter().map(|p| workspace_binary(p)).collect())
-}
-
-/// A throwaway host (namespace, node config with the local publisher, bin dir).
+/// A throwaway host (namespace, node config with the local publisher, every plugin).
 fn host() -> Host {
-    let node = TestNode::new(json!({"routing_domain": "auto"}));
-    let bin_dir = node.dir.path().join("bin");
-    std::fs::create_dir_all(&bin_dir).unwrap();
-    for (name, path) in PLUGINS.iter().zip(binaries()) {
-        std::os::unix::fs::symlink(path, bin_dir.join(name)).unwrap();
-    }
-    Host {
-        netns: TestNetns::node_host("cl"),
-        node,
-        bin_dir,
-    }
+    Host::new("cl", json!({"routing_domain": "auto"}), &PLUGINS)
 }
 
 /// `deploy/cni/*.conflist`, sorted.
@@ -138,9 +112,9 @@ fn lifecycle(file: &Path, list: &Conflist) {
     let what = format!("{} @ {}", file.display(), list.version);
     let expect = Expect::of(list);
     let host = host();
-    let runtime = Runtime::on_host(&host);
+    let runtime = host.runtime();
     let pod = Pod::new("clp");
-    let att = Attachment::of_pod(&pod);
+    let att = pod.attachment();
 
     let result = runtime
         .add(list, &att)
@@ -177,7 +151,7 @@ fn lifecycle(file: &Path, list: &Conflist) {
 /// GC keeps a valid attachment and removes one that is not valid any more.
 fn gc(what: &str, host: &Host, runtime: &Runtime<'_>, list: &Conflist, expect: &Expect) {
     let pod = Pod::new("clg");
-    let att = Attachment::of_pod(&pod);
+    let att = pod.attachment();
     let result = runtime
         .add(list, &att)
         .unwrap_or_else(|e| panic!("{what}: {e}"));

@@ -16,18 +16,12 @@
 #![allow(clippy::unwrap_used)]
 
 use galactic_core::config::NodeConfig;
-use galactic_testkit::{workspace_binary, Invocation, TestNode};
+use galactic_testkit::host::{bin_dir, PLUGINS};
+use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
+use galactic_testkit::TestNode;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-const PLUGINS: [&str; 5] = [
-    "galactic-cni",
-    "galactic-tap-cni",
-    "galactic-ipam",
-    "galactic-route",
-    "galactic-bgp",
-];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -73,37 +67,29 @@ struct Judge {
 impl Judge {
     fn new() -> Self {
         let node = TestNode::new(json!({"routing_domain": "table"}));
-        let bin = node.dir.path().join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        for plugin in PLUGINS {
-            std::os::unix::fs::symlink(workspace_binary(plugin), bin.join(plugin)).unwrap();
-        }
+        let bin = bin_dir(&node, &PLUGINS);
         Self { node, bin }
     }
 
     /// Whether the plugin named by `conf["type"]` accepts the stanza; the refusal otherwise.
     fn verdict(&self, conf: &Value) -> Result<(), String> {
         let plugin = conf["type"].as_str().unwrap();
-        let mut conf = conf.clone();
-        conf["cniVersion"] = json!("1.1.0");
-        conf["name"] = json!("docs");
+        let list = Conflist::new("1.1.0", "docs", vec![conf.clone()]);
         let master = plugin.starts_with("galactic-cni") || plugin == "galactic-tap-cni";
-        let binary = self.bin.join(plugin);
-        let mut inv = Invocation::new(&binary, if master { "STATUS" } else { "ADD" }, &self.node)
-            .var("CNI_PATH", &self.bin.display().to_string())
-            .stdin(conf.to_string());
-        if !master {
-            inv = inv
-                .var("CNI_CONTAINERID", "docs")
-                .var("CNI_NETNS", "/var/run/netns/galactic-docs-never-created")
-                .var("CNI_IFNAME", "eth0");
-        }
-        let out = inv.run();
-        let reply: Value = serde_json::from_str(&out.stdout).unwrap_or(Value::Null);
-        match (master, out.success, reply["code"].as_u64()) {
-            (true, true, _) => Ok(()),
-            (false, false, Some(6)) => Ok(()),
-            _ => Err(format!("{reply} {}", out.stderr)),
+        let rt = Runtime::new(&self.node, &self.bin, None);
+        let att = Attachment::new("docs", "/var/run/netns/galactic-docs-never-created", "eth0");
+        match (
+            master,
+            if master {
+                rt.status(&list)
+            } else {
+                rt.add(&list, &att).map(drop)
+            },
+        ) {
+            (true, Ok(())) => Ok(()),
+            (false, Err(e)) if e.code() == Some(6) => Ok(()),
+            (_, Ok(())) => Err("accepted".into()),
+            (_, Err(e)) => Err(e.to_string()),
         }
     }
 

@@ -4,9 +4,11 @@
 //! tap). Property: no panic, and every refusal is a CNI error with a known code and a message.
 //! Seeds: `fuzz/corpus/<target>/`; budget and replay: `galactic_testkit::fuzz`.
 
+use galactic_core::cni::ErrorCode;
 use galactic_core::cni::{CniArgs, CniEnv, Command, NetConf, Request};
 use galactic_core::config::NodeConfig;
 use galactic_master::conf::MasterConf;
+use galactic_master::MasterError;
 use galactic_testkit::fuzz::proptest::prelude::*;
 use galactic_testkit::fuzz::proptest::test_runner::TestCaseError;
 use galactic_testkit::fuzz::{self, assert_cni_error, mutations};
@@ -134,6 +136,12 @@ fn node_config_file() {
         match NodeConfig::resolve_from(&json!({}), &none, &file, None) {
             Ok(node) => {
                 prop_assert!(!node.state_dir.as_os_str().is_empty());
+                prop_assert!(node.ipam_data_dir.is_absolute(), "relative ipam_data_dir");
+                prop_assert!(
+                    node.ipam_legacy_dir.is_absolute(),
+                    "relative ipam_legacy_dir"
+                );
+                prop_assert!(node.ipam_lock_timeout > std::time::Duration::ZERO);
                 Ok(())
             }
             // The dispatcher turns this into code 7 with the message.
@@ -175,7 +183,7 @@ fn master_stanza() {
             Ok(req) => req,
             Err(e) => return assert_cni_error(&e),
         };
-        match MasterConf::parse(&req) {
+        match MasterConf::parse(&req.conf.raw) {
             Ok(conf) => {
                 prop_assert!(conf.host_ifname().len() <= 15, "host ifname over 15 bytes");
                 if let Some(mtu) = conf.mtu {
@@ -187,6 +195,7 @@ fn master_stanza() {
                 Ok(())
             }
             Err(e) => {
+                let e = MasterError::from(e).to_cni();
                 prop_assert_eq!(e.code.0, 7, "stanza errors are code 7: {:?}", e);
                 assert_cni_error(&e)
             }

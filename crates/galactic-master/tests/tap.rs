@@ -3,13 +3,18 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
-use galactic_testkit::host::{with_prev, Host, Pod};
+use galactic_testkit::host::{Host, Pod};
 use galactic_testkit::privileged::privileged;
+use galactic_testkit::runtime::{Conflist, Runtime};
 use serde_json::{json, Value};
 use std::path::Path;
 
-fn tap() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_galactic-tap-cni"))
+/// The host's runtime, with this test's own tap master binary.
+fn runtime(host: &Host) -> Runtime<'_> {
+    host.runtime().binary(
+        "galactic-tap-cni",
+        Path::new(env!("CARGO_BIN_EXE_galactic-tap-cni")),
+    )
 }
 
 fn hname(vpc: &str, att: &str) -> String {
@@ -19,7 +24,8 @@ fn hname(vpc: &str, att: &str) -> String {
     )
 }
 
-fn conf(host: &Host, vpc: &str, extra: Value) -> Value {
+/// A network config file with the tap master alone.
+fn conf(host: &Host, vpc: &str, extra: Value) -> Conflist {
     let mut conf = json!({"cniVersion": "1.1.0", "name": "vms", "type": "galactic-tap-cni", "vpc": vpc,
         "vpcattachment": "1", "mtu": 9000,
         "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd80:1::/64", "ipv4_subnet": "10.80.0.0/24",
@@ -27,7 +33,7 @@ fn conf(host: &Host, vpc: &str, extra: Value) -> Value {
     for (k, v) in extra.as_object().into_iter().flatten() {
         conf[k] = v.clone();
     }
-    conf
+    Conflist::from_conf(&conf).unwrap()
 }
 
 #[test]
@@ -40,13 +46,15 @@ fn tap_add_check_del_del() {
         json!({"routing_domain": "auto"}),
         &["galactic-ipam"],
     );
+    let rt = runtime(&host);
     let vm = Pod::new("tvm");
+    let att = vm.attachment();
     let conf = conf(
         &host,
         "T",
         json!({"owner": 54321, "multi_queue": true, "vnet_hdr": true}),
     );
-    let result = host.add(tap(), &vm, &conf);
+    let result = rt.add(&conf, &att).unwrap();
     let name = hname("T", "1");
 
     let ifaces = result["interfaces"].as_array().unwrap();
@@ -99,15 +107,13 @@ fn tap_add_check_del_del() {
         "no neighbour entries for a tap: {neigh}"
     );
 
-    let cached = with_prev(&conf, &result);
-    host.call(tap(), "CHECK", &vm, &cached)
-        .expect_quiet_success();
+    rt.check(&conf, &att).unwrap();
     assert_eq!(
-        host.add(tap(), &vm, &conf),
+        rt.add(&conf, &att).unwrap(),
         result,
         "a retried ADD returns the same result"
     );
-    host.call(tap(), "DEL", &vm, &cached).expect_quiet_success();
+    rt.del(&conf, &att).unwrap();
     assert!(
         !host.netns.try_ip(&["link", "show", &name]).0,
         "tap removed"
@@ -116,8 +122,11 @@ fn tap_add_check_del_del() {
         !host.netns.ip(&["rule", "show"]).contains(&name),
         "rules removed"
     );
-    host.call(tap(), "CHECK", &vm, &cached).expect_error(100);
-    host.call(tap(), "DEL", &vm, &cached).expect_quiet_success();
+    // CHECK and DEL again with the result the runtime had cached.
+    rt.plugin(&conf, 0, "CHECK", &att, Some(&result))
+        .expect_error(100);
+    rt.plugin(&conf, 0, "DEL", &att, Some(&result))
+        .expect_quiet_success();
 }
 
 #[test]
@@ -130,16 +139,17 @@ fn tap_rollback_leaves_nothing_behind() {
         json!({"routing_domain": "auto"}),
         &["galactic-ipam"],
     );
+    let rt = runtime(&host);
     let vm = Pod::new("tfvm");
     let conf = conf(&host, "U", json!({}));
     let name = hname("U", "1");
     for failpoint in ["after-interface", "after-ipam", "after-host-gateway"] {
-        let out = host
-            .invocation(tap(), "ADD", &vm)
-            .var("GALACTIC_FAILPOINTS", failpoint)
-            .stdin(conf.to_string())
-            .run();
-        assert!(out.expect_error(999).contains(failpoint));
+        let err = rt
+            .clone()
+            .env("GALACTIC_FAILPOINTS", failpoint)
+            .add(&conf, &vm.attachment())
+            .unwrap_err();
+        assert!(err.expect_error(999).contains(failpoint));
         assert!(
             !host.netns.try_ip(&["link", "show", &name]).0,
             "no tap after {failpoint}"
@@ -149,7 +159,6 @@ fn tap_rollback_leaves_nothing_behind() {
             "no rule after {failpoint}"
         );
     }
-    let result = host.add(tap(), &vm, &conf);
-    host.call(tap(), "DEL", &vm, &with_prev(&conf, &result))
-        .expect_quiet_success();
+    rt.add(&conf, &vm.attachment()).unwrap();
+    rt.del(&conf, &vm.attachment()).unwrap();
 }

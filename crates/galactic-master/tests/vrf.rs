@@ -7,13 +7,19 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use galactic_core::ident::{host_ifname, vrf_name, AttachmentId, VpcId};
-use galactic_testkit::host::{ip_of, with_prev, Host, Pod};
+use galactic_testkit::host::{ip_of, Host, Pod};
 use galactic_testkit::privileged::{privileged, TestNetns};
+use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
 use serde_json::{json, Value};
 use std::path::Path;
 
 fn cni() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_galactic-cni"))
+}
+
+/// The host's runtime, with this test's own master binary.
+fn runtime(host: &Host) -> Runtime<'_> {
+    host.runtime().binary("galactic-cni", cni())
 }
 
 fn hname(vpc: &str, att: &str) -> String {
@@ -48,13 +54,17 @@ fn vrf_host(test: &str, tag: &str) -> Option<Host> {
     ))
 }
 
-fn conf(vpc: &str, att: &str, ipam: Value) -> Value {
-    json!({"cniVersion": "1.1.0", "name": "tenant", "type": "galactic-cni",
-           "vpc": vpc, "vpcattachment": att, "mtu": 1400, "ipam": ipam})
+/// A network config file with the master alone.
+fn conf(vpc: &str, att: &str, ipam: Value) -> Conflist {
+    let name = format!("tenant-{}", vpc.to_ascii_lowercase());
+    let conf = json!({"cniVersion": "1.1.0", "name": name, "type": "galactic-cni",
+           "vpc": vpc, "vpcattachment": att, "mtu": 1400, "ipam": ipam});
+    Conflist::from_conf(&conf).unwrap()
 }
 
-fn pools(host: &Host, dir: &str, v6: &str, v4: &str) -> Value {
-    json!({"type": "galactic-ipam", "ipv6_subnet": v6, "ipv4_subnet": v4, "data_dir": host.path(dir)})
+/// Pools of the node's IPAM store (`ipam_data_dir`, under the node's state directory).
+fn pools(v6: &str, v4: &str) -> Value {
+    json!({"type": "galactic-ipam", "ipv6_subnet": v6, "ipv4_subnet": v4})
 }
 
 /// The VPC's routing domain record.
@@ -119,22 +129,14 @@ fn records(host: &Host) -> usize {
         .unwrap_or(0)
 }
 
-fn ipam_holds(host: &Host, pod: &Pod, conf: &Value, result: &Value) -> bool {
-    let ipam = galactic_testkit::workspace_binary("galactic-ipam");
-    host.call(&ipam, "CHECK", pod, &with_prev(conf, result))
+/// IPAM's own CHECK for the attachment, given the master's stanza as the master delegates it:
+/// succeeds only while it holds an allocation.
+fn ipam_holds(host: &Host, att: &Attachment, list: &Conflist, result: &Value) -> bool {
+    let ipam = host.bin_dir.join("galactic-ipam");
+    host.runtime()
+        .binary("galactic-cni", &ipam)
+        .plugin(list, 0, "CHECK", att, Some(result))
         .success
-}
-
-fn gc(host: &Host, pod: &Pod, conf: &Value, valid: Value) {
-    let mut g = conf.clone();
-    g["cni.dev/valid-attachments"] = valid;
-    host.invocation(cni(), "GC", pod)
-        .unset("CNI_CONTAINERID")
-        .unset("CNI_IFNAME")
-        .unset("CNI_NETNS")
-        .stdin(g.to_string())
-        .run()
-        .expect_quiet_success();
 }
 
 #[test]
@@ -146,22 +148,13 @@ fn each_vpc_gets_a_vrf_bound_to_its_own_table_and_only_its_pods_reach_each_other
     // Stand-ins for the host's own addresses (main and local tables, default VRF).
     host.netns.ip(&["addr", "add", "10.99.0.1/32", "dev", "lo"]);
     host.netns.ip(&["addr", "add", "fd99::1/128", "dev", "lo"]);
+    let rt = runtime(&host);
     let (a1, a2, b1) = (Pod::new("vva1"), Pod::new("vva2"), Pod::new("vvb1"));
-    let ca = |att: &str| {
-        conf(
-            "A",
-            att,
-            pools(&host, "ipam", "fd66:1::/64", "10.66.0.0/24"),
-        )
-    };
-    let cb = conf(
-        "B",
-        "1",
-        pools(&host, "ipam", "fd67:1::/64", "10.67.0.0/24"),
-    );
-    let r1 = host.add(cni(), &a1, &ca("1"));
-    let r2 = host.add(cni(), &a2, &ca("2"));
-    let rb = host.add(cni(), &b1, &cb);
+    let ca = |att: &str| conf("A", att, pools("fd66:1::/64", "10.66.0.0/24"));
+    let cb = conf("B", "1", pools("fd67:1::/64", "10.67.0.0/24"));
+    let r1 = rt.add(&ca("1"), &a1.attachment()).unwrap();
+    let r2 = rt.add(&ca("2"), &a2.attachment()).unwrap();
+    let rb = rt.add(&cb, &b1.attachment()).unwrap();
 
     let mut tables = Vec::new();
     for vpc in ["A", "B"] {
@@ -238,21 +231,15 @@ fn each_vpc_gets_a_vrf_bound_to_its_own_table_and_only_its_pods_reach_each_other
     for target in ["10.99.0.1", "fd99::1"] {
         assert!(!a1.ping(target), "a pod must not reach the host's {target}");
     }
-    for (pod, r, c) in [
-        (&a1, &r1, ca("1")),
-        (&a2, &r2, ca("2")),
-        (&b1, &rb, cb.clone()),
-    ] {
-        host.call(cni(), "CHECK", pod, &with_prev(&c, r))
-            .expect_quiet_success();
-        host.call(cni(), "DEL", pod, &with_prev(&c, r))
-            .expect_quiet_success();
+    for (pod, c) in [(&a1, ca("1")), (&a2, ca("2")), (&b1, cb.clone())] {
+        rt.check(&c, &pod.attachment()).unwrap();
+        rt.del(&c, &pod.attachment()).unwrap();
     }
     assert!(
         link(&host, &vrf("A")).is_some(),
         "the VRF stays until GC: a domain outlives its last attachment"
     );
-    gc(&host, &a1, &ca("9"), json!([]));
+    rt.gc(&ca("9"), &[]).unwrap();
     for (vpc, table) in [("A", tables[0]), ("B", tables[1])] {
         assert!(
             link(&host, &vrf(vpc)).is_none(),
@@ -271,39 +258,34 @@ fn overlapping_address_spaces_are_separate_vrfs() {
     let Some(host) = vrf_host(test, "vovl") else {
         return;
     };
-    // The same pool (hence the same gateways and pod addresses) in two VPCs: table mode refuses
-    // the second; each VRF has its own table and local addresses.
+    // The same pools (hence the same gateways) in two VPCs: table mode refuses the second; each
+    // VRF has its own table and local addresses.
+    let rt = runtime(&host);
     let (a, c) = (Pod::new("vvoa"), Pod::new("vvoc"));
-    let ca = conf(
-        "A",
-        "1",
-        pools(&host, "ipam-a", "fd6d:1::/64", "10.109.0.0/24"),
-    );
-    let cc = conf(
-        "C",
-        "1",
-        pools(&host, "ipam-c", "fd6d:1::/64", "10.109.0.0/24"),
-    );
-    let ra = host.add(cni(), &a, &ca);
-    let rc = host.add(cni(), &c, &cc);
-    assert_eq!(ra["ips"], rc["ips"], "the same addresses in both VPCs");
+    let ca = conf("A", "1", pools("fd6d:1::/64", "10.109.0.0/24"));
+    let cc = conf("C", "1", pools("fd6d:1::/64", "10.109.0.0/24"));
+    let ra = rt.add(&ca, &a.attachment()).unwrap();
+    let rc = rt.add(&cc, &c.attachment()).unwrap();
+    for i in 0..2 {
+        assert_eq!(
+            ra["ips"][i]["gateway"], rc["ips"][i]["gateway"],
+            "the same gateway in both VPCs"
+        );
+    }
     for i in 0..2 {
         let gw = ra["ips"][i]["gateway"].as_str().unwrap();
         assert!(a.ping(gw), "a reaches its gateway {gw}");
         assert!(c.ping(gw), "c reaches its own gateway {gw}");
     }
-    for (pod, r, conf) in [(&a, &ra, &ca), (&c, &rc, &cc)] {
-        host.call(cni(), "CHECK", pod, &with_prev(conf, r))
-            .expect_quiet_success();
+    for (pod, conf) in [(&a, &ca), (&c, &cc)] {
+        rt.check(conf, &pod.attachment()).unwrap();
     }
-    host.call(cni(), "DEL", &a, &with_prev(&ca, &ra))
-        .expect_quiet_success();
+    rt.del(&ca, &a.attachment()).unwrap();
     assert!(
         c.ping(rc["ips"][0]["gateway"].as_str().unwrap()),
         "C is unaffected"
     );
-    host.call(cni(), "DEL", &c, &with_prev(&cc, &rc))
-        .expect_quiet_success();
+    rt.del(&cc, &c.attachment()).unwrap();
 }
 
 #[test]
@@ -312,14 +294,12 @@ fn a_retried_add_converges_and_check_del_del_again_and_del_without_netns_work() 
     let Some(host) = vrf_host(test, "vrtr") else {
         return;
     };
-    let c = conf(
-        "R",
-        "1",
-        pools(&host, "ipam", "fd69:1::/64", "10.69.0.0/24"),
-    );
+    let c = conf("R", "1", pools("fd69:1::/64", "10.69.0.0/24"));
+    let rt = runtime(&host);
     let pod = Pod::new("vrtr");
-    let first = host.add(cni(), &pod, &c);
-    let second = host.add(cni(), &pod, &c);
+    let att = pod.attachment();
+    let first = rt.add(&c, &att).unwrap();
+    let second = rt.add(&c, &att).unwrap();
     assert_eq!(first, second, "a retried ADD returns the same result");
     let vrfs = host.netns.ip(&["-o", "link", "show", "type", "vrf"]);
     assert_eq!(vrfs.lines().count(), 1, "one VRF: {vrfs}");
@@ -339,14 +319,12 @@ fn a_retried_add_converges_and_check_del_del_again_and_del_without_netns_work() 
         host_traces(&host, &hname("R", "1")) == vec![format!("link {}", hname("R", "1"))],
         "no rule or firewall entry names the host end in VRF mode"
     );
-    let cached = with_prev(&c, &first);
-    host.call(cni(), "CHECK", &pod, &cached)
-        .expect_quiet_success();
+    rt.check(&c, &att).unwrap();
 
     // CHECK names what was broken: the enslavement and the table's closing route.
     host.netns
         .ip(&["link", "set", &hname("R", "1"), "nomaster"]);
-    let msg = host.call(cni(), "CHECK", &pod, &cached).expect_error(100);
+    let msg = rt.check(&c, &att).unwrap_err().expect_error(100);
     assert!(msg.contains("not enslaved"), "{msg}");
     host.netns
         .ip(&["link", "set", &hname("R", "1"), "master", &vrf("R")]);
@@ -360,40 +338,30 @@ fn a_retried_add_converges_and_check_del_del_again_and_del_without_netns_work() 
         "table",
         &table,
     ]);
-    let msg = host.call(cni(), "CHECK", &pod, &cached).expect_error(100);
+    let msg = rt.check(&c, &att).unwrap_err().expect_error(100);
     assert!(msg.contains("unreachable default"), "{msg}");
 
-    host.call(cni(), "DEL", &pod, &cached)
-        .expect_quiet_success();
+    rt.del(&c, &att).unwrap();
     assert_eq!(host_traces(&host, &hname("R", "1")), Vec::<String>::new());
     assert_eq!(records(&host), 0);
-    assert!(!ipam_holds(&host, &pod, &c, &first), "address released");
-    host.call(cni(), "DEL", &pod, &cached)
-        .expect_quiet_success();
+    assert!(!ipam_holds(&host, &att, &c, &first), "address released");
+    rt.del(&c, &att).unwrap();
 
-    // DEL when the pod's namespace is already gone, and with no CNI_NETNS at all.
+    // DEL when the pod's namespace is already gone, and with no netns at all.
     let pod = Pod::new("vrtrgone");
-    let result = host.add(cni(), &pod, &c);
-    let gone = pod.netns_path();
-    let id = pod.id.clone();
+    let att = pod.attachment();
+    let result = rt.add(&c, &att).unwrap();
     drop(pod);
-    let ghost = Pod {
-        ns: TestNetns::new("vrtrghost"),
-        id,
-        ifname: "eth0".into(),
-    };
-    host.invocation(cni(), "DEL", &ghost)
-        .var("CNI_NETNS", &gone)
-        .stdin(with_prev(&c, &result).to_string())
-        .run()
-        .expect_quiet_success();
+    rt.del(&c, &att).unwrap();
     assert_eq!(host_traces(&host, &hname("R", "1")), Vec::<String>::new());
-    assert!(!ipam_holds(&host, &ghost, &c, &result));
-    host.invocation(cni(), "DEL", &ghost)
-        .unset("CNI_NETNS")
-        .stdin(with_prev(&c, &result).to_string())
-        .run()
-        .expect_quiet_success();
+    // IPAM's CHECK needs a live namespace: the same attachment in another one.
+    let ghost = TestNetns::new("vrtrghost");
+    let ghost_att = att.in_netns(&ghost.path().display().to_string());
+    assert!(!ipam_holds(&host, &ghost_att, &c, &result));
+    let pod = Pod::new("vrtrnone");
+    rt.add(&c, &pod.attachment()).unwrap();
+    rt.del(&c, &pod.attachment().in_netns("")).unwrap();
+    assert_eq!(host_traces(&host, &hname("R", "1")), Vec::<String>::new());
 }
 
 #[test]
@@ -412,11 +380,8 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
         "after-gateways",
         "after-host-gateway",
     ];
-    let c = conf(
-        "F",
-        "1",
-        pools(&host, "ipam", "fd6a:1::/64", "10.106.0.0/24"),
-    );
+    let rt = runtime(&host);
+    let c = conf("F", "1", pools("fd6a:1::/64", "10.106.0.0/24"));
     // Node-wide rules that outlive any VPC: the moved `local` rule and the kernel's own l3mdev
     // rule (added with the first VRF, never removed).
     let vpc_rules = || -> Vec<String> {
@@ -435,12 +400,12 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
     let baseline = vpc_rules();
     for failpoint in failpoints {
         let pod = Pod::new("vvfl");
-        let out = host
-            .invocation(cni(), "ADD", &pod)
-            .var("GALACTIC_FAILPOINTS", failpoint)
-            .stdin(c.to_string())
-            .run();
-        assert!(out.expect_error(999).contains(failpoint));
+        let err = rt
+            .clone()
+            .env("GALACTIC_FAILPOINTS", failpoint)
+            .add(&c, &pod.attachment())
+            .unwrap_err();
+        assert!(err.expect_error(999).contains(failpoint));
         assert_eq!(
             host_traces(&host, &hname("F", "1")),
             Vec::<String>::new(),
@@ -462,7 +427,7 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
         assert!(
             !ipam_holds(
                 &host,
-                &pod,
+                &pod.attachment(),
                 &c,
                 &json!({"cniVersion": "1.1.0", "ips": [{"address": "fd6a:1::1:0:1/96"}]})
             ),
@@ -471,10 +436,9 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
         assert_eq!(vpc_rules(), baseline, "no rule left after {failpoint}");
     }
     let pod = Pod::new("vvflok");
-    let result = host.add(cni(), &pod, &c);
+    rt.add(&c, &pod.attachment()).unwrap();
     assert_eq!(link(&host, &hname("F", "1")).unwrap()["master"], vrf("F"));
-    host.call(cni(), "DEL", &pod, &with_prev(&c, &result))
-        .expect_quiet_success();
+    rt.del(&c, &pod.attachment()).unwrap();
 }
 
 #[test]
@@ -482,13 +446,10 @@ fn host_services_are_not_reachable_at_the_gateway() {
     let Some(host) = vrf_host("host_services_are_not_reachable_at_the_gateway", "vvsv") else {
         return;
     };
+    let rt = runtime(&host);
     let pod = Pod::new("vvsv");
-    let c = conf(
-        "H",
-        "1",
-        pools(&host, "ipam", "fd70:1::/64", "10.112.0.0/24"),
-    );
-    let result = host.add(cni(), &pod, &c);
+    let c = conf("H", "1", pools("fd70:1::/64", "10.112.0.0/24"));
+    let result = rt.add(&c, &pod.attachment()).unwrap();
     // A host service bound to the wildcard address of the default VRF.
     let mut listener = std::process::Command::new("ip")
         .args(["netns", "exec", host.netns.name(), "python3", "-c",
@@ -522,6 +483,5 @@ fn host_services_are_not_reachable_at_the_gateway() {
     }
     let _ = listener.kill();
     let _ = listener.wait();
-    host.call(cni(), "DEL", &pod, &with_prev(&c, &result))
-        .expect_quiet_success();
+    rt.del(&c, &pod.attachment()).unwrap();
 }

@@ -14,6 +14,7 @@ use crate::plan::{self, State};
 use crate::record::{Ledger, Owned};
 use galactic_core::cni::{CniResult, Request};
 use galactic_core::failpoint;
+use galactic_core::ip::Family;
 use galactic_core::log;
 use galactic_core::net::domain::Domains;
 use galactic_core::net::netlink::{Link, Netlink, RouteSpec};
@@ -81,20 +82,20 @@ impl<'a> Add<'a> {
     /// Each termination's route and its state in the table; the first conflict is an error.
     fn plan(&self) -> Result<Vec<(RouteSpec, State)>, RouteError> {
         let mut planned = Vec::new();
-        for v6 in [false, true] {
+        for family in Family::ALL {
             let terminations: Vec<&Termination> = self
                 .target
                 .conf
                 .terminations
                 .iter()
-                .filter(|t| t.network.is_ipv6() == v6)
+                .filter(|t| Family::of_net(t.network) == family)
                 .collect();
             if terminations.is_empty() {
                 continue;
             }
             let table = self
                 .nl
-                .routes(v6, self.table)
+                .routes(family, self.table)
                 .map_err(net("list the VPC table"))?;
             for t in terminations {
                 let spec = plan::route_for(t, self.table, self.host.index, &table);
@@ -148,7 +149,7 @@ impl<'a> Add<'a> {
             Err(e) if e.is_exists() => {
                 let table = self
                     .nl
-                    .routes(spec.dst.is_ipv6(), self.table)
+                    .routes(Family::of_net(spec.dst), self.table)
                     .map_err(net("list the VPC table"))?;
                 match plan::classify(spec, &table) {
                     State::Present => Ok(false),

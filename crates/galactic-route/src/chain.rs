@@ -3,7 +3,9 @@
 
 use crate::conf::RouteConf;
 use crate::error::RouteError;
+use galactic_core::attachment::ChainPosition;
 use galactic_core::cni::{CniResult, Request};
+use galactic_core::ident::ChainIds;
 
 /// The validated input of ADD and CHECK.
 #[derive(Debug)]
@@ -17,39 +19,40 @@ pub struct Target {
 }
 
 impl Target {
-    /// Validates the stanza, then requires `prevResult` and checks it against the stanza.
+    /// Validates the stanza, then requires `prevResult` and checks, against it and the master's
+    /// record, that the stanza names this chain's own attachment (before anything is routed).
     pub fn from_request(req: &Request) -> Result<Self, RouteError> {
         let conf = RouteConf::parse(&req.conf.raw)?;
         let prev = req.conf.prev_result()?.ok_or(RouteError::NoPrevResult)?;
-        let host_ifname = host_interface(&conf, &prev)?;
+        let ids = ChainIds {
+            vpc: conf.vpc.clone(),
+            att: conf.att.clone(),
+        };
+        let prev_hosts = host_interfaces(&prev);
+        ChainPosition {
+            ids: &ids,
+            prev_hosts: &prev_hosts,
+            network: &req.conf.name,
+            container_id: req.env.container_id()?.as_str(),
+            ifname: req.env.ifname()?.as_str(),
+        }
+        .verify(&req.node.state_dir)?;
         Ok(Self {
+            host_ifname: conf.host_ifname(),
             conf,
             prev,
-            host_ifname,
         })
     }
 }
 
-/// The host interface: the stanza's `G{vpc:9}{att:3}H`, which must be among `prevResult`'s host
-/// interfaces (those without a sandbox: the veth host end, the tap) when it lists any. A result
-/// with no host interface (a master that reports only the guest side) is accepted with the
-/// computed name; the kernel lookup then proves it exists.
-pub fn host_interface(conf: &RouteConf, prev: &CniResult) -> Result<String, RouteError> {
-    let expected = conf.host_ifname();
-    let hosts: Vec<&str> = prev
-        .interfaces
+/// `prevResult`'s host interfaces: those without a sandbox (the veth host end, the tap). A
+/// master that reports only the guest side lists none; the record check still applies.
+pub fn host_interfaces(prev: &CniResult) -> Vec<&str> {
+    prev.interfaces
         .iter()
         .filter(|i| i.sandbox.as_deref().is_none_or(str::is_empty))
         .map(|i| i.name.as_str())
-        .collect();
-    if hosts.is_empty() || hosts.contains(&expected.as_str()) {
-        Ok(expected)
-    } else {
-        Err(RouteError::HostMismatch {
-            found: hosts.join(", "),
-            expected,
-        })
-    }
+        .collect()
 }
 
 #[cfg(test)]
@@ -57,38 +60,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn conf() -> RouteConf {
-        RouteConf::parse(&json!({"vpc": "A", "vpcattachment": "1"})).unwrap()
-    }
-
     fn result(interfaces: serde_json::Value) -> CniResult {
         serde_json::from_value(json!({"cniVersion": "1.1.0", "interfaces": interfaces})).unwrap()
     }
 
     #[test]
-    fn the_host_interface_comes_from_the_sandbox_less_entries() {
+    fn the_host_interfaces_are_the_sandbox_less_entries() {
         let veth = result(
             json!([{"name": "G00000000A001H"}, {"name": "eth0", "sandbox": "/run/netns/p"}]),
         );
-        assert_eq!(host_interface(&conf(), &veth).unwrap(), "G00000000A001H");
+        assert_eq!(host_interfaces(&veth), ["G00000000A001H"]);
         let tap = result(json!([{"name": "G00000000A001H", "sandbox": ""}]));
-        assert_eq!(host_interface(&conf(), &tap).unwrap(), "G00000000A001H");
+        assert_eq!(host_interfaces(&tap), ["G00000000A001H"]);
         let guest_only = result(json!([{"name": "eth0", "sandbox": "/run/netns/p"}]));
-        assert_eq!(
-            host_interface(&conf(), &guest_only).unwrap(),
-            "G00000000A001H"
-        );
-    }
-
-    #[test]
-    fn another_attachments_result_is_refused_with_code_6() {
-        let other = result(json!([{"name": "G00000000A002H"}, {"name": "eth0", "sandbox": "/p"}]));
-        let err = host_interface(&conf(), &other).unwrap_err();
-        assert_eq!(err.code().0, 6);
-        let msg = err.to_string();
-        assert!(
-            msg.contains("G00000000A002H") && msg.contains("G00000000A001H"),
-            "{msg}"
-        );
+        assert!(host_interfaces(&guest_only).is_empty());
     }
 }

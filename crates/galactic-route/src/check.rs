@@ -10,6 +10,7 @@ use crate::error::{net, RouteError};
 use crate::plan::{self, State};
 use crate::record::{Ledger, VpcRoutes};
 use galactic_core::cni::Request;
+use galactic_core::ip::Family;
 use galactic_core::net::domain::Domains;
 use galactic_core::net::netlink::{Link, Netlink};
 
@@ -37,12 +38,12 @@ pub fn check(req: &Request) -> Result<(), RouteError> {
     };
     let record = Ledger::new(&req.node.state_dir).get(vpc)?;
     let mut problems = Vec::new();
-    for v6 in [false, true] {
+    for family in Family::ALL {
         let terminations: Vec<&Termination> = target
             .conf
             .terminations
             .iter()
-            .filter(|t| t.network.is_ipv6() == v6)
+            .filter(|t| Family::of_net(t.network) == family)
             .collect();
         if terminations.is_empty() {
             continue;
@@ -53,7 +54,7 @@ pub fn check(req: &Request) -> Result<(), RouteError> {
             table: domain.table,
             record: &record,
         };
-        problems.extend(view.differences(v6, &terminations)?);
+        problems.extend(view.differences(family, &terminations)?);
     }
     match problems.is_empty() {
         true => Ok(()),
@@ -72,12 +73,12 @@ struct TableView<'a> {
 impl TableView<'_> {
     fn differences(
         &self,
-        v6: bool,
+        family: Family,
         terminations: &[&Termination],
     ) -> Result<Vec<String>, RouteError> {
         let routes = self
             .nl
-            .routes(v6, self.table)
+            .routes(family, self.table)
             .map_err(net("list the VPC table"))?;
         let name_of = |index| device_name(self.nl, self.host, index);
         let mut problems = Vec::new();

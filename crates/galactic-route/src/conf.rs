@@ -5,13 +5,15 @@
 //!  "terminations": [{"network": "198.51.100.0/24"},
 //!                   {"network": "2001:db8:77::/64", "via": "fd66:1::100:0"}]}
 //! ```
-//! `vpc` and `vpcattachment` are validated exactly as the masters validate them (same messages).
+//! `vpc` and `vpcattachment` are read as every plugin of the chain reads them
+//! ([`ChainIds`]: same rules, same messages).
 //! Every termination is checked: `network` must be a CIDR (host bits are cleared: the kernel
 //! stores the masked prefix, so that is what is installed and compared), `via` an address of the
 //! same family that can be a next hop. Two terminations for one network are refused, since they
 //! would compete for one route.
 
-use galactic_core::ident::{host_ifname, AttachmentId, IdentError, VpcId};
+use galactic_core::ident::{host_ifname, AttachmentId, ChainIds, IdentError, VpcId};
+use galactic_core::ip::Family;
 use galactic_core::net::netlink::masked;
 use ipnetwork::IpNetwork;
 use serde_json::Value;
@@ -139,8 +141,7 @@ pub enum StanzaError {
 impl RouteConf {
     /// Parses and validates the stanza (the whole stdin object).
     pub fn parse(raw: &Value) -> Result<Self, StanzaError> {
-        let vpc = VpcId::parse(str_field(raw, "vpc"))?;
-        let att = AttachmentId::parse(str_field(raw, "vpcattachment"))?;
+        let ChainIds { vpc, att } = ChainIds::of(raw)?;
         let entries = match raw.get("terminations") {
             None | Some(Value::Null) => &[][..],
             Some(Value::Array(entries)) => entries.as_slice(),
@@ -169,12 +170,6 @@ impl RouteConf {
     pub fn host_ifname(&self) -> String {
         host_ifname(&self.vpc, &self.att)
     }
-}
-
-/// A string field, or `""` when absent or not a string (the masters do the same, so a missing
-/// and a mistyped id get the same "is required" message).
-fn str_field<'a>(raw: &'a Value, key: &str) -> &'a str {
-    raw.get(key).and_then(Value::as_str).unwrap_or_default()
 }
 
 fn termination(index: usize, entry: &Value) -> Result<Termination, StanzaError> {
@@ -254,22 +249,14 @@ fn via(index: usize, value: Option<&Value>) -> Result<Option<IpAddr>, StanzaErro
     }
 }
 
-fn family(ip: IpAddr) -> &'static str {
-    if ip.is_ipv6() {
-        "IPv6"
-    } else {
-        "IPv4"
-    }
-}
-
 fn check_next_hop(index: usize, via: IpAddr, network: IpNetwork) -> Result<(), StanzaError> {
-    if via.is_ipv6() != network.is_ipv6() {
+    if Family::of(via) != Family::of_net(network) {
         return Err(StanzaError::FamilyMismatch {
             index,
             via,
             network,
-            via_family: family(via),
-            network_family: family(network.ip()),
+            via_family: Family::of(via).label(),
+            network_family: Family::of_net(network).label(),
         });
     }
     let why = match via {

@@ -1,10 +1,11 @@
 //! The plugin's error type, mapped to CNI codes only at the edge ([`RouteError::into_cni`]).
 
 use crate::conf::StanzaError;
-use galactic_core::cni::{CniError, Code};
+use galactic_core::cni::{CniError, Code, ErrorCode};
+use galactic_core::failpoint::Injected;
 use galactic_core::lockfile::LockError;
 use galactic_core::net::NetError;
-use std::path::PathBuf;
+use galactic_core::state::StateError;
 
 /// Everything that can stop an operation of this plugin.
 #[derive(Debug, thiserror::Error)]
@@ -12,27 +13,24 @@ pub enum RouteError {
     /// The stanza is invalid (code 7).
     #[error(transparent)]
     Stanza(#[from] StanzaError),
-    /// A protocol-level error that already carries its code (a malformed `prevResult`, an
-    /// armed failpoint).
+    /// A protocol-level error that already carries its code (a malformed `prevResult`).
     #[error(transparent)]
     Cni(#[from] CniError),
+    /// STATUS: the node cannot service ADD (code 50).
+    #[error(transparent)]
+    NotReady(#[from] galactic_core::net::NodeNotReady),
+    /// A failure point armed by a test (debug builds only; code 999).
+    #[error(transparent)]
+    Injected(#[from] Injected),
     /// ADD/CHECK without `prevResult` (code 6).
     #[error(
         "no prevResult: galactic-route must follow a master plugin (galactic-cni or \
          galactic-tap-cni) in the chain, whose result names the host interface"
     )]
     NoPrevResult,
-    /// `prevResult`'s host interfaces do not include the one this stanza names (code 6).
-    #[error(
-        "prevResult names host interface {found} but vpc/vpcattachment of this stanza give \
-         {expected}: galactic-route must follow the master of the same attachment"
-    )]
-    HostMismatch {
-        /// The sandbox-less interfaces of `prevResult`.
-        found: String,
-        /// `G{vpc:9}{att:3}H`.
-        expected: String,
-    },
+    /// The stanza names another attachment than this chain's master created (code 7).
+    #[error(transparent)]
+    Chain(#[from] galactic_core::attachment::ChainMismatch),
     /// The VPC has no routing domain on this node (code 7).
     #[error(
         "VPC {vpc} has no routing domain on this node: galactic-route must follow the VPC's \
@@ -82,16 +80,8 @@ pub enum RouteError {
         source: NetError,
     },
     /// The ownership record cannot be read or written (code 5).
-    #[error("{what} {}: {source}", path.display())]
-    Record {
-        /// What was being done.
-        what: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// The failure.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Record(#[from] StateError),
     /// The per-VPC lock of the route records (code 11 on timeout, else 5).
     #[error(transparent)]
     Lock(#[from] LockError),
@@ -108,16 +98,16 @@ pub fn net(what: &'static str) -> impl FnOnce(NetError) -> RouteError {
     move |source| RouteError::Net { what, source }
 }
 
-impl RouteError {
-    /// The CNI code of this error.
-    pub fn code(&self) -> Code {
+impl ErrorCode for RouteError {
+    fn code(&self) -> Code {
         match self {
             Self::Stanza(_)
+            | Self::Chain(_)
             | Self::NoDomain { .. }
             | Self::NoHostInterface { .. }
             | Self::Conflict { .. } => Code::INVALID_CONFIG,
             Self::Cni(e) => e.code,
-            Self::NoPrevResult | Self::HostMismatch { .. } => Code::DECODE,
+            Self::NoPrevResult => Code::DECODE,
             Self::Install { source, .. } if kernel_judged_invalid(source) => Code::INVALID_CONFIG,
             Self::Net {
                 source: NetError::Busy(_),
@@ -127,17 +117,25 @@ impl RouteError {
             Self::CheckFailed(_) => Code::CHECK_FAILED,
             Self::Install { .. }
             | Self::Net { .. }
-            | Self::Record { .. }
+            | Self::Record(_)
             | Self::Lock(_)
             | Self::GcIncomplete(_) => Code::IO,
+            Self::NotReady(_) => Code::NOT_AVAILABLE,
+            Self::Injected(_) => Code::INTERNAL,
         }
     }
 
-    /// The CNI error the runtime sees.
-    pub fn into_cni(self) -> CniError {
+    fn message(&self) -> String {
         match self {
-            Self::Cni(e) => e,
-            other => CniError::new(other.code(), other.to_string()),
+            Self::Cni(e) => e.msg.clone(),
+            other => other.to_string(),
+        }
+    }
+
+    fn details(&self) -> Option<String> {
+        match self {
+            Self::Cni(e) => e.details.clone(),
+            _ => None,
         }
     }
 }
@@ -161,12 +159,13 @@ mod tests {
         };
         let cases = [
             (RouteError::NoPrevResult, 6),
+            // A stanza naming another attachment than its master's is a configuration error.
             (
-                RouteError::HostMismatch {
+                RouteError::Chain(galactic_core::attachment::ChainMismatch::Interface {
                     found: "x".into(),
                     expected: "y".into(),
-                },
-                6,
+                }),
+                7,
             ),
             (RouteError::NoDomain { vpc: "A".into() }, 7),
             (
@@ -195,13 +194,13 @@ mod tests {
         ];
         for (err, code) in cases {
             assert_eq!(err.code(), Code(code), "{err}");
-            assert_eq!(err.into_cni().code, Code(code));
+            assert_eq!(err.to_cni().code, Code(code));
         }
     }
 
     #[test]
     fn the_missing_prev_result_message_says_what_to_do() {
-        let msg = RouteError::NoPrevResult.into_cni().msg;
+        let msg = RouteError::NoPrevResult.to_cni().msg;
         assert!(msg.contains("must follow a master plugin"), "{msg}");
     }
 }

@@ -16,6 +16,7 @@ use crate::error::{net, RouteError};
 use crate::record::{Ledger, Owned, VpcRoutes};
 use galactic_core::cni::Request;
 use galactic_core::ident::VpcId;
+use galactic_core::ip::Family;
 use galactic_core::log;
 use galactic_core::net::domain::Domains;
 use galactic_core::net::netlink::{Link, Netlink, RouteKind, RouteSpec};
@@ -107,8 +108,10 @@ impl Sweep {
             .map_err(net("read the VPC's routing domain"))?
             .map(|d| d.table);
         let links = self.nl.links().map_err(net("list links"))?;
-        let mut routes = self.nl.all_routes(false).map_err(net("list routes"))?;
-        routes.extend(self.nl.all_routes(true).map_err(net("list routes"))?);
+        let mut routes = Vec::new();
+        for family in Family::ALL {
+            routes.extend(self.nl.all_routes(family).map_err(net("list routes"))?);
+        }
         let mut keep = Vec::new();
         for entry in record.routes {
             let dev = index_of(&links, &entry.dev);

@@ -31,9 +31,9 @@ mod gc;
 mod plan;
 mod record;
 
-use galactic_core::cni::{run, CniError, CniResult, Plugin, Request};
+use error::RouteError;
+use galactic_core::cni::{run, CniResult, Plugin, Request};
 use galactic_core::log;
-use galactic_core::net::netlink::Netlink;
 use serde_json::json;
 use std::process::ExitCode;
 
@@ -41,15 +41,17 @@ use std::process::ExitCode;
 struct Route;
 
 impl Plugin for Route {
+    type Error = RouteError;
+
     fn name(&self) -> &'static str {
-        "galactic-route"
+        galactic_core::plugins::ROUTE
     }
 
-    fn add(&self, req: &Request) -> Result<CniResult, CniError> {
-        add::add(req).map_err(error::RouteError::into_cni)
+    fn add(&self, req: &Request) -> Result<CniResult, RouteError> {
+        add::add(req)
     }
 
-    fn del(&self, _req: &Request) -> Result<(), CniError> {
+    fn del(&self, _req: &Request) -> Result<(), RouteError> {
         log::info(
             "DEL: termination routes stay (VPC-wide; removed with the host interface by the master's DEL, or by GC)",
             json!({}),
@@ -57,37 +59,19 @@ impl Plugin for Route {
         Ok(())
     }
 
-    fn check(&self, req: &Request) -> Result<(), CniError> {
-        check::check(req).map_err(error::RouteError::into_cni)
+    fn check(&self, req: &Request) -> Result<(), RouteError> {
+        check::check(req)
     }
 
-    fn status(&self, req: &Request) -> Result<(), CniError> {
-        status(req)
+    /// Ready when netlink answers and the state directory takes a file (ADD records its
+    /// routes there).
+    fn status(&self, req: &Request) -> Result<(), RouteError> {
+        Ok(galactic_core::net::readiness(&req.node.state_dir)?)
     }
 
-    fn gc(&self, req: &Request) -> Result<(), CniError> {
-        gc::gc(req).map_err(error::RouteError::into_cni)
+    fn gc(&self, req: &Request) -> Result<(), RouteError> {
+        gc::gc(req)
     }
-}
-
-/// Ready when a netlink socket answers a request and the state directory takes a file (ADD
-/// records its routes there).
-fn status(req: &Request) -> Result<(), CniError> {
-    let not_ready = |what: String| CniError::not_available(what);
-    Netlink::current()
-        .and_then(|nl| nl.require_link("lo"))
-        .map_err(|e| not_ready(format!("netlink is not usable: {e}")))?;
-    let dir = &req.node.state_dir;
-    let probe = dir.join(format!(".status-probe.{}", std::process::id()));
-    std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&probe, b"ok"))
-        .and_then(|()| std::fs::remove_file(&probe))
-        .map_err(|e| {
-            not_ready(format!(
-                "state directory {} is not writable: {e}",
-                dir.display()
-            ))
-        })
 }
 
 fn main() -> ExitCode {

@@ -23,6 +23,7 @@ use galactic_core::ident::VpcId;
 use galactic_core::lockfile::{self, LockGuard};
 use galactic_core::net::domain::LOCK_TIMEOUT;
 use galactic_core::net::netlink::RouteSpec;
+use galactic_core::state;
 use ipnetwork::IpNetwork;
 use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
@@ -106,7 +107,8 @@ impl Ledger {
     /// Removes the VPC's temporary record files left by writers that were killed between write
     /// and rename. Call with the lock held: then no live writer of the VPC has one open.
     pub fn remove_stale_temp(&self, vpc: &VpcId) {
-        remove_stale_temp(&self.path(vpc));
+        // Best effort: what cannot be removed now goes with the next write of the record.
+        let _ = state::remove_temporaries(&self.path(vpc));
     }
 
     /// [`remove_stale_temp`](Self::remove_stale_temp) for every VPC with a temporary file,
@@ -151,23 +153,16 @@ impl Ledger {
             vpc: vpc.raw().to_owned(),
             routes: Vec::new(),
         };
-        Ok(read(&self.path(vpc))?.unwrap_or(empty))
+        Ok(state::read_json(&self.path(vpc))?.unwrap_or(empty))
     }
 
     /// Replaces the VPC's record; an empty one removes the file. Call with the lock held.
     pub fn put(&self, vpc: &VpcId, record: &VpcRoutes) -> Result<(), RouteError> {
         let path = self.path(vpc);
         if record.routes.is_empty() {
-            return match std::fs::remove_file(&path) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(RouteError::Record {
-                    what: "remove",
-                    path,
-                    source: e,
-                }),
-                _ => Ok(()),
-            };
+            return Ok(state::remove(&path)?);
         }
-        write_atomic(&path, record)
+        Ok(state::write_json(&path, record)?)
     }
 
     /// Adds the entries not yet recorded; returns those it added. Call with the lock held.
@@ -198,24 +193,13 @@ impl Ledger {
     /// The VPCs that have a record. A file that cannot be read is reported, not skipped
     /// silently: it may own routes.
     pub fn vpcs(&self) -> Result<Vec<Result<VpcId, String>>, RouteError> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(RouteError::Record {
-                    what: "list",
-                    path: self.dir.clone(),
-                    source,
-                })
-            }
-        };
         let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !(name.starts_with("vpc-") && name.ends_with(".json")) {
-                continue;
-            }
-            out.push(match read::<VpcRoutes>(&entry.path()) {
+        for path in state::json_files(&self.dir, "vpc-")? {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push(match state::read_json::<VpcRoutes>(&path) {
                 Ok(Some(r)) => VpcId::parse(&r.vpc).map_err(|e| format!("{name}: {e}")),
                 Ok(None) => continue,
                 Err(e) => Err(e.to_string()),
@@ -223,59 +207,6 @@ impl Ledger {
         }
         Ok(out)
     }
-}
-
-fn read<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, RouteError> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| RouteError::Record {
-                what: "parse",
-                path: path.to_owned(),
-                source: std::io::Error::other(e),
-            }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(RouteError::Record {
-            what: "read",
-            path: path.to_owned(),
-            source,
-        }),
-    }
-}
-
-/// Removes `<stem>.tmp.<pid>` files next to `path` (see [`Ledger::remove_stale_temp`]).
-fn remove_stale_temp(path: &Path) {
-    let (Some(dir), Some(stem)) = (path.parent(), path.file_stem()) else {
-        return;
-    };
-    let prefix = format!("{}.tmp.", stem.to_string_lossy());
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if entry.file_name().to_string_lossy().starts_with(&prefix) {
-            // Best effort: a leftover that cannot be removed now is retried by the next write.
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
-}
-
-fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), RouteError> {
-    let fail = |source| RouteError::Record {
-        what: "write",
-        path: path.to_owned(),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(fail)?;
-    }
-    let text = serde_json::to_vec_pretty(value).map_err(|e| fail(std::io::Error::other(e)))?;
-    // Unique per process: concurrent writers of one VPC are excluded by the lock anyway, so a
-    // temporary file found now was left by a writer that was killed: remove it.
-    remove_stale_temp(path);
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(fail)
 }
 
 #[cfg(test)]

@@ -13,71 +13,29 @@
 //! The router attachment's chain declares the target's networks as terminations; the client
 //! (another attachment of the same VPC) reaches the target only through them.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
 mod common;
 
-use common::{result_ip, Node, Pod};
+use common::{result_ip, route_get, table, table_routes};
+use galactic_testkit::host::Pod;
 use galactic_testkit::privileged::{privileged, TestNetns};
+use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};
 
 const ROUTER_HOST: &str = "G00000000A001H";
 const CLIENT_HOST: &str = "G00000000A002H";
 const ROUTER_V6: &str = "fd66:1::ff:0:5";
 
-/// A conflist as the runtime holds it.
-struct Conflist {
-    version: &'static str,
-    name: &'static str,
-    plugins: Vec<Value>,
-}
-
-impl Conflist {
-    /// The config plugin `index` gets on stdin.
-    fn plugin_conf(&self, index: usize, prev: Option<&Value>) -> Value {
-        let mut conf = self.plugins[index].clone();
-        conf["cniVersion"] = json!(self.version);
-        conf["name"] = json!(self.name);
-        if let Some(prev) = prev {
-            conf["prevResult"] = prev.clone();
-        }
-        conf
-    }
-
-    /// ADD through the chain; returns every plugin's result (the last one is cached).
-    fn add(&self, node: &Node, pod: &Pod) -> Vec<Value> {
-        let mut results: Vec<Value> = Vec::new();
-        for index in 0..self.plugins.len() {
-            let conf = self.plugin_conf(index, results.last());
-            results.push(node.add(pod, &conf));
-        }
-        results
-    }
-
-    /// CHECK every plugin in order with the cached result.
-    fn check(&self, node: &Node, pod: &Pod, cached: &Value) {
-        for index in 0..self.plugins.len() {
-            node.call("CHECK", pod, &self.plugin_conf(index, Some(cached)))
-                .expect_quiet_success();
-        }
-    }
-
-    /// DEL every plugin in reverse order with the cached result.
-    fn del(&self, node: &Node, pod: &Pod, cached: &Value) {
-        for index in (0..self.plugins.len()).rev() {
-            node.call("DEL", pod, &self.plugin_conf(index, Some(cached)))
-                .expect_quiet_success();
-        }
-    }
-}
-
-fn conflist(version: &'static str, att: &str, ipam: Value, terminations: Value) -> Conflist {
-    Conflist {
+fn conflist(version: &str, att: &str, ipam: Value, terminations: Value) -> Conflist {
+    Conflist::new(
         version,
-        name: "tenant-a",
-        plugins: vec![
-            json!({"type": "galactic-cni", "vpc": "A", "vpcattachment": att, "mtu": 1400, "ipam": ipam}),
-            json!({"type": "galactic-route", "vpc": "A", "vpcattachment": att, "terminations": terminations}),
+        "tenant-a",
+        vec![
+            common::master_conf("A", att, ipam),
+            common::route_conf("A", att, terminations),
         ],
-    }
+    )
 }
 
 /// The target network behind the router pod: a veth from the router to the target namespace.
@@ -129,16 +87,18 @@ fn a_pod_reaches_a_termination_through_the_chain_for_each_spec_version() {
     }
 }
 
-fn chain(version: &'static str) {
-    let node = Node::new(&format!("rc{}", &version[2..3]));
+fn chain(version: &str) {
+    let host = common::host(&format!("rc{}", &version[2..3]));
+    let rt = common::runtime(&host);
     let (router, client) = (Pod::new("rcr"), Pod::new("rcc"));
+    let (router_att, client_att) = (router.attachment(), client.attachment());
     let target = TestNetns::new("rct");
     wire_target(&router, &target);
 
     let client_list = conflist(
         version,
         "2",
-        common::pool_ipam(&node, "fd66:1::/64", "10.66.0.0/24"),
+        common::pool_ipam(&host, "fd66:1::/64", "10.66.0.0/24"),
         json!([]),
     );
     let router_ipam = json!({"type": "galactic-ipam", "addresses": [
@@ -151,7 +111,7 @@ fn chain(version: &'static str) {
         json!([{"network": "198.51.100.0/24"}, {"network": "2001:db8:77::/64", "via": ROUTER_V6}]),
     );
 
-    let client_results = client_list.add(&node, &client);
+    let client_results = rt.add_results(&client_list, &client_att).unwrap();
     let client_cached = client_results[1].clone();
     assert_eq!(client_cached, client_results[0], "{version}: passed on");
     let (c4, c6) = (
@@ -160,12 +120,12 @@ fn chain(version: &'static str) {
     );
     for dst in ["198.51.100.2", "2001:db8:77::2"] {
         assert!(
-            client.unanswered(dst),
+            !client.ping(dst),
             "{version}: no termination yet, so no way to {dst}"
         );
     }
 
-    let router_results = router_list.add(&node, &router);
+    let router_results = rt.add_results(&router_list, &router_att).unwrap();
     let router_cached = router_results[1].clone();
     assert_eq!(
         router_cached, router_results[0],
@@ -174,42 +134,44 @@ fn chain(version: &'static str) {
     assert_eq!(router_cached["cniVersion"], version);
     make_router(&router);
 
-    router_list.check(&node, &router, &router_cached);
-    client_list.check(&node, &client, &client_cached);
+    rt.check(&router_list, &router_att).unwrap();
+    rt.check(&client_list, &client_att).unwrap();
 
-    let (ok, via4) = node.route_get("198.51.100.2", &c4, CLIENT_HOST);
+    let (ok, via4) = route_get(&host, "198.51.100.2", &c4, CLIENT_HOST);
     assert!(
         ok && via4.contains(&format!("dev {ROUTER_HOST}")),
         "{version}: {via4}"
     );
-    let (ok, via6) = node.route_get("2001:db8:77::2", &c6, CLIENT_HOST);
+    let (ok, via6) = route_get(&host, "2001:db8:77::2", &c6, CLIENT_HOST);
     assert!(
         ok && via6.contains(&format!("via {ROUTER_V6} dev {ROUTER_HOST}")),
         "{version}: {via6}"
     );
     for dst in ["198.51.100.2", "2001:db8:77::2"] {
-        assert!(client.ping(dst), "{version}: client → target {dst}");
+        assert!(client.reaches(dst), "{version}: client → target {dst}");
     }
 
-    router_list.del(&node, &router, &router_cached);
-    let table = node.table("A");
+    rt.del(&router_list, &router_att).unwrap();
+    let table = table(&host, "A");
     assert!(
-        !node
-            .table_routes(table)
+        !table_routes(&host, table)
             .iter()
             .any(|r| r.contains(ROUTER_HOST)),
         "{version}: nothing routes through the deleted router attachment"
     );
-    let (_, after) = node.route_get("198.51.100.2", &c4, CLIENT_HOST);
+    let (_, after) = route_get(&host, "198.51.100.2", &c4, CLIENT_HOST);
     assert!(!after.contains(ROUTER_HOST), "{version}: {after}");
     for dst in ["198.51.100.2", "2001:db8:77::2"] {
         assert!(
-            client.unanswered(dst),
+            !client.ping(dst),
             "{version}: {dst} is gone with the router"
         );
     }
-    router_list.del(&node, &router, &router_cached);
+    // Each DEL again, by a runtime that still holds the result.
+    rt.remember(&router_list, &router_att, &router_cached);
+    rt.del(&router_list, &router_att).unwrap();
 
-    client_list.del(&node, &client, &client_cached);
-    client_list.del(&node, &client, &client_cached);
+    rt.del(&client_list, &client_att).unwrap();
+    rt.remember(&client_list, &client_att, &client_cached);
+    rt.del(&client_list, &client_att).unwrap();
 }

@@ -2,28 +2,41 @@
 //! each after a real master ADD (routing domain, host interface, pod routes) in a throwaway host
 //! namespace.
 
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
 mod common;
 
-use common::{master_conf, pool_ipam, result_ip, route_conf, with_prev, Node, Pod};
+use common::{master_conf, pool_ipam, result_ip, route_conf, table, table_routes};
+use galactic_testkit::host::{Host, Pod};
 use galactic_testkit::privileged::privileged;
-use galactic_testkit::Outcome;
+use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};
 
 const HOST: &str = "G00000000A001H";
 
-/// A node with one pod of VPC A (attachment 1) attached by the veth master with a dual-stack
-/// pool; returns the master's result.
-fn attached(tag: &str) -> (Node, Pod, Value) {
-    let node = Node::new(tag);
-    let pod = Pod::new(&format!("{tag}p"));
-    let ipam = pool_ipam(&node, "fd66:1::/64", "10.66.0.0/24");
-    let result = node.add(&pod, &master_conf("1.1.0", "tenant-a", "A", "1", ipam));
-    (node, pod, result)
+/// The chain of VPC A's attachment 1 (dual-stack pool) with `route` after the master.
+fn chain(host: &Host, route: Value) -> Conflist {
+    let ipam = pool_ipam(host, "fd66:1::/64", "10.66.0.0/24");
+    Conflist::new(
+        "1.1.0",
+        "tenant-a",
+        vec![master_conf("A", "1", ipam), route],
+    )
 }
 
-fn route_add(node: &Node, pod: &Pod, prev: &Value, terms: Value) -> Outcome {
-    let conf = route_conf("1.1.0", "tenant-a", "A", "1", terms);
-    node.call("ADD", pod, &with_prev(&conf, prev))
+/// galactic-route's entry for VPC A's attachment 1.
+fn terms(terms: Value) -> Value {
+    route_conf("A", "1", terms)
+}
+
+/// A host with one pod of VPC A (attachment 1) attached by the veth master; returns the
+/// master's result (galactic-route is then run on its own with it).
+fn attached(tag: &str) -> (Host, Pod, Value) {
+    let host = common::host(tag);
+    let pod = Pod::new(&format!("{tag}p"));
+    let list = chain(&host, terms(json!([])));
+    let master = common::runtime(&host).plugin(&list, 0, "ADD", &pod.attachment(), None);
+    (host, pod, master.expect_result())
 }
 
 #[test]
@@ -31,10 +44,11 @@ fn add_check_retry_del_for_both_families_with_and_without_via() {
     if !privileged("add_check_retry_del_for_both_families_with_and_without_via") {
         return;
     }
-    let (node, pod, master) = attached("rt1");
+    let (host, pod, master) = attached("rt1");
+    let (rt, att) = (common::runtime(&host), pod.attachment());
     let (pod4, pod6) = (result_ip(&master, false), result_ip(&master, true));
-    let table = node.table("A");
-    let before = node.table_routes(table);
+    let table = table(&host, "A");
+    let before = table_routes(&host, table);
     let terms = json!([
         {"network": "198.51.100.9/24"},                 // host bits set on purpose
         {"network": "2001:db8:77::/64"},
@@ -43,13 +57,14 @@ fn add_check_retry_del_for_both_families_with_and_without_via() {
         {"network": "192.0.2.0/24", "via": "169.254.1.1"}, // not covered: onlink
         {"network": "2001:db8:79::/64", "via": "fe80::1"}  // link-local: no onlink needed
     ]);
-    let conf = with_prev(&route_conf("1.1.0", "tenant-a", "A", "1", terms), &master);
+    let list = chain(&host, self::terms(terms));
+    let route = |command: &str| rt.plugin(&list, 1, command, &att, Some(&master));
 
-    let out = node.call("ADD", &pod, &conf);
+    let out = route("ADD");
     assert!(out.success, "{out:?}");
     assert_eq!(out.json(), master, "prevResult is passed on unchanged");
 
-    let after = node.table_routes(table);
+    let after = table_routes(&host, table);
     let added: Vec<String> = after
         .iter()
         .filter(|r| !before.contains(r))
@@ -68,25 +83,25 @@ fn add_check_retry_del_for_both_families_with_and_without_via() {
     expected.sort();
     assert_eq!(added, expected);
 
-    node.call("CHECK", &pod, &conf).expect_quiet_success();
+    route("CHECK").expect_quiet_success();
 
     // A retried ADD succeeds with the same result and changes nothing.
-    let retry = node.call("ADD", &pod, &conf);
+    let retry = route("ADD");
     assert!(retry.success, "{retry:?}");
     assert_eq!(retry.json(), master);
     assert_eq!(
-        node.table_routes(table),
+        table_routes(&host, table),
         after,
         "no duplicates, nothing replaced"
     );
 
     // CHECK names every missing route, of both families.
     let t = table.to_string();
-    node.host
+    host.netns
         .ip(&["-4", "route", "del", "203.0.113.0/24", "table", &t]);
-    node.host
+    host.netns
         .ip(&["-6", "route", "del", "2001:db8:77::/64", "table", &t]);
-    let msg = node.call("CHECK", &pod, &conf).expect_error(100);
+    let msg = route("CHECK").expect_error(100);
     assert!(
         msg.contains(&format!(
             "termination 203.0.113.0/24 via {pod4} dev {HOST} table {table} is missing"
@@ -102,30 +117,21 @@ fn add_check_retry_del_for_both_families_with_and_without_via() {
     assert!(!msg.contains("198.51.100.0/24"), "only what differs: {msg}");
 
     // A retried ADD repairs exactly what is missing.
-    assert!(node.call("ADD", &pod, &conf).success);
-    assert_eq!(node.table_routes(table), after);
-    node.call("CHECK", &pod, &conf).expect_quiet_success();
+    assert!(route("ADD").success);
+    assert_eq!(table_routes(&host, table), after);
+    route("CHECK").expect_quiet_success();
 
     // DEL leaves the routes (VPC-wide state); the master's DEL takes them with the interface.
-    node.call("DEL", &pod, &conf).expect_quiet_success();
-    assert_eq!(node.table_routes(table), after, "DEL leaves the routes");
-    let master_del = with_prev(
-        &master_conf(
-            "1.1.0",
-            "tenant-a",
-            "A",
-            "1",
-            pool_ipam(&node, "fd66:1::/64", "10.66.0.0/24"),
-        ),
-        &master,
-    );
-    node.call("DEL", &pod, &master_del).expect_quiet_success();
-    let left = node.table_routes(table);
+    route("DEL").expect_quiet_success();
+    assert_eq!(table_routes(&host, table), after, "DEL leaves the routes");
+    rt.plugin(&list, 0, "DEL", &att, Some(&master))
+        .expect_quiet_success();
+    let left = table_routes(&host, table);
     assert!(
         !left.iter().any(|r| r.contains(HOST)),
         "no route through the deleted interface: {left:#?}"
     );
-    node.call("DEL", &pod, &conf).expect_quiet_success();
+    route("DEL").expect_quiet_success();
 }
 
 #[test]
@@ -133,17 +139,22 @@ fn check_names_a_route_that_points_elsewhere_and_canonicalises() {
     if !privileged("check_names_a_route_that_points_elsewhere_and_canonicalises") {
         return;
     }
-    let (node, pod, master) = attached("rt2");
+    let (host, pod, master) = attached("rt2");
+    let (rt, att) = (common::runtime(&host), pod.attachment());
     let pod4 = result_ip(&master, false);
-    let terms =
-        json!([{"network": "198.51.100.0/24", "via": pod4}, {"network": "2001:db8:77::5/64"}]);
-    assert!(route_add(&node, &pod, &master, terms.clone()).success);
-    let conf = with_prev(&route_conf("1.1.0", "tenant-a", "A", "1", terms), &master);
-    node.call("CHECK", &pod, &conf).expect_quiet_success();
+    let list = chain(
+        &host,
+        terms(
+            json!([{"network": "198.51.100.0/24", "via": pod4}, {"network": "2001:db8:77::5/64"}]),
+        ),
+    );
+    let route = |command: &str| rt.plugin(&list, 1, command, &att, Some(&master));
+    assert!(route("ADD").success);
+    route("CHECK").expect_quiet_success();
 
     // Someone re-points the IPv4 termination to another next hop.
-    let t = node.table("A").to_string();
-    node.host.ip(&[
+    let t = table(&host, "A").to_string();
+    host.netns.ip(&[
         "-4",
         "route",
         "replace",
@@ -156,7 +167,7 @@ fn check_names_a_route_that_points_elsewhere_and_canonicalises() {
         "table",
         &t,
     ]);
-    let msg = node.call("CHECK", &pod, &conf).expect_error(100);
+    let msg = route("CHECK").expect_error(100);
     assert!(
         msg.contains(&format!(
             "termination 198.51.100.0/24 via {pod4} dev {HOST} table {t} is missing: the table routes 198.51.100.0/24 via 169.254.9.9 dev {HOST} onlink table {t} instead"
@@ -174,21 +185,15 @@ fn a_failed_add_removes_only_the_routes_it_added() {
     if !privileged("a_failed_add_removes_only_the_routes_it_added") {
         return;
     }
-    let (node, pod, master) = attached("rt3");
+    let (host, pod, master) = attached("rt3");
+    let (rt, att) = (common::runtime(&host), pod.attachment());
+    let route_add = |t: Value| rt.plugin(&chain(&host, terms(t)), 1, "ADD", &att, Some(&master));
     let (pod4, pod6) = (result_ip(&master, false), result_ip(&master, true));
-    let table = node.table("A");
+    let table = table(&host, "A");
     // A previous ADD installed one termination; the failing ADDs must leave it alone.
-    assert!(
-        route_add(
-            &node,
-            &pod,
-            &master,
-            json!([{"network": "198.51.100.0/24"}])
-        )
-        .success
-    );
-    let snapshot = node.table_routes(table);
-    let record = std::fs::read_to_string(node.route_record("A")).unwrap();
+    assert!(route_add(json!([{"network": "198.51.100.0/24"}])).success);
+    let snapshot = table_routes(&host, table);
+    let record = std::fs::read_to_string(common::route_record(&host, "A")).unwrap();
 
     // Installation order: IPv4 first, then IPv6, each in configured order; the kept route is
     // present, so route 1 is the IPv4 via-route, 2 the IPv6 device route, 3 the IPv6 via-route.
@@ -204,29 +209,28 @@ fn a_failed_add_removes_only_the_routes_it_added() {
         "after-route-2",
         "after-route-3",
     ] {
-        let conf = with_prev(
-            &route_conf("1.1.0", "tenant-a", "A", "1", terms.clone()),
-            &master,
-        );
-        let out = node.call_with("ADD", &pod, &conf, &[("GALACTIC_FAILPOINTS", failpoint)]);
+        let list = chain(&host, self::terms(terms.clone()));
+        let armed = rt.clone().env("GALACTIC_FAILPOINTS", failpoint);
+        let out = armed.plugin(&list, 1, "ADD", &att, Some(&master));
         let msg = out.expect_error(999);
         assert!(msg.contains(failpoint), "{msg}");
         assert_eq!(
-            node.table_routes(table),
+            table_routes(&host, table),
             snapshot,
             "{failpoint}: only the routes this ADD added are removed"
         );
         assert_eq!(
-            std::fs::read_to_string(node.route_record("A")).unwrap(),
+            std::fs::read_to_string(common::route_record(&host, "A")).unwrap(),
             record,
             "{failpoint}: the record is restored"
         );
     }
     // Unarmed, the same ADD succeeds.
-    let conf = with_prev(&route_conf("1.1.0", "tenant-a", "A", "1", terms), &master);
-    assert!(node.call("ADD", &pod, &conf).success);
-    assert_eq!(node.table_routes(table).len(), snapshot.len() + 3);
-    node.call("CHECK", &pod, &conf).expect_quiet_success();
+    let list = chain(&host, self::terms(terms));
+    assert!(rt.plugin(&list, 1, "ADD", &att, Some(&master)).success);
+    assert_eq!(table_routes(&host, table).len(), snapshot.len() + 3);
+    rt.plugin(&list, 1, "CHECK", &att, Some(&master))
+        .expect_quiet_success();
 }
 
 #[test]
@@ -234,15 +238,17 @@ fn an_existing_route_elsewhere_is_a_conflict_and_nothing_is_installed() {
     if !privileged("an_existing_route_elsewhere_is_a_conflict_and_nothing_is_installed") {
         return;
     }
-    let (node, pod, master) = attached("rt4");
-    let table = node.table("A");
+    let (host, pod, master) = attached("rt4");
+    let (rt, att) = (common::runtime(&host), pod.attachment());
+    let route_add = |t: Value| rt.plugin(&chain(&host, terms(t)), 1, "ADD", &att, Some(&master));
+    let table = table(&host, "A");
     let t = table.to_string();
     // No dummy driver on every kernel; a veth pair is always there.
-    node.host.ip(&[
+    host.netns.ip(&[
         "link", "add", "other0", "type", "veth", "peer", "name", "other1",
     ]);
-    node.host.ip(&["link", "set", "other0", "up"]);
-    node.host.ip(&[
+    host.netns.ip(&["link", "set", "other0", "up"]);
+    host.netns.ip(&[
         "-4",
         "route",
         "add",
@@ -252,7 +258,7 @@ fn an_existing_route_elsewhere_is_a_conflict_and_nothing_is_installed() {
         "table",
         &t,
     ]);
-    node.host.ip(&[
+    host.netns.ip(&[
         "-6",
         "route",
         "add",
@@ -262,42 +268,34 @@ fn an_existing_route_elsewhere_is_a_conflict_and_nothing_is_installed() {
         "table",
         &t,
     ]);
-    let snapshot = node.table_routes(table);
+    let snapshot = table_routes(&host, table);
 
     for (conflicting, family_free) in [
         ("198.51.100.0/24", json!({"network": "2001:db8:99::/64"})),
         ("2001:db8:77::/64", json!({"network": "203.0.113.0/24"})),
     ] {
         // The conflicting entry comes last: validation must stop the ADD before anything else.
-        let out = route_add(
-            &node,
-            &pod,
-            &master,
-            json!([family_free, {"network": conflicting}]),
-        );
+        let out = route_add(json!([family_free, {"network": conflicting}]));
         let msg = out.expect_error(7);
         assert!(
             msg.contains(&format!("termination {conflicting} dev {HOST} table {t} conflicts with {conflicting} dev other0 table {t}")),
             "{msg}"
         );
         assert_eq!(
-            node.table_routes(table),
+            table_routes(&host, table),
             snapshot,
             "nothing installed, nothing replaced"
         );
-        assert!(!node.route_record("A").exists(), "nothing recorded");
+        assert!(
+            !common::route_record(&host, "A").exists(),
+            "nothing recorded"
+        );
     }
 
     // A changed next hop for a network this plugin routes is not silently applied either.
-    assert!(route_add(&node, &pod, &master, json!([{"network": "203.0.113.0/24"}])).success);
+    assert!(route_add(json!([{"network": "203.0.113.0/24"}])).success);
     let pod4 = result_ip(&master, false);
-    let msg = route_add(
-        &node,
-        &pod,
-        &master,
-        json!([{"network": "203.0.113.0/24", "via": pod4}]),
-    )
-    .expect_error(7);
+    let msg = route_add(json!([{"network": "203.0.113.0/24", "via": pod4}])).expect_error(7);
     assert!(
         msg.contains(&format!(
             "conflicts with 203.0.113.0/24 dev {HOST} table {t}"
@@ -307,9 +305,8 @@ fn an_existing_route_elsewhere_is_a_conflict_and_nothing_is_installed() {
 
     // The table backend's `unreachable default` (nothing falls through to `main`) makes a
     // default termination a conflict; a VRF table has no such route.
-    if node.backend("A") == "table" {
-        let msg =
-            route_add(&node, &pod, &master, json!([{"network": "0.0.0.0/0"}])).expect_error(7);
+    if common::backend(&host, "A") == "table" {
+        let msg = route_add(json!([{"network": "0.0.0.0/0"}])).expect_error(7);
         assert!(
             msg.contains(&format!("conflicts with unreachable 0.0.0.0/0 table {t}")),
             "{msg}"
@@ -322,15 +319,14 @@ fn chain_order_and_consistency_errors() {
     if !privileged("chain_order_and_consistency_errors") {
         return;
     }
-    let (node, pod, master) = attached("rt5");
+    let (host, pod, master) = attached("rt5");
+    let (rt, att) = (common::runtime(&host), pod.attachment());
+    let route_add =
+        |route: Value, prev: &Value| rt.plugin(&chain(&host, route), 1, "ADD", &att, Some(prev));
     let terms = json!([{"network": "198.51.100.0/24"}]);
 
     // Another attachment's stanza with this attachment's result.
-    let conf = with_prev(
-        &route_conf("1.1.0", "tenant-a", "A", "2", terms.clone()),
-        &master,
-    );
-    let msg = node.call("ADD", &pod, &conf).expect_error(6);
+    let msg = route_add(route_conf("A", "2", terms.clone()), &master).expect_error(6);
     assert!(
         msg.contains(HOST) && msg.contains("G00000000A002H"),
         "{msg}"
@@ -339,22 +335,14 @@ fn chain_order_and_consistency_errors() {
     // A result without a host interface: the computed one must exist.
     let guest_only =
         json!({"cniVersion": "1.1.0", "interfaces": [master["interfaces"][1].clone()]});
-    let conf = with_prev(
-        &route_conf("1.1.0", "tenant-a", "A", "2", terms.clone()),
-        &guest_only,
-    );
-    let msg = node.call("ADD", &pod, &conf).expect_error(7);
+    let msg = route_add(route_conf("A", "2", terms.clone()), &guest_only).expect_error(7);
     assert!(
         msg.contains("host interface G00000000A002H does not exist"),
         "{msg}"
     );
 
     // A VPC without a routing domain on this node.
-    let conf = with_prev(
-        &route_conf("1.1.0", "tenant-a", "B", "1", terms),
-        &guest_only,
-    );
-    let msg = node.call("ADD", &pod, &conf).expect_error(7);
+    let msg = route_add(route_conf("B", "1", terms), &guest_only).expect_error(7);
     assert!(
         msg.contains("VPC B has no routing domain on this node"),
         "{msg}"

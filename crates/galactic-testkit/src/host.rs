@@ -1,11 +1,24 @@
 //! A throwaway node for process-level plugin tests: a "host" network namespace the plugins run
-//! in, a node config and state directory, a CNI bin dir with the workspace's plugins, and pods
-//! (more namespaces).
+//! in, a node config and state directory, a CNI bin dir with the workspace's plugins, a runtime
+//! ([`Host::runtime`]) and pods (more namespaces).
 
+use super::apiserver::ApiServer;
 use super::privileged::TestNetns;
-use super::{workspace_binary, Invocation, Outcome, TestNode};
-use serde_json::Value;
+use super::runtime::{Attachment, Runtime};
+use super::{workspace_binary, Invocation, TestNode};
+use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Every plugin binary the workspace builds.
+pub const PLUGINS: [&str; 5] = [
+    "galactic-cni",
+    "galactic-tap-cni",
+    "galactic-ipam",
+    "galactic-route",
+    "galactic-bgp",
+];
 
 /// The plugins' host.
 pub struct Host {
@@ -20,46 +33,75 @@ pub struct Host {
 impl Host {
     /// A host whose node config has `node_extra` merged in and whose bin dir holds `plugins`.
     pub fn new(tag: &str, node_extra: Value, plugins: &[&str]) -> Self {
-        let netns = TestNetns::node_host(tag);
         let node = TestNode::new(node_extra);
-        let bin_dir = node.dir.path().join("bin");
-        std::fs::create_dir_all(&bin_dir).expect("create the bin dir");
-        for name in plugins {
-            std::os::unix::fs::symlink(workspace_binary(name), bin_dir.join(name))
-                .expect("link a plugin");
-        }
+        let bin_dir = bin_dir(&node, plugins);
         Self {
-            netns,
+            netns: TestNetns::node_host(tag),
             node,
             bin_dir,
         }
     }
 
-    /// Runs `binary` for `pod` inside the host namespace, as a runtime would.
-    pub fn call(&self, binary: &Path, command: &str, pod: &Pod, conf: &Value) -> Outcome {
-        self.invocation(binary, command, pod)
-            .stdin(conf.to_string())
-            .run()
+    /// A runtime on this host: its node, its bin dir, plugins run in its namespace.
+    pub fn runtime(&self) -> Runtime<'_> {
+        Runtime::new(&self.node, &self.bin_dir, Some(self.netns.name()))
     }
 
-    /// The invocation, for tests that need to adjust it (extra variables, netns gone, …).
+    /// One plugin process for `pod` in the host namespace, for tests that call a plugin in a
+    /// way no runtime would (hostile variables, no list, …); everything else goes through
+    /// [`Host::runtime`].
     pub fn invocation<'a>(&self, binary: &'a Path, command: &str, pod: &Pod) -> Invocation<'a> {
         Invocation::new(binary, command, &self.node)
             .attachment(&pod.id, &pod.netns_path(), &pod.ifname, &self.bin_dir)
             .in_netns(self.netns.name())
     }
 
-    /// ADD, which must succeed; the result.
-    pub fn add(&self, binary: &Path, pod: &Pod, conf: &Value) -> Value {
-        let out = self.call(binary, "ADD", pod, conf);
-        assert!(out.success, "ADD failed: {out:?}");
-        out.json()
-    }
-
     /// A data directory under the node's temporary directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.node.dir.path().join(name)
     }
+
+    /// A loopback Kubernetes API server listening in the host namespace (where the plugins run,
+    /// so `127.0.0.1` is its loopback), with the node config's kubeconfig pointing at it.
+    pub fn start_apiserver(&self) -> ApiServer {
+        use galactic_core::net::netns::{run_in, Netns};
+        let ns = Netns::open(&self.netns.path()).expect("open the host namespace");
+        let server = run_in(&ns, ApiServer::start)
+            .expect("enter the host namespace")
+            .expect("start the API server");
+        use_apiserver(&self.node, &server);
+        server
+    }
+}
+
+/// Points `node`'s kubeconfig at `server` (the kubeconfig file lives in the node's directory).
+pub fn use_apiserver(node: &TestNode, server: &ApiServer) {
+    let kubeconfig = node.dir.path().join("kubeconfig");
+    server
+        .write_kubeconfig(&kubeconfig)
+        .expect("write the kubeconfig");
+    node.merge_config(json!({ "kubeconfig": kubeconfig }));
+}
+
+/// A CNI bin dir under `node`'s directory holding the workspace's `plugins`.
+pub fn bin_dir(node: &TestNode, plugins: &[&str]) -> PathBuf {
+    let dir = node.dir.path().join("bin");
+    std::fs::create_dir_all(&dir).expect("create the bin dir");
+    for name in plugins {
+        std::os::unix::fs::symlink(built(name), dir.join(name)).expect("link a plugin");
+    }
+    dir
+}
+
+/// [`workspace_binary`], built once per test process.
+fn built(name: &str) -> PathBuf {
+    static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    built
+        .get_or_insert_with(HashMap::new)
+        .entry(name.to_owned())
+        .or_insert_with(|| workspace_binary(name))
+        .clone()
 }
 
 /// A pod: a namespace, a container id and an interface name.
@@ -87,21 +129,29 @@ impl Pod {
         self.ns.path().display().to_string()
     }
 
+    /// What a runtime knows of this pod's attachment: container id, netns, ifname.
+    pub fn attachment(&self) -> Attachment {
+        Attachment::new(&self.id, &self.netns_path(), &self.ifname)
+    }
+
     /// One ping (1 s deadline) from the pod.
     pub fn ping(&self, target: &str) -> bool {
-        let family = if target.contains(':') { "-6" } else { "-4" };
-        self.ns
-            .exec(&["ping", family, "-c", "1", "-W", "1", target])
-            .status
-            .success()
+        self.ping_with(target, &["-c", "1", "-W", "1"])
     }
-}
 
-/// `conf` with `prevResult` set, as a runtime sends it to CHECK and DEL.
-pub fn with_prev(conf: &Value, result: &Value) -> Value {
-    let mut conf = conf.clone();
-    conf["prevResult"] = result.clone();
-    conf
+    /// Whether `target` answers any of three echo requests (for paths that may need a moment,
+    /// such as neighbour resolution through a router).
+    pub fn reaches(&self, target: &str) -> bool {
+        self.ping_with(target, &["-c", "3", "-i", "0.2", "-W", "2", "-n", "-q"])
+    }
+
+    fn ping_with(&self, target: &str, options: &[&str]) -> bool {
+        let family = if target.contains(':') { "-6" } else { "-4" };
+        let mut argv = vec!["ping", family];
+        argv.extend_from_slice(options);
+        argv.push(target);
+        self.ns.exec(&argv).status.success()
+    }
 }
 
 /// The bare address (no prefix) of `result.ips[i]`.

@@ -5,11 +5,16 @@
 //! directory, so tests never read or write the machine's `/etc/galactic` or `/var/log`.
 
 pub mod apiserver;
+pub mod bench;
 pub mod bpffs;
+pub mod campaign;
 pub mod fuzz;
+pub mod harness;
 pub mod host;
 pub mod privileged;
+pub mod process;
 pub mod runtime;
+pub mod stats;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -49,6 +54,17 @@ impl TestNode {
         let node_config = dir.path().join("node.json");
         std::fs::write(&node_config, config.to_string()).expect("write the node config");
         Self { dir, node_config }
+    }
+
+    /// Merges `extra` keys into the node config file, for values known only once the node
+    /// exists (a kubeconfig in its directory, …).
+    pub fn merge_config(&self, extra: Value) {
+        let text = std::fs::read_to_string(&self.node_config).expect("read the node config");
+        let mut config: Value = serde_json::from_str(&text).expect("the node config is JSON");
+        if let (Some(map), Value::Object(extra)) = (config.as_object_mut(), extra) {
+            map.extend(extra);
+        }
+        std::fs::write(&self.node_config, config.to_string()).expect("write the node config");
     }
 
     /// The log file's lines, parsed.
@@ -109,6 +125,12 @@ impl Outcome {
         let msg = out["msg"].as_str().unwrap_or_default().to_owned();
         assert!(!msg.is_empty(), "error without a message: {out}");
         msg
+    }
+
+    /// Asserts success; returns the result on stdout (ADD).
+    pub fn expect_result(&self) -> Value {
+        assert!(self.success, "expected success: {self:?}");
+        self.json()
     }
 
     /// Asserts success with nothing on stdout (DEL/CHECK/STATUS/GC).
@@ -195,17 +217,8 @@ impl<'a> Invocation<'a> {
     /// Runs the process to completion.
     pub fn run(self) -> Outcome {
         use std::io::Write;
-        let mut command = match &self.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(self.binary);
-                c
-            }
-            None => Command::new(self.binary),
-        };
-        let mut child = command
-            .env_clear()
-            .envs(self.env)
+        let mut child = self
+            .command()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -221,6 +234,23 @@ impl<'a> Invocation<'a> {
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         }
+    }
+}
+
+impl Invocation<'_> {
+    /// The process to start: the binary (inside the host namespace when one is set) with
+    /// exactly this invocation's environment.
+    pub(crate) fn command(&self) -> Command {
+        let mut command = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(self.binary);
+                c
+            }
+            None => Command::new(self.binary),
+        };
+        command.env_clear().envs(self.env.iter().cloned());
+        command
     }
 }
 
@@ -306,19 +336,28 @@ pub fn protocol_suite(binary: &Path, stanza: Value, status: ExpectStatus) {
         .run()
         .expect_error(4);
 
+    // DEL never fails on an input ADD refuses (nothing was ever created for it), so a runtime
+    // can always finish tearing a pod down.
+    let long_id = "a".repeat(300);
+    for del in [
+        call("DEL").var("CNI_CONTAINERID", &long_id),
+        call("DEL").var("CNI_ARGS", "IgnoreUnknown=1;novalue"),
+        call("DEL").unset("CNI_IFNAME"),
+        call("DEL").var("CNI_IFNAME", "sixteen-chars-xx"),
+    ] {
+        del.stdin(conf("1.0.0")).run().expect_quiet_success();
+    }
+    call("ADD")
+        .var("CNI_CONTAINERID", &long_id)
+        .stdin(conf("1.0.0"))
+        .run()
+        .expect_error(4);
+
     for line in node.log_lines() {
         assert!(
             line["plugin"].is_string() && line["level"].is_string(),
             "{line}"
         );
-    }
-}
-
-/// The workspace package that builds the plugin binary `name` (the two masters share one).
-pub fn package_of(name: &str) -> &str {
-    match name {
-        "galactic-cni" | "galactic-tap-cni" => "galactic-master",
-        other => other,
     }
 }
 
@@ -350,7 +389,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
             "--bin",
             name,
             "--package",
-            package_of(name),
+            galactic_core::plugins::package(name),
         ])
         .status()
         .expect("run cargo build");

@@ -77,22 +77,10 @@ impl LocalStore {
         }
     }
 
-    /// Writes `value` to `path` atomically (temporary file + rename).
+    /// Writes `value` to `path` atomically (the node's one state-file writer; the store's lock
+    /// is held, so any temporary of `path` is a killed writer's and goes first).
     fn write(path: &Path, value: &Value) -> Result<(), StoreError> {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
-        let tmp = dir.join(format!(
-            ".{}.tmp",
-            path.file_name()
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default()
-        ));
-        let text = serde_json::to_vec_pretty(value).map_err(|e| StoreError::Shape {
-            what: path.display().to_string(),
-            why: e.to_string(),
-        })?;
-        std::fs::write(&tmp, text).map_err(io(format!("write {}", tmp.display())))?;
-        std::fs::rename(&tmp, path).map_err(io(format!("rename onto {}", path.display())))
+        Ok(galactic_core::state::write_json(path, value)?)
     }
 
     fn next_revision(&self) -> Result<String, StoreError> {

@@ -7,9 +7,9 @@
 pub mod kube;
 pub mod local;
 
-use galactic_core::cni::{CniError, Code};
-use galactic_core::kube::{ErrorClass, KubeError};
+use galactic_core::kube::KubeError;
 use galactic_core::lockfile::LockError;
+use galactic_core::state::StateError;
 use serde_json::Value;
 
 /// A resource the backends store.
@@ -105,6 +105,9 @@ pub enum StoreError {
     /// The local state lock.
     #[error(transparent)]
     Lock(#[from] LockError),
+    /// A local document cannot be written.
+    #[error(transparent)]
+    State(#[from] StateError),
     /// A stored object does not have the expected shape.
     #[error("{what}: unexpected object: {why}")]
     Shape {
@@ -138,26 +141,6 @@ impl StoreError {
     /// Whether this is [`StoreError::Conflict`].
     pub fn is_conflict(&self) -> bool {
         matches!(self, Self::Conflict { .. })
-    }
-
-    /// Whether this is [`StoreError::NotFound`].
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, Self::NotFound { .. })
-    }
-
-    /// The CNI error for this failure: transient and contended failures are code 11 (the
-    /// runtime retries), invalid objects and kubeconfigs code 7, local I/O code 5.
-    pub fn to_cni(&self) -> CniError {
-        let msg = self.to_string();
-        let code = match self {
-            Self::Kube(e) if e.class() == Some(ErrorClass::Transient) => Code::TRY_AGAIN_LATER,
-            Self::Kube(e) if e.status_code() == Some(422) => Code::INVALID_CONFIG,
-            Self::Kube(KubeError::Kubeconfig { .. }) => Code::INVALID_CONFIG,
-            Self::Lock(LockError::Timeout { .. }) | Self::Conflict { .. } => Code::TRY_AGAIN_LATER,
-            Self::Io { .. } | Self::Lock(_) => Code::IO,
-            _ => Code::INTERNAL,
-        };
-        CniError::new(code, msg)
     }
 }
 

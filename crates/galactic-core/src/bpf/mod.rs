@@ -68,6 +68,9 @@ pub enum BpfError {
         #[source]
         source: std::io::Error,
     },
+    /// A registration record.
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
     /// The registration lock was held too long (retry later).
     #[error(transparent)]
     Busy(crate::lockfile::LockError),

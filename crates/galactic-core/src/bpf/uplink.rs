@@ -132,7 +132,7 @@ pub fn ebpf_interfaces(nl: &Netlink, configured: &[String]) -> Result<Vec<String
     }
     let links = nl.links()?;
     let mut out: Vec<String> = Vec::new();
-    for route in nl.routes(true, MAIN_TABLE)? {
+    for route in nl.routes(crate::ip::Family::V6, MAIN_TABLE)? {
         if route.dst.prefix() != 0 || route.kind != RouteKind::Unicast {
             continue;
         }

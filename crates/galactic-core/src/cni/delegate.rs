@@ -6,12 +6,13 @@
 //! unchanged (a delegate's 11 stays 11). Its stderr is forwarded to ours.
 
 use super::env::Command;
-use super::error::{CniError, Code};
+use super::error::{CniError, Code, ErrorCode};
 use super::result::CniResult;
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, Output, Stdio};
 use std::sync::mpsc;
@@ -20,9 +21,118 @@ use std::time::Duration;
 /// Default bound on one delegate call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Set in every delegate's environment: how deep in a delegation it runs. A plugin started as
+/// a delegate never delegates again, so no configuration can make the chain recurse (a stanza
+/// naming a master as its own IPAM would otherwise exec itself without end).
+pub const DEPTH_ENV: &str = "GALACTIC_CNI_DELEGATE_DEPTH";
+
+/// Whether this process runs as another plugin's delegate.
+pub fn is_delegated() -> bool {
+    depth() > 0
+}
+
+fn depth() -> u32 {
+    std::env::var(DEPTH_ENV)
+        .ok()
+        .and_then(|d| d.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// How often and how long to retry `ETXTBSY` (a binary still being written by an installer).
 const TEXT_BUSY_RETRIES: u32 = 5;
 const TEXT_BUSY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Why a delegate call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DelegateError {
+    /// The plugin type is not a plain binary name (code 7).
+    #[error("plugin type {name:?} must be a plain binary name (no '/')")]
+    NotAName {
+        /// The type as configured.
+        name: String,
+    },
+    /// No executable of that name in `CNI_PATH` (code 7).
+    #[error("delegate plugin {name:?} was not found in CNI_PATH [{}]; install it there", dirs.join(", "))]
+    NotFound {
+        /// The plugin type.
+        name: String,
+        /// The directories searched.
+        dirs: Vec<String>,
+    },
+    /// The binary could not be started (code 5).
+    #[error("cannot run delegate {}: {source}", binary.display())]
+    Spawn {
+        /// The binary.
+        binary: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for the delegate failed (code 5).
+    #[error("waiting for delegate {}: {source}", binary.display())]
+    Wait {
+        /// The binary.
+        binary: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// This process is itself a delegate: delegating again could recurse (code 7).
+    #[error("delegate plugin {name:?} not run: this plugin was itself started as a delegate ({DEPTH_ENV} is set), and a delegate never delegates again; check the ipam.type of the network configuration")]
+    Nested {
+        /// The plugin type that was to be run.
+        name: String,
+    },
+    /// The delegate did not finish in time and was stopped (code 11: the runtime retries).
+    #[error("delegate {} did not finish {command} within {}; it was stopped", binary.display(), humantime::format_duration(*timeout))]
+    Timeout {
+        /// The binary.
+        binary: PathBuf,
+        /// The verb.
+        command: Command,
+        /// The bound.
+        timeout: Duration,
+    },
+    /// The delegate answered ADD with nothing (code 6).
+    #[error("delegate plugin {name:?} returned no result for ADD")]
+    NoResult {
+        /// The plugin type.
+        name: String,
+    },
+    /// The delegate's ADD result does not parse (code 6).
+    #[error("delegate plugin {name:?} returned an invalid result: {source}")]
+    BadResult {
+        /// The plugin type.
+        name: String,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The delegate failed: its own CNI error (or one built from its exit status and stderr),
+    /// passed through unchanged.
+    #[error("{}", .0.msg)]
+    Failed(CniError),
+}
+
+impl ErrorCode for DelegateError {
+    fn code(&self) -> Code {
+        match self {
+            Self::NotAName { .. } | Self::NotFound { .. } | Self::Nested { .. } => {
+                Code::INVALID_CONFIG
+            }
+            Self::Spawn { .. } | Self::Wait { .. } => Code::IO,
+            Self::Timeout { .. } => Code::TRY_AGAIN_LATER,
+            Self::NoResult { .. } | Self::BadResult { .. } => Code::DECODE,
+            Self::Failed(e) => e.code,
+        }
+    }
+    fn details(&self) -> Option<String> {
+        match self {
+            Self::Failed(e) => e.details.clone(),
+            _ => None,
+        }
+    }
+}
 
 /// A delegate to exec: its name and where to look for it.
 #[derive(Debug, Clone)]
@@ -35,64 +145,80 @@ pub struct Delegate<'a> {
     pub timeout: Duration,
 }
 
-impl Delegate<'_> {
+impl<'a> Delegate<'a> {
+    /// The delegate `plugin_type`, looked up in `search_path`, bounded by [`DEFAULT_TIMEOUT`].
+    pub fn new(plugin_type: &'a str, search_path: &'a [PathBuf]) -> Self {
+        Self {
+            plugin_type,
+            search_path,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
     /// Finds the delegate's binary: a plain name (no `/`) naming a regular, executable file in
     /// one of the search directories.
-    pub fn find(&self) -> Result<PathBuf, CniError> {
+    pub fn find(&self) -> Result<PathBuf, DelegateError> {
         let name = self.plugin_type;
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-            return Err(CniError::invalid_config(format!(
-                "plugin type {name:?} must be a plain binary name (no '/')"
-            )));
+            return Err(DelegateError::NotAName { name: name.into() });
         }
         self.search_path
             .iter()
             .map(|dir| dir.join(name))
             .find(|candidate| is_executable_file(candidate))
-            .ok_or_else(|| {
-                let dirs: Vec<String> = self
+            .ok_or_else(|| DelegateError::NotFound {
+                name: name.into(),
+                dirs: self
                     .search_path
                     .iter()
                     .map(|d| d.display().to_string())
-                    .collect();
-                CniError::invalid_config(format!(
-                    "delegate plugin {name:?} was not found in CNI_PATH [{}]; install it there",
-                    dirs.join(", ")
-                ))
+                    .collect(),
             })
     }
 
     /// ADD: the delegate's result. Empty output is a decode error (an IPAM ADD must answer).
-    pub fn add(&self, stdin: &[u8]) -> Result<CniResult, CniError> {
+    pub fn add(&self, stdin: &[u8]) -> Result<CniResult, DelegateError> {
         let stdout = self.exec(&[], Command::Add, stdin)?;
         if stdout.iter().all(u8::is_ascii_whitespace) {
-            return Err(CniError::decode(format!(
-                "delegate plugin {:?} returned no result for ADD",
-                self.plugin_type
-            )));
+            return Err(DelegateError::NoResult {
+                name: self.plugin_type.into(),
+            });
         }
-        serde_json::from_slice(&stdout).map_err(|e| {
-            CniError::decode(format!(
-                "delegate plugin {:?} returned an invalid result: {e}",
-                self.plugin_type
-            ))
+        serde_json::from_slice(&stdout).map_err(|source| DelegateError::BadResult {
+            name: self.plugin_type.into(),
+            source,
         })
     }
 
     /// DEL, CHECK, STATUS or GC: success unless the delegate fails; its output is ignored.
-    pub fn call(&self, command: Command, stdin: &[u8]) -> Result<(), CniError> {
+    pub fn call(&self, command: Command, stdin: &[u8]) -> Result<(), DelegateError> {
         self.exec(&[], command, stdin).map(drop)
     }
 
     /// A step another plugin binary performs for this one (`args` name it, e.g. the NAD calls
     /// galactic-bgp makes for the masters): same environment and stdin as a delegate call,
     /// success unless it fails, its error passed through unchanged.
-    pub fn call_step(&self, args: &[&str], command: Command, stdin: &[u8]) -> Result<(), CniError> {
+    pub fn call_step(
+        &self,
+        args: &[&str],
+        command: Command,
+        stdin: &[u8],
+    ) -> Result<(), DelegateError> {
         self.exec(args, command, stdin).map(drop)
     }
 
     /// Runs the delegate once and returns its stdout when it exits 0.
-    fn exec(&self, args: &[&str], command: Command, stdin: &[u8]) -> Result<Vec<u8>, CniError> {
+    fn exec(
+        &self,
+        args: &[&str],
+        command: Command,
+        stdin: &[u8],
+    ) -> Result<Vec<u8>, DelegateError> {
+        if is_delegated() {
+            return Err(DelegateError::Nested {
+                name: self.plugin_type.into(),
+            });
+        }
         let binary = self.find()?;
         let output = run_bounded(&binary, args, command, stdin, self.timeout)?;
         // Forward the delegate's diagnostics to our stderr (C77); the runtime keeps it.
@@ -100,7 +226,11 @@ impl Delegate<'_> {
         if output.status.success() {
             return Ok(output.stdout);
         }
-        Err(delegate_error(self.plugin_type, command, &output))
+        Err(DelegateError::Failed(delegate_error(
+            self.plugin_type,
+            command,
+            &output,
+        )))
     }
 }
 
@@ -108,14 +238,15 @@ fn is_executable_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Spawns `binary`, feeds `stdin`, and waits at most `timeout` (then kills it: code 11).
+/// Spawns `binary` in a process group of its own, feeds `stdin`, and waits at most `timeout`
+/// (then kills the whole group, whatever the delegate started: code 11).
 fn run_bounded(
     binary: &Path,
     args: &[&str],
     command: Command,
     stdin: &[u8],
     timeout: Duration,
-) -> Result<Output, CniError> {
+) -> Result<Output, DelegateError> {
     let mut child = spawn_retrying(binary, args, command)?;
     let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
     let input = child.stdin.take();
@@ -131,16 +262,19 @@ fn run_bounded(
         let _ = tx.send(child.wait_with_output());
     });
     let outcome = match rx.recv_timeout(timeout) {
-        Ok(result) => result
-            .map_err(|e| CniError::io(format!("waiting for delegate {}: {e}", binary.display()))),
+        Ok(result) => result.map_err(|source| DelegateError::Wait {
+            binary: binary.into(),
+            source,
+        }),
         Err(_) => {
-            // The child is not reaped until the waiter returns, so the pid cannot be reused yet.
-            let _ = kill(pid, Signal::SIGKILL);
-            Err(CniError::try_again_later(format!(
-                "delegate {} did not finish {command} within {:?}; it was stopped",
-                binary.display(),
-                timeout
-            )))
+            // The child is not reaped until the waiter returns, so its pid (the group's id)
+            // cannot be reused yet. Its own children die with it: they may hold our pipes.
+            let _ = killpg(pid, Signal::SIGKILL);
+            Err(DelegateError::Timeout {
+                binary: binary.into(),
+                command,
+                timeout,
+            })
         }
     };
     let _ = waiter.join();
@@ -152,12 +286,14 @@ fn spawn_retrying(
     binary: &Path,
     args: &[&str],
     command: Command,
-) -> Result<std::process::Child, CniError> {
+) -> Result<std::process::Child, DelegateError> {
     let mut attempt = 0;
     loop {
         let spawned = Process::new(binary)
             .args(args)
             .env("CNI_COMMAND", command.as_str())
+            .env(DEPTH_ENV, (depth() + 1).to_string())
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -168,11 +304,11 @@ fn spawn_retrying(
                 attempt += 1;
                 std::thread::sleep(TEXT_BUSY_PAUSE);
             }
-            Err(e) => {
-                return Err(CniError::io(format!(
-                    "cannot run delegate {}: {e}",
-                    binary.display()
-                )))
+            Err(source) => {
+                return Err(DelegateError::Spawn {
+                    binary: binary.into(),
+                    source,
+                })
             }
         }
     }

@@ -5,31 +5,34 @@
 
 use super::conf::{decode_object, NetConf};
 use super::env::{CniEnv, Command};
-use super::error::{CniError, Code};
+use super::error::{CniError, Code, ErrorCode};
 use super::result::CniResult;
 use super::version::{version_reply, SpecVersion};
-use crate::config::NodeConfig;
+use crate::config::{NodeConfig, Strictness};
 use crate::log;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
-/// What a plugin binary implements. Each handler gets a fully validated [`Request`].
+/// What a plugin binary implements. Each handler gets a fully validated [`Request`] and returns
+/// the plugin's own error type; its CNI code is taken here, once ([`ErrorCode`]).
 pub trait Plugin {
+    /// The plugin's error type.
+    type Error: ErrorCode;
     /// The binary's name, as it appears in logs.
     fn name(&self) -> &'static str;
     /// ADD: attach, returning the result to print.
-    fn add(&self, req: &Request) -> Result<CniResult, CniError>;
+    fn add(&self, req: &Request) -> Result<CniResult, Self::Error>;
     /// DEL: detach. Errors are logged and DEL still succeeds, except code 11 (try again later),
     /// which reaches the runtime so that it retries instead of leaking state.
-    fn del(&self, req: &Request) -> Result<(), CniError>;
+    fn del(&self, req: &Request) -> Result<(), Self::Error>;
     /// CHECK: verify the attachment described by `prevResult`.
-    fn check(&self, req: &Request) -> Result<(), CniError>;
+    fn check(&self, req: &Request) -> Result<(), Self::Error>;
     /// STATUS: `Ok` when ready to service ADD; code 50/51 otherwise.
-    fn status(&self, req: &Request) -> Result<(), CniError>;
+    fn status(&self, req: &Request) -> Result<(), Self::Error>;
     /// GC: release what belongs to attachments not in `cni.dev/valid-attachments`.
-    fn gc(&self, req: &Request) -> Result<(), CniError>;
+    fn gc(&self, req: &Request) -> Result<(), Self::Error>;
 }
 
 /// One validated invocation.
@@ -98,10 +101,10 @@ fn print_reply(reply: &Reply) -> ExitCode {
 /// and stdin plus arguments naming the step (see [`super::delegate::Delegate::call_step`]). The
 /// request is validated as the caller's was; success prints nothing, failure prints the CNI
 /// error, so the caller passes it on unchanged. One log line per step, as per operation.
-pub fn run_step(
+pub fn run_step<E: ErrorCode>(
     name: &'static str,
     step: &str,
-    perform: impl FnOnce(&Request) -> Result<(), CniError>,
+    perform: impl FnOnce(&Request) -> Result<(), E>,
 ) -> ExitCode {
     install_panic_hook();
     let stdin = match read_stdin() {
@@ -117,7 +120,7 @@ pub fn run_step(
         .and_then(|command| prepare(name, command, &lookup, stdin))
         .and_then(|req| {
             let started = Instant::now();
-            let outcome = perform(&req);
+            let outcome = perform(&req).map_err(|e| e.to_cni());
             let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
             match &outcome {
                 Ok(()) => log::info(&format!("{step}: done"), json!({"durationMs": elapsed_ms})),
@@ -163,6 +166,15 @@ pub fn execute<P: Plugin>(
     let version = declared_version(&stdin);
     match prepare(plugin.name(), command, &lookup, stdin) {
         Ok(req) => handle(plugin, req),
+        // An input ADD refuses (an over-long container id, a missing variable) never created
+        // anything to tear down: DEL answers success, so the runtime can finish the pod.
+        Err(e) if command == Command::Del && e.code != Code::TRY_AGAIN_LATER => {
+            log::stderr_warn(plugin.name(), &format!("DEL: nothing to do: {}", e.msg));
+            Reply {
+                stdout: None,
+                success: true,
+            }
+        }
         Err(e) => error_reply(&version, &e),
     }
 }
@@ -214,7 +226,12 @@ fn prepare(
             conf.version.as_str()
         )));
     }
-    let node = match NodeConfig::resolve(&conf.raw, lookup) {
+    let strictness = match command {
+        // A teardown never stops on a config: node keys a stanza may not set are ignored.
+        Command::Del => Strictness::Ignore,
+        _ => Strictness::Refuse,
+    };
+    let node = match NodeConfig::resolve_with(&conf.raw, lookup, strictness) {
         Ok(node) => node,
         Err(e) if command == Command::Del => {
             log::stderr_warn(name, &format!("DEL continues with defaults: {e}"));
@@ -284,8 +301,9 @@ fn handle<P: Plugin>(plugin: &P, req: Request) -> Reply {
         Command::Check => plugin.check(&req).map(|()| None),
         Command::Status => plugin.status(&req).map(|()| None),
         Command::Gc => plugin.gc(&req).map(|()| None),
-        Command::Version => unreachable_version(),
-    };
+        Command::Version => Ok(None),
+    }
+    .map_err(|e| e.to_cni());
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     match outcome {
         Ok(result) => {
@@ -316,11 +334,6 @@ fn handle<P: Plugin>(plugin: &P, req: Request) -> Reply {
             error_reply(version, &e)
         }
     }
-}
-
-/// VERSION is answered before a request exists; this arm exists only to keep `match` total.
-fn unreachable_version() -> Result<Option<CniResult>, CniError> {
-    Err(CniError::internal("VERSION reached the handler stage"))
 }
 
 fn error_reply(version: &str, err: &CniError) -> Reply {

@@ -179,6 +179,17 @@ impl CniArgs {
         Ok(Self(pairs))
     }
 
+    /// Parses `raw` for DEL, which never fails on its input: an entry without `=` is skipped
+    /// (the others still tell DEL what to clean up).
+    pub fn parse_lenient(raw: &str) -> Self {
+        Self(
+            raw.split(';')
+                .filter_map(|entry| entry.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        )
+    }
+
     /// The value of `key`, if given.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0
@@ -228,10 +239,11 @@ impl CniEnv {
             .map(|v| ContainerId::parse(&v))
             .transpose()?;
         let ifname = get("CNI_IFNAME").map(|v| IfName::parse(&v)).transpose()?;
-        let args = get("CNI_ARGS")
-            .map(|v| CniArgs::parse(&v))
-            .transpose()?
-            .unwrap_or_default();
+        let args = match get("CNI_ARGS") {
+            None => CniArgs::default(),
+            Some(raw) if command == Command::Del => CniArgs::parse_lenient(&raw),
+            Some(raw) => CniArgs::parse(&raw)?,
+        };
         let path = get("CNI_PATH")
             .map(|v| {
                 v.split(':')
@@ -255,6 +267,13 @@ impl CniEnv {
         self.container_id.as_ref().ok_or_else(|| {
             CniError::invalid_env(format!("{} requires CNI_CONTAINERID", self.command))
         })
+    }
+
+    /// `CNI_NETNS` of ADD or CHECK (present by construction).
+    pub fn netns_path(&self) -> Result<&PathBuf, CniError> {
+        self.netns
+            .as_ref()
+            .ok_or_else(|| CniError::invalid_env(format!("{} requires CNI_NETNS", self.command)))
     }
 
     /// The interface name of a per-attachment command (present by construction).
@@ -371,6 +390,9 @@ mod tests {
             CniArgs::parse("novalue").unwrap_err().code,
             Code::INVALID_ENVIRONMENT
         );
+        let lenient = CniArgs::parse_lenient("novalue;K8S_POD_NAME=p");
+        assert_eq!(lenient.get("K8S_POD_NAME"), Some("p"));
+        assert_eq!(lenient.get("novalue"), None);
     }
 
     #[test]

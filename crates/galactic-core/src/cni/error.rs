@@ -43,6 +43,47 @@ impl fmt::Display for Code {
     }
 }
 
+/// What every plugin error tells the CNI edge: its code, and the message (and details) a person
+/// reads. Each crate's error type implements it once; [`super::run`] turns the error into the
+/// CNI error JSON, so codes are decided in one place per plugin and nowhere deeper.
+pub trait ErrorCode: std::error::Error {
+    /// The CNI error code.
+    fn code(&self) -> Code;
+    /// The `msg` of the error result (by default the error's `Display`).
+    fn message(&self) -> String {
+        self.to_string()
+    }
+    /// The optional `details` of the error result.
+    fn details(&self) -> Option<String> {
+        None
+    }
+    /// The CNI error result for this error.
+    fn to_cni(&self) -> CniError {
+        CniError {
+            code: self.code(),
+            msg: self.message(),
+            details: self.details(),
+        }
+    }
+}
+
+/// A CNI error is its own code: protocol-level errors of the dispatcher, and a delegate's error
+/// passed through unchanged.
+impl ErrorCode for CniError {
+    fn code(&self) -> Code {
+        self.code
+    }
+    fn message(&self) -> String {
+        self.msg.clone()
+    }
+    fn details(&self) -> Option<String> {
+        self.details.clone()
+    }
+    fn to_cni(&self) -> CniError {
+        self.clone()
+    }
+}
+
 /// A CNI error result: what a plugin prints on stdout when an operation fails.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CniError {

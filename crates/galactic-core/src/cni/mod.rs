@@ -14,6 +14,6 @@ pub mod version;
 pub use conf::{Attachment, NetConf};
 pub use dispatch::{run, run_step, Plugin, Request};
 pub use env::{CniArgs, CniEnv, Command, ContainerId, IfName};
-pub use error::{CniError, Code};
+pub use error::{CniError, Code, ErrorCode};
 pub use result::{CniResult, Dns, Interface, IpConfig, Route};
 pub use version::SpecVersion;

@@ -30,7 +30,7 @@ fn missing_files_give_defaults() {
 }
 
 #[test]
-fn stanza_beats_env_beats_file_beats_default() {
+fn env_beats_file_beats_default_and_the_stanza_sets_only_its_namespace() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(
         dir.path(),
@@ -49,7 +49,104 @@ fn stanza_beats_env_beats_file_beats_default() {
     assert_eq!(cfg.publisher, Publisher::Local);
     assert_eq!(cfg.routing_domain, RoutingDomainMode::Table);
     assert_eq!(cfg.state_dir, PathBuf::from("/file/state"));
+    assert_eq!(cfg.ipam_data_dir, PathBuf::from("/file/state/ipam"));
     assert_eq!(cfg.log_max_bytes, NodeConfig::defaults().log_max_bytes);
+    let cfg = NodeConfig::resolve_from(&json!({}), &env, &file, None).unwrap();
+    assert_eq!(cfg.namespace, "from-env");
+    let err = NodeConfig::resolve_from(&json!({"namespace": "../x"}), &env, &file, None)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not a Kubernetes namespace name"), "{err}");
+}
+
+#[test]
+fn every_node_key_in_a_stanza_is_refused_naming_the_key_and_where_it_belongs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "node.json", r#"{"log_level":"warn"}"#);
+    let mut stanzas: Vec<(Value, String)> = NODE_KEYS
+        .iter()
+        .map(|k| (json!({ *k: "/tmp/x" }), (*k).to_owned()))
+        .collect();
+    for (key, _) in IPAM_NODE_KEYS {
+        stanzas.push((
+            json!({"ipam": {"type": "galactic-ipam", key: "/tmp/x"}}),
+            format!("ipam.{key}"),
+        ));
+    }
+    for (stanza, key) in stanzas {
+        let err = NodeConfig::resolve_from(&stanza, &env_of(&[]), &file, None).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, ConfigError::NodeKeyInStanza { .. })
+                && text.starts_with(&format!("{key} is a node setting"))
+                && text.contains("node.json")
+                && text.contains("GALACTIC_CNI_"),
+            "{stanza}: {text}"
+        );
+        // DEL ignores it and resolves from the node alone.
+        let del = NodeConfig::resolve_with(
+            &stanza,
+            &env_of(&[(NODE_CONFIG_ENV, &file.display().to_string())]),
+            Strictness::Ignore,
+        )
+        .unwrap();
+        assert_eq!(del.log_level, Level::Warn, "{stanza}");
+        assert_eq!(del.log_file, NodeConfig::defaults().log_file, "{stanza}");
+    }
+    // Empty and null values are "not set", as everywhere else.
+    NodeConfig::resolve_from(
+        &json!({"log_file": "", "state_dir": null}),
+        &env_of(&[]),
+        &file,
+        None,
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_lab_node_lets_stanzas_override_within_its_directories_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let lab = dir.path().join("lab");
+    std::fs::create_dir_all(&lab).unwrap();
+    std::os::unix::fs::symlink("/etc", lab.join("etc")).unwrap();
+    let file = write(
+        dir.path(),
+        "node.json",
+        &json!({"allow_stanza_overrides": true, "stanza_override_dirs": lab}).to_string(),
+    );
+    let cfg = NodeConfig::resolve_from(
+        &json!({"log_file": lab.join("g.log"), "log_level": "debug", "routing_domain": "table",
+                "ipam": {"type": "galactic-ipam", "data_dir": lab.join("ipam")}}),
+        &env_of(&[]),
+        &file,
+        None,
+    )
+    .unwrap();
+    assert_eq!(cfg.log_file, lab.join("g.log"));
+    assert_eq!(cfg.log_level, Level::Debug);
+    assert_eq!(cfg.routing_domain, RoutingDomainMode::Table);
+    assert_eq!(cfg.ipam_data_dir, lab.join("ipam"));
+    assert_eq!(cfg.stanza_overrides, Some(vec![lab.clone()]));
+    for outside in [
+        json!({"log_file": "/etc/galactic.log"}),
+        json!({"state_dir": lab.join("etc/cron.d")}),
+        json!({"ipam": {"type": "galactic-ipam", "legacy_dir": "/"}}),
+    ] {
+        let err = NodeConfig::resolve_from(&outside, &env_of(&[]), &file, None).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::OutsideOverrideDirs { .. }),
+            "{outside}: {err}"
+        );
+    }
+    // The override switch itself is the node's alone.
+    let err = NodeConfig::resolve_from(
+        &json!({"stanza_override_dirs": "/"}),
+        &env_of(&[]),
+        &file,
+        None,
+    )
+    .unwrap_err();
+    assert!(matches!(err, ConfigError::NodeKeyInStanza { .. }), "{err}");
 }
 
 #[test]
@@ -117,8 +214,8 @@ fn malformed_files_and_values_are_clear_errors() {
 fn unknown_log_level_falls_back_to_info_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = NodeConfig::resolve_from(
-        &json!({"log_level": "loud"}),
-        &env_of(&[]),
+        &json!({}),
+        &env_of(&[("GALACTIC_CNI_LOG_LEVEL", "loud")]),
         &dir.path().join("n"),
         None,
     )
@@ -128,7 +225,7 @@ fn unknown_log_level_falls_back_to_info_with_a_warning() {
 }
 
 #[test]
-fn ebpf_keys_resolve_from_stanza_env_and_file() {
+fn ebpf_keys_resolve_from_env_and_file() {
     let dir = tempfile::tempdir().unwrap();
     let none = dir.path().join("none.json");
     let d = NodeConfig::resolve_from(&json!({}), &env_of(&[]), &none, None).unwrap();
@@ -181,23 +278,6 @@ fn ebpf_keys_resolve_from_stanza_env_and_file() {
         vec!["eth1", "eth0"],
         "trimmed, deduplicated, first occurrence first"
     );
-
-    let from_stanza = NodeConfig::resolve_from(
-        &json!({"nat66_shard_sids": "2001:db8:7::1", "ebpf_interfaces": "up0",
-                "ebpf_filter_priority": 3, "ebpf_datapath": "off", "bpf_pin_dir": "/st/bpf"}),
-        &env,
-        &file,
-        None,
-    )
-    .unwrap();
-    assert_eq!(
-        from_stanza.nat66_shard_sids,
-        vec!["2001:db8:7::1".parse::<Ipv6Addr>().unwrap()]
-    );
-    assert_eq!(from_stanza.ebpf_interfaces, vec!["up0"]);
-    assert_eq!(from_stanza.ebpf_filter_priority, 3);
-    assert!(!from_stanza.ebpf_datapath);
-    assert_eq!(from_stanza.bpf_pin_dir, PathBuf::from("/st/bpf"));
 }
 
 #[test]
@@ -236,6 +316,10 @@ fn invalid_ebpf_values_are_errors_naming_key_entry_and_source() {
         ("GALACTIC_CNI_EBPF_FILTER_PRIORITY", "high"),
         ("GALACTIC_CNI_EBPF_DATAPATH", "maybe"),
         ("GALACTIC_CNI_BPF_PIN_DIR", "relative/dir"),
+        ("GALACTIC_CNI_IPAM_DATA_DIR", "relative/dir"),
+        ("GALACTIC_CNI_IPAM_LEGACY_DIR", "x"),
+        ("GALACTIC_CNI_IPAM_LOCK_TIMEOUT_MS", "0"),
+        ("GALACTIC_CNI_IPAM_LOCK_TIMEOUT_MS", "soon"),
     ] {
         let text = err(&[(key, value)]);
         assert!(

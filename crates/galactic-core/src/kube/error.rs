@@ -1,7 +1,7 @@
-//! Errors of the Kubernetes layer, and their CNI codes.
+//! Errors of the Kubernetes layer, classified (transient, not found, conflict, invalid) so the
+//! plugin that talks to the API can decide its CNI codes.
 
 use super::retry::ErrorClass;
-use crate::cni::{CniError, Code};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -92,6 +92,17 @@ impl KubeError {
         }
     }
 
+    /// Whether the failure may pass: a transient API class, a timeout, or a server name that
+    /// did not resolve (DNS may come back).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Self::Resolve { .. }) || self.class() == Some(ErrorClass::Transient)
+    }
+
+    /// Whether the API server refused the object as invalid (HTTP 422).
+    pub fn is_invalid(&self) -> bool {
+        self.status_code() == Some(422)
+    }
+
     /// Whether the object does not exist (HTTP 404).
     pub fn is_not_found(&self) -> bool {
         self.class() == Some(ErrorClass::NotFound)
@@ -111,23 +122,5 @@ impl KubeError {
             } => Some(status.code),
             _ => None,
         }
-    }
-}
-
-impl From<KubeError> for CniError {
-    /// Transient failures that outlived the retries are code 11 (the runtime retries the ADD);
-    /// configuration problems are code 7; everything else is code 999 with the full message.
-    fn from(err: KubeError) -> Self {
-        let code = match &err {
-            KubeError::Kubeconfig { .. } | KubeError::ChainIncomplete { .. } => {
-                Code::INVALID_CONFIG
-            }
-            KubeError::NodeNotDetected(_) => Code::INVALID_ENVIRONMENT,
-            KubeError::Resolve { .. } => Code::TRY_AGAIN_LATER,
-            _ if err.class() == Some(ErrorClass::Transient) => Code::TRY_AGAIN_LATER,
-            _ if err.status_code() == Some(422) => Code::INVALID_CONFIG,
-            _ => Code::INTERNAL,
-        };
-        CniError::new(code, err.to_string())
     }
 }

@@ -29,7 +29,7 @@ pub use crd::{
 pub use error::KubeError;
 pub use nad::{
     annotate_nad_host_interface, check_chain, verify_chain_complete, ChainError,
-    HOST_INTERFACE_ANNOTATION, MASTER_TYPES,
+    HOST_INTERFACE_ANNOTATION,
 };
 pub use node::{detect_node_name, local_addresses, match_node};
 pub use patch::merge_patch;

@@ -4,22 +4,12 @@
 use super::client::KubeClient;
 use super::crd::NetworkAttachmentDefinition;
 use super::error::KubeError;
+use crate::plugins;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{json, Value};
 
 /// The annotation naming the attachment's host interface (`G…H`).
 pub const HOST_INTERFACE_ANNOTATION: &str = "k8s.v1.cni.cncf.io/host-interface";
-
-/// Plugin types that are a Galactic master (new names and upstream aliases).
-pub const MASTER_TYPES: [&str; 4] = [
-    "galactic-cni",
-    "galactic-tap-cni",
-    "galactic-veth",
-    "galactic-tap",
-];
-
-/// The plugin that must follow the master.
-const BGP_TYPE: &str = "galactic-bgp";
 
 /// Sets the host-interface annotation on the NAD `namespace/name`, and only that annotation
 /// (a JSON merge patch: every other annotation and field is kept; upstream's JSON patch replaced
@@ -81,8 +71,8 @@ pub enum ChainError {
 }
 
 /// Checks a NAD's `spec.config`: a conflist whose `plugins` has a `galactic-bgp` entry after the
-/// first master entry (or anywhere, when the master runs under a type name not in
-/// [`MASTER_TYPES`]). A single-plugin config has no chain and fails.
+/// first master entry (or anywhere, when the master runs under a type name that is not one of
+/// ours or an upstream alias). A single-plugin config has no chain and fails.
 pub fn check_chain(config: Option<&str>) -> Result<(), ChainError> {
     let config = config
         .filter(|c| !c.trim().is_empty())
@@ -99,9 +89,9 @@ pub fn check_chain(config: Option<&str>) -> Result<(), ChainError> {
                 .collect()
         })
         .unwrap_or_default();
-    let master = types.iter().position(|t| MASTER_TYPES.contains(t));
+    let master = types.iter().position(|t| plugins::is_master(t));
     let after = master.map_or(0, |m| m + 1);
-    if types[after.min(types.len())..].contains(&BGP_TYPE) {
+    if types[after.min(types.len())..].contains(&plugins::BGP) {
         Ok(())
     } else {
         Err(ChainError::MissingBgp)

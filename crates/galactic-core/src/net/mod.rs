@@ -15,7 +15,6 @@ pub mod firewall;
 pub mod netlink;
 pub mod netns;
 pub mod nftables;
-pub mod state;
 pub mod sysctl;
 pub mod tap;
 
@@ -60,6 +59,9 @@ pub enum NetError {
     /// A node-wide lock could not be had in time: retry later.
     #[error("{0}")]
     Busy(String),
+    /// A state file of this node.
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
 }
 
 impl NetError {
@@ -82,6 +84,35 @@ impl NetError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound { .. })
     }
+}
+
+/// Why a plugin that changes this node's network cannot service ADD (STATUS, code 50).
+#[derive(Debug, thiserror::Error)]
+pub enum NodeNotReady {
+    /// No netlink socket, or it does not answer.
+    #[error("netlink is not usable: {0}")]
+    Netlink(#[source] NetError),
+    /// Records cannot be written.
+    #[error("state directory {} is not writable: {source}", dir.display())]
+    StateDir {
+        /// The node's state directory.
+        dir: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: crate::state::StateError,
+    },
+}
+
+/// STATUS of a plugin that changes this node's network and records it under `state_dir`: a
+/// netlink socket answers a request and the state directory takes a file.
+pub fn readiness(state_dir: &std::path::Path) -> Result<(), NodeNotReady> {
+    netlink::Netlink::current()
+        .and_then(|nl| nl.require_link("lo"))
+        .map_err(NodeNotReady::Netlink)?;
+    crate::state::probe_writable(state_dir).map_err(|source| NodeNotReady::StateDir {
+        dir: state_dir.to_owned(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -3,28 +3,12 @@
 use super::NetError;
 use std::path::PathBuf;
 
-/// Address family of a per-interface sysctl.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    /// `net.ipv4`.
-    V4,
-    /// `net.ipv6`.
-    V6,
-}
-
-impl Family {
-    fn dir(self) -> &'static str {
-        match self {
-            Self::V4 => "ipv4",
-            Self::V6 => "ipv6",
-        }
-    }
-}
+use crate::ip::Family;
 
 fn conf_path(family: Family, ifname: &str, key: &str) -> PathBuf {
     PathBuf::from(format!(
         "/proc/sys/net/{}/conf/{ifname}/{key}",
-        family.dir()
+        family.name()
     ))
 }
 

@@ -2,6 +2,7 @@
 
 use super::netlink::{AddrFlags, Netlink, RouteKind, RouteSpec, RuleSpec};
 use super::netns::Netns;
+use crate::ip::Family;
 use galactic_testkit::privileged::{privileged, TestNetns};
 
 fn open(ns: &TestNetns) -> (Netns, Netlink) {
@@ -99,23 +100,23 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
         ..RouteSpec::device("0.0.0.0/0".parse().unwrap(), 1001, 0)
     };
     nl.replace_route(&unreachable).unwrap();
-    let v4 = nl.routes(false, 1001).unwrap();
+    let v4 = nl.routes(Family::V4, 1001).unwrap();
     assert_eq!(v4.len(), 2, "{v4:?}");
     assert!(v4
         .iter()
         .any(|r| r.dst.to_string() == "10.66.0.2/32" && r.dev == Some(link.index)));
     assert!(v4.iter().any(|r| r.kind == RouteKind::Unreachable));
-    assert_eq!(nl.routes(true, 1001).unwrap().len(), 1);
+    assert_eq!(nl.routes(Family::V6, 1001).unwrap().len(), 1);
 
     let rule = RuleSpec {
-        v6: false,
+        family: Family::V4,
         priority: 1000,
         iif: Some("GH".into()),
         from: None,
         table: 1001,
     };
     let from = RuleSpec {
-        v6: true,
+        family: Family::V6,
         priority: 1001,
         iif: Some("lo".into()),
         from: Some("fd66:1::1/128".parse().unwrap()),
@@ -126,7 +127,7 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
         nl.add_rule(spec).unwrap();
     }
     assert_eq!(
-        nl.rules(false)
+        nl.rules(Family::V4)
             .unwrap()
             .iter()
             .filter(|r| **r == rule)
@@ -134,7 +135,7 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
         1
     );
     assert_eq!(
-        nl.rules(true)
+        nl.rules(Family::V6)
             .unwrap()
             .iter()
             .filter(|r| **r == from)
@@ -143,7 +144,7 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
     );
     nl.delete_rule(&rule).unwrap();
     nl.delete_rule(&rule).unwrap();
-    assert!(!nl.rules(false).unwrap().contains(&rule));
+    assert!(!nl.rules(Family::V4).unwrap().contains(&rule));
 
     nl.replace_neighbour(
         link.index,
@@ -166,7 +167,7 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
     let spec = RouteSpec::device("10.66.0.2/32".parse().unwrap(), 1001, link.index);
     nl.delete_route(&spec).unwrap();
     nl.delete_route(&spec).unwrap();
-    assert_eq!(nl.routes(false, 1001).unwrap().len(), 1);
+    assert_eq!(nl.routes(Family::V4, 1001).unwrap().len(), 1);
 }
 
 #[test]

@@ -1,17 +1,18 @@
 //! The `addresses` mode: pre-decided addresses, validated as upstream does (§5.2).
 
-use super::{cidr, str_field, ConfigError, FixedAddress};
-use crate::pool::Family;
-use serde_json::Value;
+use super::written::{read, Entry, Typed};
+use super::{cidr, ConfigError};
+use galactic_core::ip::Assignment;
+use galactic_core::ip::Family;
 use std::net::IpAddr;
 
 const ADDRESS_HINT: &str = " (an explicit prefix length is required)";
 
 /// Validates the entries; the result is ordered IPv6 first.
-pub(super) fn parse(entries: &[Value]) -> Result<Vec<FixedAddress>, ConfigError> {
-    let mut out: Vec<FixedAddress> = Vec::new();
+pub(super) fn parse(entries: &[Typed<Entry>]) -> Result<Vec<Assignment>, ConfigError> {
+    let mut out: Vec<Assignment> = Vec::new();
     for entry in entries {
-        let fixed = entry_of(entry)?;
+        let fixed = entry_of(entry.get("addresses")?)?;
         let family = Family::of(fixed.address.ip());
         if out.iter().any(|f| Family::of(f.address.ip()) == family) {
             return Err(ConfigError::DuplicateFamily(family));
@@ -25,14 +26,8 @@ pub(super) fn parse(entries: &[Value]) -> Result<Vec<FixedAddress>, ConfigError>
     Ok(out)
 }
 
-fn entry_of(entry: &Value) -> Result<FixedAddress, ConfigError> {
-    if !entry.is_object() {
-        return Err(ConfigError::WrongType {
-            field: "addresses",
-            expected: "a list of {\"address\", \"gateway\"} objects",
-        });
-    }
-    let raw = str_field(entry, "address")?.ok_or(ConfigError::InvalidCidr {
+fn entry_of(entry: &Entry) -> Result<Assignment, ConfigError> {
+    let raw = read(&entry.address, "address")?.ok_or(ConfigError::InvalidCidr {
         field: "addresses[].address",
         value: String::new(),
         hint: ADDRESS_HINT,
@@ -48,11 +43,11 @@ fn entry_of(entry: &Value) -> Result<FixedAddress, ConfigError> {
     if address.is_ipv4() && address.prefix() != 32 {
         return Err(ConfigError::Ipv4NotHost(raw.to_owned()));
     }
-    let gateway = match str_field(entry, "gateway")? {
+    let gateway = match read(&entry.gateway, "gateway")? {
         None => None,
         Some(gw) => Some(gateway_of(gw, raw, address.ip())?),
     };
-    Ok(FixedAddress { address, gateway })
+    Ok(Assignment { address, gateway })
 }
 
 fn gateway_of(gw: &str, address: &str, ip: IpAddr) -> Result<IpAddr, ConfigError> {

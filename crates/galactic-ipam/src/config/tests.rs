@@ -3,9 +3,8 @@
 use super::*;
 use serde_json::json;
 
-fn ctx(enable: bool) -> Context<'static> {
+fn ctx(enable: bool) -> Context {
     Context {
-        state_dir: Path::new("/var/lib/galactic"),
         enable_local_ipam: enable,
     }
 }
@@ -81,12 +80,6 @@ fn every_validation_message() {
         (json!({}), "ipam.ipv6_subnet or ipam.ipv4_subnet is required (or enable GALACTIC_IPAM_ENABLE_LOCAL_IPAM)"),
         (json!({"static_ip": "10.1.1.1"}), "ipam.static_ip must be an IPv6 address, got IPv4: \"10.1.1.1\""),
         (json!({"static_ip": "garbage"}), "invalid IP for field 'ipam.static_ip': \"garbage\""),
-        (json!({"addresses": [{"address": "fd00::1/64"}], "data_dir": "rel/dir"}),
-         "ipam.data_dir must be an absolute path, got \"rel/dir\""),
-        (json!({"addresses": [{"address": "fd00::1/64"}], "legacy_dir": "x"}),
-         "ipam.legacy_dir must be an absolute path, got \"x\""),
-        (json!({"addresses": [{"address": "fd00::1/64"}], "lock_timeout_ms": 0}),
-         "ipam.lock_timeout_ms 0 must be between 1 and 600000"),
     ];
     for (ipam, want) in cases {
         assert_eq!(err(ipam.clone()), want, "for {ipam}");
@@ -185,19 +178,85 @@ fn default_pool_only_when_enabled_and_underspecified() {
 }
 
 #[test]
-fn store_settings_defaults_and_lenient_fallback() {
-    let cfg = parse_ipam(json!({"ipv6_subnet": "fd00::/64"})).unwrap();
-    assert_eq!(cfg.store.data_dir, Path::new("/var/lib/galactic/ipam"));
-    assert_eq!(cfg.store.legacy_dir, Path::new(DEFAULT_LEGACY_DIR));
-    assert_eq!(cfg.store.lock_timeout, DEFAULT_LOCK_TIMEOUT);
-    let broken =
-        json!({"ipam": {"data_dir": "/srv/ipam", "lock_timeout_ms": "soon", "ipv6_subnet": 7}});
-    let lenient = store_settings_lenient(&broken, Path::new("/var/lib/galactic"));
+fn the_store_is_where_the_node_says_whatever_the_stanza() {
+    let node = NodeConfig::defaults();
+    let settings = StoreSettings::of(&node);
     assert_eq!(
-        lenient.data_dir,
-        Path::new("/srv/ipam"),
-        "DEL still finds the store"
+        settings.data_dir,
+        std::path::Path::new("/var/lib/galactic/ipam")
     );
-    let garbage = store_settings_lenient(&json!("not even an object"), Path::new("/st"));
-    assert_eq!(garbage.data_dir, Path::new("/st/ipam"));
+    assert_eq!(
+        settings.legacy_dir,
+        std::path::Path::new(galactic_core::config::DEFAULT_IPAM_LEGACY_DIR)
+    );
+    assert_eq!(
+        settings.lock_timeout,
+        galactic_core::config::DEFAULT_IPAM_LOCK_TIMEOUT
+    );
+    // The block no longer has store keys: they are the node's (refused in a stanza before the
+    // block is read), so a block that still carries one parses as if it did not.
+    let cfg = parse_ipam(json!({"ipv6_subnet": "fd00::/64", "data_dir": "/srv/ipam"})).unwrap();
+    assert_eq!(
+        cfg,
+        parse_ipam(json!({"ipv6_subnet": "fd00::/64"})).unwrap()
+    );
+}
+
+#[test]
+fn an_addresses_entry_must_be_an_object_even_one_serde_could_read_as_a_struct() {
+    // serde reads a struct from a JSON list too; an entry written as a list is still refused.
+    for entries in [json!([["fd00::1/64"]]), json!([["fd00::1/64", "fd00::ff"]])] {
+        assert_eq!(
+            err(json!({ "addresses": entries })),
+            "ipam.addresses must be a list of {\"address\", \"gateway\"} objects"
+        );
+    }
+}
+
+#[test]
+fn a_mode_ignores_the_keys_it_does_not_read_even_of_the_wrong_type() {
+    let unused = json!({"ipv6_gateway": 5, "ipv4_gateway": [], "subnet_len": "96",
+        "address_families": "ipv6"});
+    let with = |mode: Value| {
+        let mut block = unused.clone();
+        if let (Some(block), Value::Object(mode)) = (block.as_object_mut(), mode) {
+            block.extend(mode);
+        }
+        parse_ipam(block).map(|c| c.mode)
+    };
+    assert_eq!(
+        with(json!({"static_ip": "fd00::5"})),
+        Ok(Mode::Static("fd00::5".parse().unwrap()))
+    );
+    assert!(matches!(
+        with(json!({"addresses": [{"address": "fd00::1/64"}]})),
+        Ok(Mode::Addresses(_))
+    ));
+    // The same keys are refused where pool mode reads them, in its order.
+    assert_eq!(
+        with(json!({"ipv6_subnet": "fd00::/64"})).unwrap_err(),
+        ConfigError::WrongType {
+            field: "subnet_len",
+            expected: "a non-negative integer"
+        }
+    );
+}
+
+#[test]
+fn the_first_broken_rule_is_reported_whatever_the_key_order() {
+    let cases: Vec<(Value, &str)> = vec![
+        // The combination rule before the entries.
+        (json!({"addresses": [5], "static_ip": "fd00::1"}),
+         "ipam.addresses cannot be combined with ipam.static_ip: addresses assigns pre-decided addresses, the other fields allocate"),
+        // Entries in order: the first entry's value before the second entry's type.
+        (json!({"addresses": [{"address": "x/1"}, 5]}),
+         "invalid CIDR value for field 'ipam.addresses[].address': \"x/1\" (an explicit prefix length is required)"),
+        (json!({"ipv6_subnet": "fd00::/64", "address_families": ["ipv7", 4]}),
+         "invalid ipam.address_families entry \"ipv7\": must be \"ipv6\" or \"ipv4\""),
+        (json!({"ipv6_subnet": "fd00::/64", "address_families": [4, "ipv7"]}),
+         "ipam.address_families must be a list of strings"),
+    ];
+    for (ipam, want) in cases {
+        assert_eq!(err(ipam.clone()), want, "for {ipam}");
+    }
 }

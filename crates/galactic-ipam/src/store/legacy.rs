@@ -3,7 +3,7 @@
 //! Records that collide with an existing lease share that lease's span, so the address stays
 //! reserved until every holder is released and spans still never partially overlap.
 
-use super::ops::overlapping;
+use super::lease::{self, overlapping, Lease};
 use super::span_codec::encode;
 use super::{sqlite, Store, StoreError};
 use crate::pool::Span;
@@ -149,20 +149,13 @@ fn import_one(
     if holder.is_some() {
         report.shared += 1;
     }
-    tx.prepare_cached(
-        "INSERT INTO lease (start, last, attachment_id, pool, address, gateway)
-         VALUES (?1, ?2, ?3, NULL, ?4, ?5)",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            &encode(span.family, span.first)[..],
-            &encode(span.family, span.last)[..],
-            id,
-            record.address.to_string(),
-            record.gateway.map(|g| g.to_string()),
-        ])
-    })
-    .map_err(err)?;
+    let lease = Lease {
+        address: record.address,
+        gateway: record.gateway,
+        pool: None,
+        span,
+    };
+    lease::insert(tx, path, &lease, id)?;
     report.imported += 1;
     Ok(())
 }

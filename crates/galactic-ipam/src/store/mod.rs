@@ -29,19 +29,31 @@
 //! corrupt, or has a newer schema is reported and never reinitialised: a new store is only ever
 //! built under a temporary name and linked into place, so an existing `ipam.db` is never empty
 //! by our doing. Durability policy: `docs/decisions/0003-ipam-store.md`.
+//!
+//! The operations, each inside one transaction opened here: ADD and the STATUS probe
+//! (allocate.rs), DEL (release.rs), CHECK (lookup in lease.rs), GC (gc.rs), imports (legacy.rs),
+//! `verify` (verify.rs); attachment rows in attachment.rs. Every query of ADD, DEL and CHECK is an
+//! index probe or a range bounded by one attachment; GC walks the rows of its own network.
 
+mod allocate;
+mod attachment;
 mod busy;
+mod gc;
+mod lease;
 mod legacy;
-mod ops;
+mod release;
 mod schema;
 mod span_codec;
 mod verify;
 
+pub use allocate::Allocation;
+pub use attachment::{AttachmentKey, DelKey};
+pub use gc::GcScope;
+pub use lease::Lease;
 pub use legacy::{ImportReport, LegacyOrigin, LegacyRecord};
-pub use ops::{Allocation, AttachmentKey, DelKey, GcScope, Lease};
 pub use verify::Report as VerifyReport;
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -172,31 +184,37 @@ impl Store {
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction, committed only when `f` succeeds.
     pub(crate) fn write<T>(
         &mut self,
-        f: impl FnOnce(&rusqlite::Transaction<'_>, &Path) -> Result<T, StoreError>,
+        f: impl FnOnce(&Transaction<'_>, &Path) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        let path = self.path.clone();
-        let timeout = self.timeout;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| classify(&path, timeout, e))?;
-        let value = f(&tx, &path).map_err(|e| reclassify(e, timeout))?;
-        tx.commit().map_err(|e| classify(&path, timeout, e))?;
-        Ok(value)
+        self.transaction(TransactionBehavior::Immediate, f, |tx| tx.commit())
     }
 
     /// Runs `f` in a read transaction (a consistent snapshot; never blocks writers in WAL mode).
     pub(crate) fn read<T>(
         &mut self,
-        f: impl FnOnce(&rusqlite::Transaction<'_>, &Path) -> Result<T, StoreError>,
+        f: impl FnOnce(&Transaction<'_>, &Path) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        // Nothing to keep: dropping the transaction ends it.
+        self.transaction(TransactionBehavior::Deferred, f, |_| Ok(()))
+    }
+
+    /// Runs `f` in a transaction of `behavior`, then `end`s the transaction when `f` succeeded.
+    /// When `f` fails the transaction is dropped, which rolls it back.
+    fn transaction<T>(
+        &mut self,
+        behavior: TransactionBehavior,
+        f: impl FnOnce(&Transaction<'_>, &Path) -> Result<T, StoreError>,
+        end: impl FnOnce(Transaction<'_>) -> rusqlite::Result<()>,
     ) -> Result<T, StoreError> {
         let path = self.path.clone();
         let timeout = self.timeout;
         let tx = self
             .conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .transaction_with_behavior(behavior)
             .map_err(|e| classify(&path, timeout, e))?;
-        f(&tx, &path).map_err(|e| reclassify(e, timeout))
+        let value = f(&tx, &path).map_err(|e| reclassify(e, timeout))?;
+        end(tx).map_err(|e| classify(&path, timeout, e))?;
+        Ok(value)
     }
 
     fn err(&self, e: rusqlite::Error) -> StoreError {
@@ -208,6 +226,21 @@ impl Drop for Store {
     fn drop(&mut self) {
         schema::trim_wal(&self.conn, &self.path, self.timeout);
     }
+}
+
+/// Every row `sql` selects with `args`, each read by `row`.
+pub(crate) fn rows<T>(
+    tx: &Transaction<'_>,
+    path: &Path,
+    sql: &str,
+    args: impl rusqlite::Params,
+    row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>, StoreError> {
+    let mut stmt = tx.prepare_cached(sql).map_err(|e| sqlite(path, e))?;
+    let rows = stmt
+        .query_map(args, row)
+        .and_then(|rows| rows.collect::<Result<Vec<T>, _>>());
+    rows.map_err(|e| sqlite(path, e))
 }
 
 /// Wraps a SQLite error without classification (the caller's context has none to add).

@@ -2,7 +2,8 @@
 //! (4 or 6) then the value as 16 big-endian bytes, so SQLite's `memcmp` order is numeric order
 //! within a family and the families never interleave.
 
-use crate::pool::Family;
+use crate::pool::Span;
+use galactic_core::ip::Family;
 
 /// Encoded length.
 pub const LEN: usize = 17;
@@ -37,6 +38,18 @@ pub fn decode(blob: &[u8]) -> Option<(Family, u128)> {
     Some((family, value))
 }
 
+/// Decodes a span stored as its first and last value; `None` unless both are ours and of one
+/// family.
+pub fn decode_span(start: &[u8], last: &[u8]) -> Option<Span> {
+    let (family, first) = decode(start)?;
+    let (last_family, last) = decode(last)?;
+    (family == last_family).then_some(Span {
+        family,
+        first,
+        last,
+    })
+}
+
 /// A slot index as a 16-byte big-endian blob (pool cursor, release queue).
 pub fn encode_index(index: u128) -> [u8; 16] {
     index.to_be_bytes()
@@ -68,5 +81,24 @@ mod tests {
             "an IPv4 value above 32 bits is rejected"
         );
         assert_eq!(decode_index(&encode_index(42)), Some(42));
+    }
+
+    #[test]
+    fn a_span_is_two_values_of_one_family() {
+        let span = decode_span(&encode(Family::V6, 1), &encode(Family::V6, 9));
+        assert_eq!(
+            span,
+            Some(Span {
+                family: Family::V6,
+                first: 1,
+                last: 9
+            })
+        );
+        assert_eq!(
+            decode_span(&encode(Family::V4, 1), &encode(Family::V6, 9)),
+            None,
+            "ends of two families are not a span"
+        );
+        assert_eq!(decode_span(&encode(Family::V4, 1), &[0; 3]), None);
     }
 }

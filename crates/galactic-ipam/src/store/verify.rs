@@ -1,7 +1,7 @@
 //! A full consistency check (tests, crash-loop invariant, `galactic-ipam verify`). It scans
 //! everything, so it is never part of ADD/DEL/CHECK.
 
-use super::span_codec::decode;
+use super::span_codec::decode_span;
 use super::{sqlite, Store, StoreError};
 use crate::pool::Span;
 use std::collections::HashSet;
@@ -58,16 +58,11 @@ fn check_leases(rows: &[LeaseRow], attachments: &HashSet<i64>, report: &mut Repo
     let mut holders = HashSet::new();
     let mut previous: Option<(Span, bool)> = None;
     for (start, last, owner, pool) in rows {
-        let (Some((family, first)), Some((_, end))) = (decode(start), decode(last)) else {
+        let Some(span) = decode_span(start, last) else {
             report
                 .problems
                 .push(format!("lease of attachment {owner} does not decode"));
             continue;
-        };
-        let span = Span {
-            family,
-            first,
-            last: end,
         };
         if !attachments.contains(owner) {
             report

@@ -1,7 +1,9 @@
-//! Running the built binary like a runtime, against a throwaway node.
+//! galactic-ipam as the master delegates to it (the master's stanza, the master's environment),
+//! run by the test kit's runtime against a throwaway node.
 #![allow(dead_code)]
 
 use galactic_ipam::store::{Store, VerifyReport};
+use galactic_testkit::runtime::{Attachment, Conflist, Runtime, RuntimeError};
 use galactic_testkit::{Invocation, Outcome, TestNode};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -9,6 +11,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_galactic-ipam");
+
+/// `CNI_PATH` and `CNI_NETNS` of every call (IPAM never looks at either).
+const CNI_PATH: &str = "/opt/cni/bin";
+const NETNS: &str = "/var/run/netns/test";
 
 /// A node plus the network config used by most tests.
 pub struct Net {
@@ -21,11 +27,6 @@ impl Net {
     /// Network `net1` with `ipam` merged over `type` and a private legacy dir.
     pub fn new(ipam: Value) -> Self {
         let node = TestNode::new(json!({}));
-        Self::on(node, "net1", ipam)
-    }
-
-    /// Another network on the same node.
-    pub fn on(node: TestNode, name: &str, ipam: Value) -> Self {
         let mut block = json!({
             "type": "galactic-ipam",
             "legacy_dir": node.dir.path().join("legacy"),
@@ -35,7 +36,7 @@ impl Net {
         }
         Self {
             node,
-            name: name.to_owned(),
+            name: "net1".to_owned(),
             ipam: block,
         }
     }
@@ -48,8 +49,8 @@ impl Net {
         self.node.dir.path().join("legacy")
     }
 
-    /// The network config (1.1.0) with `extra` top-level keys.
-    pub fn conf(&self, extra: Value) -> String {
+    /// The master's network config (1.1.0) with `extra` top-level keys, as a list of one.
+    pub fn list(&self, extra: Value) -> Conflist {
         let mut conf = json!({
             "cniVersion": "1.1.0",
             "name": self.name,
@@ -59,20 +60,36 @@ impl Net {
         if let (Some(map), Value::Object(extra)) = (conf.as_object_mut(), extra) {
             map.extend(extra);
         }
-        conf.to_string()
+        Conflist::from_conf(&conf).expect("a network config")
     }
 
-    pub fn invocation(&self, command: &str, cid: &str, ifname: &str) -> Invocation<'_> {
-        Invocation::new(Path::new(BIN), command, &self.node).attachment(
-            cid,
-            "/var/run/netns/test",
-            ifname,
-            Path::new("/opt/cni/bin"),
-        )
+    /// The master's stanza with `extra` keys, as IPAM reads it on stdin.
+    pub fn conf(&self, extra: Value) -> String {
+        self.list(extra).inject(0).to_string()
     }
 
-    pub fn run(&self, command: &str, cid: &str, ifname: &str, stdin: String) -> Outcome {
-        self.invocation(command, cid, ifname).stdin(stdin).run()
+    /// A runtime on this node whose "master" is galactic-ipam: it gets what the master would
+    /// delegate.
+    pub fn runtime(&self) -> Runtime<'_> {
+        Runtime::new(&self.node, Path::new(CNI_PATH), None).binary("galactic-cni", Path::new(BIN))
+    }
+
+    /// `command` for (`cid`, `ifname`) with `list` and `prev` as `prevResult`.
+    pub fn plugin(
+        &self,
+        command: &str,
+        cid: &str,
+        ifname: &str,
+        list: &Conflist,
+        prev: Option<&Value>,
+    ) -> Outcome {
+        let att = Attachment::new(cid, NETNS, ifname);
+        self.runtime().plugin(list, 0, command, &att, prev)
+    }
+
+    /// `command` for `cid`/eth0 with the network config.
+    pub fn call(&self, command: &str, cid: &str) -> Outcome {
+        self.plugin(command, cid, "eth0", &self.list(json!({})), None)
     }
 
     pub fn add(&self, cid: &str) -> Value {
@@ -80,36 +97,48 @@ impl Net {
     }
 
     pub fn add_if(&self, cid: &str, ifname: &str) -> Value {
-        let out = self.run("ADD", cid, ifname, self.conf(json!({})));
+        let out = self.plugin("ADD", cid, ifname, &self.list(json!({})), None);
         assert!(out.success, "ADD {cid}/{ifname}: {out:?}");
         out.json()
     }
 
     pub fn del(&self, cid: &str) {
-        self.run("DEL", cid, "eth0", self.conf(json!({})))
-            .expect_quiet_success();
+        self.call("DEL", cid).expect_quiet_success();
     }
 
     pub fn check(&self, cid: &str, prev: Option<&Value>) -> Outcome {
-        let extra = prev.map_or(json!({}), |p| json!({"prevResult": p}));
-        self.run("CHECK", cid, "eth0", self.conf(extra))
+        self.plugin("CHECK", cid, "eth0", &self.list(json!({})), prev)
     }
 
-    pub fn gc(&self, valid: Option<Vec<(&str, &str)>>) -> Outcome {
-        let extra = match valid {
-            None => json!({}),
-            Some(list) => json!({"cni.dev/valid-attachments": list.iter()
-                .map(|(c, i)| json!({"containerID": c, "ifname": i})).collect::<Vec<_>>()}),
-        };
+    /// GC with the valid (container id, ifname) pairs, which must succeed.
+    pub fn gc(&self, valid: &[(&str, &str)]) {
+        let valid: Vec<Attachment> = valid
+            .iter()
+            .map(|(c, i)| Attachment::new(c, NETNS, i))
+            .collect();
+        let valid: Vec<&Attachment> = valid.iter().collect();
+        self.runtime()
+            .gc(&self.list(json!({})), &valid)
+            .unwrap_or_else(|e| panic!("GC: {e}"));
+    }
+
+    /// GC as no runtime sends it: the stanza with `extra` keys (no list, the older key only).
+    pub fn raw_gc(&self, extra: Value) -> Outcome {
         Invocation::new(Path::new(BIN), "GC", &self.node)
-            .var("CNI_PATH", "/opt/cni/bin")
+            .var("CNI_PATH", CNI_PATH)
             .stdin(self.conf(extra))
             .run()
     }
 
-    pub fn status(&self) -> Outcome {
-        Invocation::new(Path::new(BIN), "STATUS", &self.node)
-            .stdin(self.conf(json!({})))
+    pub fn status(&self) -> Result<(), RuntimeError> {
+        self.runtime().status(&self.list(json!({})))
+    }
+
+    /// A process with hostile input (stdin, ids) the runtime would never send.
+    pub fn run(&self, command: &str, cid: &str, ifname: &str, stdin: String) -> Outcome {
+        Invocation::new(Path::new(BIN), command, &self.node)
+            .attachment(cid, NETNS, ifname, Path::new(CNI_PATH))
+            .stdin(stdin)
             .run()
     }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::cni::ErrorCode;
 use std::os::unix::fs::PermissionsExt;
 
 /// Writes an executable shell script named `name` into `dir`.
@@ -64,8 +65,14 @@ fn the_delegates_error_code_reaches_the_caller_unchanged() {
         Command::Gc,
     ] {
         let err = match command {
-            Command::Add => delegate("busy-ipam", &path).add(b"{}").unwrap_err(),
-            other => delegate("busy-ipam", &path).call(other, b"{}").unwrap_err(),
+            Command::Add => delegate("busy-ipam", &path)
+                .add(b"{}")
+                .unwrap_err()
+                .to_cni(),
+            other => delegate("busy-ipam", &path)
+                .call(other, b"{}")
+                .unwrap_err()
+                .to_cni(),
         };
         assert_eq!(err.code, Code::TRY_AGAIN_LATER, "{command}");
         assert_eq!(err.msg, "store busy");
@@ -83,7 +90,7 @@ fn empty_output_is_success_for_del_and_check_but_not_add() {
         .call(Command::Check, b"{}")
         .unwrap();
     assert_eq!(
-        delegate("quiet", &path).add(b"{}").unwrap_err().code,
+        delegate("quiet", &path).add(b"{}").unwrap_err().code(),
         Code::DECODE
     );
 }
@@ -93,7 +100,10 @@ fn a_missing_or_unsafe_delegate_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("not-exec"), "x").unwrap();
     let path = vec![dir.path().to_path_buf()];
-    let err = delegate("galactic-ipam", &path).add(b"{}").unwrap_err();
+    let err = delegate("galactic-ipam", &path)
+        .add(b"{}")
+        .unwrap_err()
+        .to_cni();
     assert_eq!(err.code, Code::INVALID_CONFIG);
     assert!(
         err.msg.contains("galactic-ipam") && err.msg.contains("CNI_PATH"),
@@ -107,7 +117,7 @@ fn a_missing_or_unsafe_delegate_is_a_clear_error() {
     assert!(delegate("../bin/sh", &path)
         .find()
         .unwrap_err()
-        .msg
+        .to_string()
         .contains("plain"));
 }
 
@@ -118,7 +128,8 @@ fn a_crash_without_cni_output_carries_stderr() {
     let path = vec![dir.path().to_path_buf()];
     let err = delegate("crashy", &path)
         .call(Command::Del, b"{}")
-        .unwrap_err();
+        .unwrap_err()
+        .to_cni();
     assert_eq!(err.code, Code::INTERNAL);
     assert!(err.msg.contains("status 3"));
     assert_eq!(err.details.as_deref(), Some("segfault-ish"));
@@ -135,10 +146,65 @@ fn a_hung_delegate_is_stopped_with_try_again_later() {
         timeout: Duration::from_millis(300),
     };
     let started = std::time::Instant::now();
-    let err = d.call(Command::Check, b"{}").unwrap_err();
+    let err = d.call(Command::Check, b"{}").unwrap_err().to_cni();
     assert_eq!(err.code, Code::TRY_AGAIN_LATER);
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "killed, not waited for"
     );
+}
+
+#[test]
+fn a_timeout_kills_what_the_delegate_started_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    // The delegate starts a grandchild that keeps our stdout open, then hangs.
+    script(
+        dir.path(),
+        "forker",
+        &format!("sleep 60 & echo $! > {}\nsleep 60", pids.display()),
+    );
+    let path = vec![dir.path().to_path_buf()];
+    let d = Delegate {
+        plugin_type: "forker",
+        search_path: &path,
+        timeout: Duration::from_millis(500),
+    };
+    let started = std::time::Instant::now();
+    let err = d.call(Command::Add, b"{}").unwrap_err().to_cni();
+    assert_eq!(err.code, Code::TRY_AGAIN_LATER);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "not waited for"
+    );
+    let grandchild = std::fs::read_to_string(&pids).unwrap();
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{}/stat", grandchild.trim()))
+            .is_ok_and(|stat| !stat.contains(") Z "))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !alive(),
+        "the delegate's child {grandchild} survived the timeout"
+    );
+}
+
+#[test]
+fn a_delegate_knows_it_is_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("depth");
+    script(
+        dir.path(),
+        "depth-ipam",
+        &format!(
+            "echo \"${DEPTH_ENV}\" > {}\necho '{{\"cniVersion\":\"1.0.0\",\"ips\":[{{\"address\":\"10.0.0.2/32\"}}]}}'",
+            seen.display()
+        ),
+    );
+    let path = vec![dir.path().to_path_buf()];
+    delegate("depth-ipam", &path).add(b"{}").unwrap();
+    assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "1");
 }

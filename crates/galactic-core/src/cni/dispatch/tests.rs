@@ -23,6 +23,7 @@ impl Probe {
 }
 
 impl Plugin for Probe {
+    type Error = CniError;
     fn name(&self) -> &'static str {
         "probe"
     }

@@ -21,11 +21,11 @@ pub mod table;
 mod vrf;
 
 use super::netlink::{Link, Netlink};
-use super::state::{self, read_json, write_json_atomic};
 use super::NetError;
 use crate::config::RoutingDomainMode;
 use crate::ident::VpcId;
 use crate::lockfile::{self, LockGuard};
+use crate::state::{self, read_json, write_json};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -93,7 +93,7 @@ impl Domains {
 
     /// The domain of `vpc`, if one was created.
     pub fn get(&self, vpc: &VpcId) -> Result<Option<Domain>, NetError> {
-        read_json(&self.record_path(vpc))
+        Ok(read_json(&self.record_path(vpc))?)
     }
 
     /// Every recorded domain.
@@ -107,15 +107,15 @@ impl Domains {
 
     /// Removes what writers killed mid-write left behind (GC).
     pub fn sweep_temporaries(&self) -> Result<usize, NetError> {
-        state::sweep_temporaries(&self.dir)
+        Ok(state::sweep_temporaries(&self.dir)?)
     }
 
     fn save(&self, vpc: &VpcId, domain: &Domain) -> Result<(), NetError> {
-        write_json_atomic(&self.record_path(vpc), domain)
+        Ok(write_json(&self.record_path(vpc), domain)?)
     }
 
     fn forget(&self, vpc: &VpcId) -> Result<(), NetError> {
-        state::remove(&self.record_path(vpc))
+        Ok(state::remove(&self.record_path(vpc))?)
     }
 
     /// The backend for `mode`: `auto` probes once (creating and deleting a scratch VRF) and
@@ -139,7 +139,7 @@ impl Domains {
             "routing domain backend probed",
             serde_json::json!({"backend": probed}),
         );
-        write_json_atomic(&path, &probed)?;
+        write_json(&path, &probed)?;
         Ok(probed)
     }
 

@@ -17,9 +17,10 @@ use super::super::netlink::{Link, Netlink, RouteKind, RouteSpec, RuleSpec};
 use super::super::sysctl;
 use super::super::NetError;
 use super::Domain;
+use crate::ip::Family;
 use ipnetwork::IpNetwork;
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 /// Rules steering a host interface's traffic into its VPC table.
 pub const ATTACH_PRIORITY: u32 = 1000;
@@ -29,18 +30,9 @@ pub const GATEWAY_PRIORITY: u32 = 1001;
 pub const LOCAL_PRIORITY: u32 = 32765;
 const LOCAL_TABLE: u32 = 255;
 
-fn default_route(v6: bool) -> IpNetwork {
-    let any: IpAddr = if v6 {
-        Ipv6Addr::UNSPECIFIED.into()
-    } else {
-        Ipv4Addr::UNSPECIFIED.into()
-    };
-    IpNetwork::new(any, 0).unwrap_or_else(|_| IpNetwork::from(any))
-}
-
-fn unreachable_default(v6: bool, table: u32) -> RouteSpec {
+fn unreachable_default(family: Family, table: u32) -> RouteSpec {
     RouteSpec {
-        dst: default_route(v6),
+        dst: family.default_route(),
         table,
         kind: RouteKind::Unreachable,
         dev: None,
@@ -50,9 +42,9 @@ fn unreachable_default(v6: bool, table: u32) -> RouteSpec {
     }
 }
 
-fn local_rule(v6: bool, priority: u32) -> RuleSpec {
+fn local_rule(family: Family, priority: u32) -> RuleSpec {
     RuleSpec {
-        v6,
+        family,
         priority,
         iif: None,
         from: None,
@@ -60,9 +52,9 @@ fn local_rule(v6: bool, priority: u32) -> RuleSpec {
     }
 }
 
-fn attach_rule(v6: bool, table: u32, ifname: &str) -> RuleSpec {
+fn attach_rule(family: Family, table: u32, ifname: &str) -> RuleSpec {
     RuleSpec {
-        v6,
+        family,
         priority: ATTACH_PRIORITY,
         iif: Some(ifname.to_owned()),
         from: None,
@@ -72,7 +64,7 @@ fn attach_rule(v6: bool, table: u32, ifname: &str) -> RuleSpec {
 
 fn gateway_rule(table: u32, gw: IpAddr) -> RuleSpec {
     RuleSpec {
-        v6: gw.is_ipv6(),
+        family: Family::of(gw),
         priority: GATEWAY_PRIORITY,
         iif: Some("lo".into()),
         from: Some(IpNetwork::from(gw)),
@@ -106,13 +98,13 @@ pub fn prepare_node(nl: &Netlink) -> Result<(), NetError> {
 /// backends need it: a VRF's l3mdev rule (priority 1000) comes after priority 0 too, so with the
 /// rule at 0 every host address is local to pods of every VPC.
 pub fn move_local_rule(nl: &Netlink) -> Result<(), NetError> {
-    for v6 in [false, true] {
-        let rules = nl.rules(v6)?;
-        if !rules.contains(&local_rule(v6, LOCAL_PRIORITY)) {
-            nl.add_rule(&local_rule(v6, LOCAL_PRIORITY))?;
+    for family in Family::ALL {
+        let rules = nl.rules(family)?;
+        if !rules.contains(&local_rule(family, LOCAL_PRIORITY)) {
+            nl.add_rule(&local_rule(family, LOCAL_PRIORITY))?;
         }
-        if rules.contains(&local_rule(v6, 0)) {
-            nl.delete_rule(&local_rule(v6, 0))?;
+        if rules.contains(&local_rule(family, 0)) {
+            nl.delete_rule(&local_rule(family, 0))?;
         }
     }
     Ok(())
@@ -121,8 +113,8 @@ pub fn move_local_rule(nl: &Netlink) -> Result<(), NetError> {
 /// `unreachable default` in `table`, both families: a lookup in the VPC table never falls
 /// through to later rules (`main`, or `local` once moved). Both backends need it.
 pub fn close_table(nl: &Netlink, table: u32) -> Result<(), NetError> {
-    for v6 in [false, true] {
-        nl.replace_route(&unreachable_default(v6, table))?;
+    for family in Family::ALL {
+        nl.replace_route(&unreachable_default(family, table))?;
     }
     Ok(())
 }
@@ -135,21 +127,26 @@ pub fn ensure(nl: &Netlink, table: u32) -> Result<(), NetError> {
 
 /// Differences from what isolates a VPC on either backend ([`move_local_rule`],
 /// [`close_table`]) for one family.
-pub fn isolation_problems(nl: &Netlink, v6: bool, table: u32) -> Result<Vec<String>, NetError> {
-    let family = if v6 { "IPv6" } else { "IPv4" };
+pub fn isolation_problems(
+    nl: &Netlink,
+    family: Family,
+    table: u32,
+) -> Result<Vec<String>, NetError> {
     let mut problems = Vec::new();
-    if nl.rules(v6)?.contains(&local_rule(v6, 0)) {
+    if nl.rules(family)?.contains(&local_rule(family, 0)) {
         problems.push(format!(
-            "{family} local table rule is still at priority 0 (leaks across VPCs)"
+            "{} local table rule is still at priority 0 (leaks across VPCs)",
+            family.label()
         ));
     }
     if !nl
-        .routes(v6, table)?
+        .routes(family, table)?
         .iter()
         .any(|r| r.kind == RouteKind::Unreachable && r.dst.prefix() == 0)
     {
         problems.push(format!(
-            "{family} 'unreachable default' is missing from table {table}"
+            "{} 'unreachable default' is missing from table {table}",
+            family.label()
         ));
     }
     Ok(problems)
@@ -169,16 +166,16 @@ pub fn remove_gateway(nl: &Netlink, table: u32, gw: IpAddr) -> Result<(), NetErr
 
 /// Steers the host interface's traffic (both families) into the table.
 pub fn attach(nl: &Netlink, table: u32, ifname: &str) -> Result<(), NetError> {
-    for v6 in [false, true] {
-        nl.add_rule(&attach_rule(v6, table, ifname))?;
+    for family in Family::ALL {
+        nl.add_rule(&attach_rule(family, table, ifname))?;
     }
     Ok(())
 }
 
 /// Removes the host interface's rules.
 pub fn detach(nl: &Netlink, table: u32, ifname: &str) -> Result<(), NetError> {
-    for v6 in [false, true] {
-        nl.delete_rule(&attach_rule(v6, table, ifname))?;
+    for family in Family::ALL {
+        nl.delete_rule(&attach_rule(family, table, ifname))?;
     }
     Ok(())
 }
@@ -186,18 +183,19 @@ pub fn detach(nl: &Netlink, table: u32, ifname: &str) -> Result<(), NetError> {
 /// Differences from the recipe for this domain and host interface.
 pub fn check(nl: &Netlink, domain: &Domain, host: &Link) -> Result<Vec<String>, NetError> {
     let mut problems = Vec::new();
-    for v6 in [false, true] {
-        let family = if v6 { "IPv6" } else { "IPv4" };
-        let rules = nl.rules(v6)?;
-        if !rules.contains(&attach_rule(v6, domain.table, &host.name)) {
+    for family in Family::ALL {
+        let rules = nl.rules(family)?;
+        if !rules.contains(&attach_rule(family, domain.table, &host.name)) {
             problems.push(format!(
-                "{family} rule 'iif {} lookup {}' is missing",
-                host.name, domain.table
+                "{} rule 'iif {} lookup {}' is missing",
+                family.label(),
+                host.name,
+                domain.table
             ));
         }
-        problems.extend(isolation_problems(nl, v6, domain.table)?);
-        let routes = nl.routes(v6, domain.table)?;
-        for gw in domain.gateways.iter().filter(|g| g.is_ipv6() == v6) {
+        problems.extend(isolation_problems(nl, family, domain.table)?);
+        let routes = nl.routes(family, domain.table)?;
+        for gw in domain.gateways.iter().filter(|g| Family::of(**g) == family) {
             if !routes
                 .iter()
                 .any(|r| r.kind == RouteKind::Local && r.dst.ip() == *gw)
@@ -220,15 +218,15 @@ pub fn check(nl: &Netlink, domain: &Domain, host: &Link) -> Result<Vec<String>, 
 
 /// Removes the VPC's rules and every route of its table.
 pub fn remove(nl: &Netlink, domain: &Domain) -> Result<(), NetError> {
-    for v6 in [false, true] {
+    for family in Family::ALL {
         for rule in nl
-            .rules(v6)?
+            .rules(family)?
             .into_iter()
             .filter(|r| r.table == domain.table)
         {
             nl.delete_rule(&rule)?;
         }
-        for route in nl.routes(v6, domain.table)? {
+        for route in nl.routes(family, domain.table)? {
             nl.delete_route(&route)?;
         }
     }
@@ -238,9 +236,9 @@ pub fn remove(nl: &Netlink, domain: &Domain) -> Result<(), NetError> {
 /// Tables any route or rule of the node refers to.
 pub fn tables_in_use(nl: &Netlink) -> Result<BTreeSet<u32>, NetError> {
     let mut used = BTreeSet::new();
-    for v6 in [false, true] {
-        used.extend(nl.all_routes(v6)?.into_iter().map(|r| r.table));
-        used.extend(nl.rules(v6)?.into_iter().map(|r| r.table));
+    for family in Family::ALL {
+        used.extend(nl.all_routes(family)?.into_iter().map(|r| r.table));
+        used.extend(nl.rules(family)?.into_iter().map(|r| r.table));
     }
     Ok(used)
 }

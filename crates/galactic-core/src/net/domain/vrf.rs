@@ -5,10 +5,11 @@
 //! address (default VRF) hits the `local` table at priority 0, and the host answers it.
 
 use super::super::netlink::{Link, Netlink};
-use super::super::sysctl::{self, Family};
+use super::super::sysctl;
 use super::super::NetError;
 use super::table;
 use crate::ident::{vrf_name, VpcId};
+use crate::ip::Family;
 use std::collections::BTreeSet;
 
 /// A scratch table id for the probe; the probe device never carries routes.
@@ -69,16 +70,16 @@ pub fn check(nl: &Netlink, vpc: &VpcId, table: u32, host: &Link) -> Result<Vec<S
     };
     let mut problems = Vec::new();
     if vrf.vrf_table != Some(table) {
-        problems.push(format!(
-            "VRF {name} is bound to table {:?}, expected {table}",
-            vrf.vrf_table
-        ));
+        problems.push(match vrf.vrf_table {
+            Some(bound) => format!("VRF {name} is bound to table {bound}, expected {table}"),
+            None => format!("VRF {name} is bound to no table, expected {table}"),
+        });
     }
     if host.controller != Some(vrf.index) {
         problems.push(format!("{} is not enslaved to VRF {name}", host.name));
     }
-    for v6 in [false, true] {
-        problems.extend(table::isolation_problems(nl, v6, table)?);
+    for family in Family::ALL {
+        problems.extend(table::isolation_problems(nl, family, table)?);
     }
     Ok(problems)
 }
@@ -86,8 +87,8 @@ pub fn check(nl: &Netlink, vpc: &VpcId, table: u32, host: &Link) -> Result<Vec<S
 /// Deletes the VRF device and the routes left in its table.
 pub fn remove(nl: &Netlink, vpc: &VpcId, table: u32) -> Result<(), NetError> {
     nl.delete_link(&vrf_name(vpc))?;
-    for v6 in [false, true] {
-        for route in nl.routes(v6, table)? {
+    for family in Family::ALL {
+        for route in nl.routes(family, table)? {
             nl.delete_route(&route)?;
         }
     }

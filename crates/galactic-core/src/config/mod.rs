@@ -1,22 +1,32 @@
-//! The node configuration: settings shared by every plugin on a node.
+//! The node configuration: settings shared by every plugin on a node, owned by the node's
+//! administrator.
 //!
 //! Each key resolves in this order, first non-empty value wins:
-//! 1. the plugin stanza's own field (e.g. `"log_level": "debug"` in the conflist entry);
-//! 2. the environment variable `GALACTIC_CNI_<KEY>` (upper case);
-//! 3. the node config file: JSON at `/etc/galactic/node.json`, or at `$GALACTIC_CNI_NODE_CONFIG`;
+//! 1. the environment variable `GALACTIC_CNI_<KEY>` (upper case), as the runtime gives it;
+//! 2. the node config file: JSON at `/etc/galactic/node.json`, or at `$GALACTIC_CNI_NODE_CONFIG`;
 //!    when the default file is absent, the `galactic-cni` entry of the upstream static conflist
 //!    `/etc/cni/net.d/10-galactic.conflist` is read instead, so a drop-in upgrade keeps its settings;
-//! 4. the default.
+//! 3. the default.
+//!
+//! A stanza never sets a node key (see [`stanza`]): it is refused, except on nodes whose config
+//! allows stanza overrides, where the stanza's value comes first. The one per-stanza key is
+//! `namespace` (upstream's), which the stanza may set.
 //!
 //! A missing file is fine; a malformed one is an error naming the file.
 
 use crate::log::Level;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::fmt;
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-mod ebpf;
+mod layers;
+pub mod stanza;
+mod values;
+
+use layers::{non_empty, scalar, Layers};
+pub use stanza::{Strictness, IPAM_NODE_KEYS, NODE_KEYS};
 
 /// Default location of the node config file.
 pub const DEFAULT_NODE_CONFIG: &str = "/etc/galactic/node.json";
@@ -28,6 +38,12 @@ pub const NODE_CONFIG_ENV: &str = "GALACTIC_CNI_NODE_CONFIG";
 pub const DEFAULT_BPF_PIN_DIR: &str = "/sys/fs/bpf/galactic";
 /// Default tc priority of the uSID egress filter (`ebpf_filter_priority`).
 pub const DEFAULT_EBPF_FILTER_PRIORITY: u16 = 1;
+/// Default root of the upstream implementation's IPAM marker files (`ipam_legacy_dir`).
+pub const DEFAULT_IPAM_LEGACY_DIR: &str = "/var/lib/cni/galactic-ipam";
+/// Default bound on waiting for the IPAM store lock (`ipam_lock_timeout_ms`).
+pub const DEFAULT_IPAM_LOCK_TIMEOUT: Duration = Duration::from_millis(5000);
+/// Longest `namespace` (a Kubernetes namespace is an RFC 1123 label).
+const MAX_NAMESPACE_LEN: usize = 63;
 
 /// How a VPC's routing domain is built on this node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +99,16 @@ pub struct NodeConfig {
     /// The datapath's uplink interfaces (`ebpf_interfaces`, comma-separated, deduplicated);
     /// empty means auto-detect (the interfaces of the host's IPv6 default routes).
     pub ebpf_interfaces: Vec<String>,
+    /// The IPAM store directory (`ipam_data_dir`; default `<state_dir>/ipam`).
+    pub ipam_data_dir: PathBuf,
+    /// The upstream IPAM marker root imported once (`ipam_legacy_dir`).
+    pub ipam_legacy_dir: PathBuf,
+    /// Bound on waiting for the IPAM store lock (`ipam_lock_timeout_ms`: 1–600000).
+    pub ipam_lock_timeout: Duration,
+    /// Lab nodes only: the directories a stanza's path may point into when the node config
+    /// allows stanza overrides (`allow_stanza_overrides`, `stanza_override_dirs`); `None`
+    /// (the default) refuses every node key in a stanza.
+    pub stanza_overrides: Option<Vec<PathBuf>>,
     /// Problems that did not stop resolution (e.g. an unknown log level), logged once set up.
     pub warnings: Vec<String>,
 }
@@ -119,6 +145,29 @@ pub enum ConfigError {
         /// What is accepted.
         why: &'static str,
     },
+    /// A stanza sets a node-level key (code 7).
+    #[error("{key} is a node setting and cannot be set in the network configuration (whoever writes the NetworkAttachmentDefinition must not steer the node's files and services); set {node_key} in the node config {} or as GALACTIC_CNI_{}", node_config.display(), node_key.to_ascii_uppercase())]
+    NodeKeyInStanza {
+        /// The key as the stanza spells it (`log_file`, `ipam.data_dir`).
+        key: String,
+        /// Its node config name.
+        node_key: &'static str,
+        /// The node config file.
+        node_config: PathBuf,
+    },
+    /// On a node that allows stanza overrides, a stanza path outside the allowed directories.
+    #[error("{key} {value} is outside the directories this node lets a network configuration use ({})", dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "))]
+    OutsideOverrideDirs {
+        /// The key as the stanza spells it.
+        key: String,
+        /// The value as written.
+        value: String,
+        /// `stanza_override_dirs`.
+        dirs: Vec<PathBuf>,
+    },
+    /// The stanza's `namespace` is not a Kubernetes namespace name (code 7).
+    #[error("namespace {0:?} is not a Kubernetes namespace name (lower-case letters, digits and '-', at most 63)")]
+    Namespace(String),
     /// One entry of a comma-separated list does not parse.
     #[error("invalid {key} entry {entry:?} in {value:?} (from {origin}): {why}")]
     Entry {
@@ -156,90 +205,6 @@ impl fmt::Display for Source {
     }
 }
 
-/// The three layers a key is looked up in.
-struct Layers<'a, L: Fn(&str) -> Option<String>> {
-    stanza: &'a Value,
-    env: &'a L,
-    file: Option<(PathBuf, Value)>,
-}
-
-impl<L: Fn(&str) -> Option<String>> Layers<'_, L> {
-    fn get(&self, key: &str) -> Option<(String, Source)> {
-        let env_name = format!("GALACTIC_CNI_{}", key.to_ascii_uppercase());
-        scalar(self.stanza.get(key))
-            .map(|v| (v, Source::Stanza))
-            .or_else(|| non_empty((self.env)(&env_name)).map(|v| (v, Source::Env(env_name))))
-            .or_else(|| {
-                let (path, file) = self.file.as_ref()?;
-                scalar(file.get(key)).map(|v| (v, Source::File(path.clone())))
-            })
-    }
-
-    fn string(&self, key: &str, default: &str) -> String {
-        self.get(key).map_or_else(|| default.to_owned(), |(v, _)| v)
-    }
-
-    fn parsed<T>(
-        &self,
-        key: &'static str,
-        default: T,
-        why: &'static str,
-        parse: impl Fn(&str) -> Option<T>,
-    ) -> Result<T, ConfigError> {
-        match self.get(key) {
-            None => Ok(default),
-            Some((value, origin)) => parse(&value).ok_or(ConfigError::Value {
-                key,
-                value,
-                origin,
-                why,
-            }),
-        }
-    }
-
-    /// A comma-separated list: entries trimmed, blank ones skipped, each parsed by `parse`;
-    /// the first entry that does not parse is an error naming it. Absent → empty.
-    fn list<T>(
-        &self,
-        key: &'static str,
-        why: &'static str,
-        parse: impl Fn(&str) -> Option<T>,
-    ) -> Result<Vec<T>, ConfigError> {
-        let Some((value, origin)) = self.get(key) else {
-            return Ok(Vec::new());
-        };
-        let mut out = Vec::new();
-        for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-            match parse(entry) {
-                Some(item) => out.push(item),
-                None => {
-                    return Err(ConfigError::Entry {
-                        key,
-                        entry: entry.to_owned(),
-                        value,
-                        origin,
-                        why,
-                    })
-                }
-            }
-        }
-        Ok(out)
-    }
-}
-
-fn scalar(value: Option<&Value>) -> Option<String> {
-    match value? {
-        Value::String(s) => non_empty(Some(s.clone())),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
-fn non_empty(value: Option<String>) -> Option<String> {
-    value.filter(|v| !v.trim().is_empty())
-}
-
 impl NodeConfig {
     /// Every key at its default.
     pub fn defaults() -> Self {
@@ -258,23 +223,38 @@ impl NodeConfig {
             ebpf_filter_priority: DEFAULT_EBPF_FILTER_PRIORITY,
             nat66_shard_sids: Vec::new(),
             ebpf_interfaces: Vec::new(),
+            ipam_data_dir: PathBuf::from("/var/lib/galactic/ipam"),
+            ipam_legacy_dir: PathBuf::from(DEFAULT_IPAM_LEGACY_DIR),
+            ipam_lock_timeout: DEFAULT_IPAM_LOCK_TIMEOUT,
+            stanza_overrides: None,
             warnings: Vec::new(),
         }
     }
 
     /// Resolves the node config for a plugin whose stanza is `stanza`, reading the environment
-    /// through `env` and the file it names (or the default file).
+    /// through `env` and the file it names (or the default file). Node keys in the stanza are
+    /// refused.
     pub fn resolve(
         stanza: &Value,
         env: &impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
+        Self::resolve_with(stanza, env, Strictness::Refuse)
+    }
+
+    /// [`resolve`](Self::resolve) with the given strictness (DEL ignores node keys instead).
+    pub fn resolve_with(
+        stanza: &Value,
+        env: &impl Fn(&str) -> Option<String>,
+        strictness: Strictness,
+    ) -> Result<Self, ConfigError> {
         match non_empty(env(NODE_CONFIG_ENV)) {
-            Some(path) => Self::resolve_from(stanza, env, Path::new(&path), None),
-            None => Self::resolve_from(
+            Some(path) => Self::from_files(stanza, env, Path::new(&path), None, strictness),
+            None => Self::from_files(
                 stanza,
                 env,
                 Path::new(DEFAULT_NODE_CONFIG),
                 Some(Path::new(LEGACY_HOST_CONFLIST)),
+                strictness,
             ),
         }
     }
@@ -287,6 +267,17 @@ impl NodeConfig {
         file: &Path,
         legacy: Option<&Path>,
     ) -> Result<Self, ConfigError> {
+        Self::from_files(stanza, env, file, legacy, Strictness::Refuse)
+    }
+
+    fn from_files(
+        stanza: &Value,
+        env: &impl Fn(&str) -> Option<String>,
+        file: &Path,
+        legacy: Option<&Path>,
+        strictness: Strictness,
+    ) -> Result<Self, ConfigError> {
+        let node_config = file.to_path_buf();
         let file = match load_file(file, false)? {
             Some(found) => Some(found),
             None => match legacy {
@@ -294,7 +285,22 @@ impl NodeConfig {
                 None => None,
             },
         };
-        Self::from_layers(&Layers { stanza, env, file })
+        let none = Map::new();
+        let node_only = Layers {
+            stanza: &none,
+            env,
+            file,
+        };
+        let overrides = stanza::overrides(|k| node_only.get(k))?;
+        let admitted = stanza::admitted(stanza, overrides.as_deref(), strictness, &node_config)?;
+        let layers = Layers {
+            stanza: &admitted,
+            ..node_only
+        };
+        let mut node = Self::from_layers(&layers)?;
+        node.namespace = namespace(stanza, &layers, strictness)?;
+        node.stanza_overrides = overrides;
+        Ok(node)
     }
 
     fn from_layers<L: Fn(&str) -> Option<String>>(
@@ -311,11 +317,12 @@ impl NodeConfig {
                 Level::Info
             }),
         };
+        let state_dir = PathBuf::from(layers.string("state_dir", &d.state_dir.to_string_lossy()));
         let kubeconfig = layers
             .get("kubeconfig")
             .or_else(|| {
                 non_empty((layers.env)("GALACTIC_CNI_KUBERNETES_CONFIG"))
-                    .map(|v| (v, Source::Stanza))
+                    .map(|v| (v, Source::Env("GALACTIC_CNI_KUBERNETES_CONFIG".into())))
             })
             .map_or(d.kubeconfig, |(v, _)| PathBuf::from(v));
         Ok(Self {
@@ -324,7 +331,7 @@ impl NodeConfig {
                 .map(|(v, _)| v)
                 .or_else(|| non_empty((layers.env)("NODE_NAME"))),
             kubeconfig,
-            namespace: layers.string("namespace", &d.namespace),
+            namespace: d.namespace.clone(),
             log_file: PathBuf::from(layers.string("log_file", &d.log_file.to_string_lossy())),
             log_level,
             log_max_bytes: layers.parsed(
@@ -354,38 +361,87 @@ impl NodeConfig {
                     _ => None,
                 },
             )?,
-            state_dir: PathBuf::from(layers.string("state_dir", &d.state_dir.to_string_lossy())),
             bpf_pin_dir: layers.parsed(
                 "bpf_pin_dir",
                 d.bpf_pin_dir,
                 "an absolute path (a directory on a bpffs)",
-                ebpf::absolute_path,
+                values::absolute_path,
             )?,
             ebpf_datapath: layers.parsed(
                 "ebpf_datapath",
                 d.ebpf_datapath,
                 "on or off",
-                ebpf::on_off,
+                values::on_off,
             )?,
             ebpf_filter_priority: layers.parsed(
                 "ebpf_filter_priority",
                 d.ebpf_filter_priority,
                 "an integer 1-65535 (0 would let the kernel pick a new slot on every ADD)",
-                ebpf::filter_priority,
+                values::filter_priority,
             )?,
             nat66_shard_sids: layers.list(
                 "nat66_shard_sids",
                 "not a NAT66 shard SID (an IPv6 unicast address)",
-                ebpf::shard_sid,
+                values::shard_sid,
             )?,
-            ebpf_interfaces: ebpf::dedup(layers.list(
+            ebpf_interfaces: values::dedup(layers.list(
                 "ebpf_interfaces",
                 "not an interface name (1-15 bytes, no '/', ':' or whitespace)",
-                ebpf::interface_name,
+                values::interface_name,
             )?),
+            ipam_data_dir: layers.parsed(
+                "ipam_data_dir",
+                state_dir.join("ipam"),
+                "an absolute path",
+                values::absolute_path,
+            )?,
+            ipam_legacy_dir: layers.parsed(
+                "ipam_legacy_dir",
+                d.ipam_legacy_dir,
+                "an absolute path",
+                values::absolute_path,
+            )?,
+            ipam_lock_timeout: layers.parsed(
+                "ipam_lock_timeout_ms",
+                d.ipam_lock_timeout,
+                "a number of milliseconds from 1 to 600000",
+                |v| {
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|ms| (1..=600_000).contains(ms))
+                        .map(Duration::from_millis)
+                },
+            )?,
+            state_dir,
+            stanza_overrides: None,
             warnings,
         })
     }
+}
+
+/// The BGP namespace: the stanza's own (upstream's one per-stanza key), else the node's.
+fn namespace<L: Fn(&str) -> Option<String>>(
+    stanza: &Value,
+    layers: &Layers<'_, L>,
+    strictness: Strictness,
+) -> Result<String, ConfigError> {
+    let from_stanza = scalar(stanza.get("namespace"));
+    match from_stanza {
+        Some(ns) if is_namespace(&ns) => Ok(ns),
+        Some(ns) if strictness == Strictness::Refuse => Err(ConfigError::Namespace(ns)),
+        _ => Ok(layers.string("namespace", &NodeConfig::defaults().namespace)),
+    }
+}
+
+/// An RFC 1123 label, as Kubernetes requires of a namespace name.
+fn is_namespace(name: &str) -> bool {
+    name.len() <= MAX_NAMESPACE_LEN
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.is_empty()
 }
 
 /// Reads a node config file. `None` when it does not exist. With `legacy`, the file is the

@@ -1,4 +1,4 @@
-//! Value syntax of the eBPF datapath keys (`bpf_pin_dir`, `ebpf_datapath`,
+//! Value syntax of node keys (paths; the eBPF datapath's `ebpf_datapath`,
 //! `ebpf_filter_priority`, `nat66_shard_sids`, `ebpf_interfaces`). Each parser returns `None`
 //! for a value it refuses; the resolver turns that into an error naming key, value and source.
 

@@ -1,0 +1,294 @@
+//! Registering an attachment in the pinned maps, removing it, and sweeping what no attachment
+//! owns any more.
+//!
+//! Node-level rows (`locator_table`, `function_table`, `vrf_table`, `node_src_addr_table`,
+//! `public_uplink_table`) are shared by every attachment of a Block / VRF / node and are never
+//! removed here (`vrf_table` has the datapath's GC). Attachment rows (`ifindex_vrf_table`,
+//! pass-through entries of `egress_route_table`) and the per-VPC NAT66 default
+//! (`egress_route_table[(table, ::/0)]`) are recorded before they are written, so DEL and GC
+//! remove exactly them:
+//!
+//! ```text
+//! <state_dir>/bpf/
+//!   lock                         flock: one registration/removal at a time on the node
+//!   attachments/G{vpc}{att}H.json {"hostIfname","ifindex","block","argument","vrfTableId",
+//!                                  "prefixes":[canonical CIDR…],"pinDir"}
+//!   nat66/{table}.json           {"vrfTableId","pinDir","sid","linkIfindex","dmac","smac",
+//!                                  "replaces"?:{"sid",…}}: the ::/0 row last written in that
+//!                                  table, and the row it replaced
+//! ```
+//! A pass-through key (VRF table, prefix) can be shared: masked /96 pool prefixes are the same
+//! for every pod of a pool. Removal keeps a key that another record still lists, and never
+//! deletes a key whose value is no longer the pass-through (someone routed it since).
+//!
+//! The ::/0 row serves every attachment of the VPC on the node: it goes when the last
+//! attachment record of its table goes, and only while it still holds what was written or what
+//! that replaced (a route someone else put at ::/0 since is left alone).
+
+mod records;
+mod removal;
+mod verify;
+
+pub use records::{
+    all_nat66_records, all_records, nat66_key, read_nat66_record, read_record, AttachmentRecord,
+    Nat66Record, Nat66Row,
+};
+pub use removal::{exact_egress, sweep_attachments, unregister_attachment, unregister_or_defer};
+pub use verify::{verify, Expected};
+
+use records::*;
+use removal::*;
+
+use super::abi::*;
+use super::maps::{
+    self, EgressRouteTable, FunctionTable, IfindexVrfTable, LocatorTable, NodeSrcAddrTable,
+    PublicUplinkTable, VrfTable,
+};
+use super::usid::Usid;
+use super::BpfError;
+use crate::lockfile;
+use crate::net::netlink::{format_mac, parse_mac};
+use crate::state;
+use aya::maps::MapError;
+use ipnetwork::IpNetwork;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Longest wait for the registration lock before "try again later".
+pub(super) const LOCK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What one attachment registers.
+#[derive(Debug, Clone)]
+pub struct Registration<'a> {
+    /// The bpffs directory of the pinned maps.
+    pub pin_dir: &'a Path,
+    /// The node's state directory (registration records).
+    pub state_dir: &'a Path,
+    /// The VRF's uSID on this node.
+    pub usid: Usid,
+    /// The VPC's routing table on this node.
+    pub vrf_table_id: u32,
+    /// [`EGRESS_KIND_VETH`] or [`EGRESS_KIND_TAP`].
+    pub egress_kind: u32,
+    /// The host interface (`G…H`).
+    pub host_ifname: &'a str,
+    /// Its ifindex.
+    pub host_ifindex: u32,
+    /// The attachment's prefixes (masked on registration).
+    pub prefixes: &'a [IpNetwork],
+    /// The VPC's NAT66 default egress (`::/0` in its table), when shard SIDs are configured.
+    pub nat66_default: Option<EgressRouteValue>,
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the datapath's clock (`bpf_ktime_get_ns`), which the GC
+/// cutoff compares generations against.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, exclusively borrowed timespec; CLOCK_MONOTONIC always exists on
+    // Linux, so the call only writes `ts`.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
+}
+
+/// The egress LPM key of `(table, prefix)` (the prefix is masked).
+pub fn egress_key(table_id: u32, prefix: IpNetwork) -> EgressRouteKey {
+    let net = crate::net::netlink::masked(prefix);
+    let mut addr_be = [0u8; 16];
+    let family = match net.network() {
+        std::net::IpAddr::V6(a) => {
+            addr_be = a.octets();
+            FAMILY_IPV6
+        }
+        std::net::IpAddr::V4(a) => {
+            addr_be[..4].copy_from_slice(&a.octets());
+            FAMILY_IPV4
+        }
+    };
+    EgressRouteKey::new(
+        EGRESS_KEY_PREFIX_BITS + u32::from(net.prefix()),
+        EgressRouteKeyData {
+            table_id,
+            family,
+            addr_be,
+        },
+    )
+}
+
+pub(super) fn map_err(map: &'static str, op: &'static str) -> impl FnOnce(MapError) -> BpfError {
+    move |source| BpfError::Map {
+        map,
+        op,
+        source: Box::new(source),
+    }
+}
+
+/// `Ok(None)` for an absent key.
+pub(super) fn absent_ok<V>(r: Result<V, MapError>) -> Result<Option<V>, MapError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(MapError::KeyNotFound) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The node-level maps a registration writes.
+pub(super) struct NodeMaps {
+    locator: LocatorTable,
+    function: FunctionTable,
+    vrf: VrfTable,
+    ifindex: IfindexVrfTable,
+    egress: EgressRouteTable,
+}
+
+impl NodeMaps {
+    /// Opens every map before anything is written, so a missing one changes nothing.
+    fn open(dir: &Path) -> Result<Self, BpfError> {
+        Ok(Self {
+            locator: maps::open_typed(dir, maps::LOCATOR_TABLE)?,
+            function: maps::open_typed(dir, maps::FUNCTION_TABLE)?,
+            vrf: maps::open_typed(dir, maps::VRF_TABLE)?,
+            ifindex: maps::open_typed(dir, maps::IFINDEX_VRF_TABLE)?,
+            egress: maps::open_typed(dir, maps::EGRESS_ROUTE_TABLE)?,
+        })
+    }
+}
+
+/// Registers the VPC's NAT66 default (when given), the VRF's uSID (locator, function, VRF
+/// rows) and this attachment's rows (ifindex → VRF, pass-through prefixes). Idempotent;
+/// `vrf_table` counters survive. A failed write undoes this registration before returning.
+pub fn register_attachment(r: &Registration<'_>) -> Result<AttachmentRecord, BpfError> {
+    let mut m = NodeMaps::open(r.pin_dir)?;
+    let _lock = lock(r.state_dir)?;
+    let record = AttachmentRecord {
+        host_ifname: r.host_ifname.to_owned(),
+        ifindex: r.host_ifindex,
+        block: r.usid.block.value(),
+        argument: r.usid.argument.get(),
+        vrf_table_id: r.vrf_table_id,
+        prefixes: r
+            .prefixes
+            .iter()
+            .map(|p| crate::net::netlink::masked(*p))
+            .collect(),
+        pin_dir: r.pin_dir.to_owned(),
+    };
+    // Intent first: a crash after this leaves a record DEL and GC can remove rows by.
+    write_record(r.state_dir, &record)?;
+    if let Err(e) = write_rows(&mut m, r, &record) {
+        // Undo what this registration may have written, by its record (shared rows stay). If
+        // that fails too, the record stays for DEL and GC; the write error is what matters.
+        let _ = unregister_locked(r.state_dir, r.host_ifname);
+        return Err(e);
+    }
+    Ok(record)
+}
+
+pub(super) fn write_rows(
+    m: &mut NodeMaps,
+    r: &Registration<'_>,
+    record: &AttachmentRecord,
+) -> Result<(), BpfError> {
+    if let Some(value) = r.nat66_default {
+        // Per VPC, not per attachment: recorded before the write (with the row it replaces) so
+        // that the removal of the table's last attachment, or GC, finds what to remove whichever
+        // of the two the map holds if the write below fails or is interrupted.
+        let path = nat66_path(r.state_dir, r.vrf_table_id);
+        let previous = read_nat66_record(r.state_dir, r.vrf_table_id)?;
+        let row = Nat66Row::new(&value);
+        if previous.as_ref().map(|p| &p.row) != Some(&row) {
+            let record = Nat66Record {
+                vrf_table_id: r.vrf_table_id,
+                pin_dir: r.pin_dir.to_owned(),
+                row,
+                replaces: previous.map(|p| p.row),
+            };
+            write_json(&path, &record)?;
+        }
+        m.egress
+            .insert(&nat66_key(r.vrf_table_id), value, 0)
+            .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
+    }
+    let now = monotonic_ns();
+    m.locator
+        .insert(r.usid.locator_key(), LocatorValue { generation_ns: now }, 0)
+        .map_err(map_err(maps::LOCATOR_TABLE, "insert"))?;
+    m.function
+        .insert(
+            r.usid.function_key(),
+            FunctionValue {
+                behavior: BEHAVIOR_END_DT46,
+            },
+            0,
+        )
+        .map_err(map_err(maps::FUNCTION_TABLE, "insert"))?;
+    register_vrf(&mut m.vrf, r, now)?;
+    let row = IfindexVrfValue {
+        block: record.block,
+        argument: record.argument,
+        _pad: [0; 6],
+    };
+    m.ifindex
+        .insert(r.host_ifindex, row, 0)
+        .map_err(map_err(maps::IFINDEX_VRF_TABLE, "insert"))?;
+    for prefix in &record.prefixes {
+        m.egress
+            .insert(
+                &egress_key(r.vrf_table_id, *prefix),
+                EgressRouteValue::PASS_THROUGH,
+                0,
+            )
+            .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
+    }
+    Ok(())
+}
+
+/// `vrf_table` read-modify-write: table and kind set, generation stamped, counters kept.
+// The datapath may bump counters between our read and write; that window loses at most those
+// increments (upstream has the same window; the map has no compare-and-swap).
+pub(super) fn register_vrf(
+    vrf: &mut VrfTable,
+    r: &Registration<'_>,
+    now: u64,
+) -> Result<(), BpfError> {
+    let key = r.usid.vrf_key();
+    let old = absent_ok(vrf.get(&key, 0))
+        .map_err(map_err(maps::VRF_TABLE, "read"))?
+        .unwrap_or_default();
+    let value = VrfValue {
+        vrf_table_id: r.vrf_table_id,
+        egress_kind: r.egress_kind,
+        generation_ns: now,
+        ..old
+    };
+    vrf.insert(key, value, 0)
+        .map_err(map_err(maps::VRF_TABLE, "insert"))
+}
+
+/// Writes `node_src_addr_table[0]`: this node's SRv6 source address. Node-wide; never removed
+/// by the CNI.
+pub fn write_node_src_addr(pin_dir: &Path, addr: std::net::Ipv6Addr) -> Result<(), BpfError> {
+    let mut table: NodeSrcAddrTable = maps::open_typed(pin_dir, maps::NODE_SRC_ADDR_TABLE)?;
+    table
+        .set(
+            0,
+            NodeSrcAddrValue {
+                addr_be: addr.octets(),
+            },
+            0,
+        )
+        .map_err(map_err(maps::NODE_SRC_ADDR_TABLE, "update"))
+}
+
+/// Writes `public_uplink_table[0]`: this node's public uplink. Node-wide; never removed by the
+/// CNI.
+pub fn write_public_uplink(pin_dir: &Path, value: PublicUplinkValue) -> Result<(), BpfError> {
+    let mut table: PublicUplinkTable = maps::open_typed(pin_dir, maps::PUBLIC_UPLINK_TABLE)?;
+    table
+        .set(0, value, 0)
+        .map_err(map_err(maps::PUBLIC_UPLINK_TABLE, "update"))
+}

@@ -1,0 +1,180 @@
+//! The registration records: what DEL and GC remove by, and where they live.
+
+use super::*;
+/// The on-disk record of one registered attachment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachmentRecord {
+    /// Host interface.
+    pub host_ifname: String,
+    /// Its ifindex at registration.
+    pub ifindex: u32,
+    /// uSID Block (48-bit value).
+    pub block: u64,
+    /// uSID Argument.
+    pub argument: u16,
+    /// VRF table the pass-through keys were written in.
+    pub vrf_table_id: u32,
+    /// Masked prefixes with pass-through entries.
+    pub prefixes: Vec<IpNetwork>,
+    /// Where the maps were.
+    pub pin_dir: PathBuf,
+}
+
+/// The record of the NAT66 default row last written in one VPC table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Nat66Record {
+    /// The VPC's table.
+    pub vrf_table_id: u32,
+    /// Where the maps were.
+    pub pin_dir: PathBuf,
+    /// The row written.
+    #[serde(flatten)]
+    pub row: Nat66Row,
+    /// The row it replaced. The record is written before the map, so after a failed or
+    /// interrupted write the map may still hold this one; removal accepts either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<Nat66Row>,
+}
+
+/// One NAT66 default row, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Nat66Row {
+    /// The shard SID.
+    pub sid: std::net::Ipv6Addr,
+    /// Output link.
+    pub link_ifindex: u32,
+    /// Next-hop MAC, `aa:bb:…`.
+    pub dmac: String,
+    /// Source MAC, `aa:bb:…`.
+    pub smac: String,
+}
+
+impl Nat66Row {
+    pub(super) fn new(value: &EgressRouteValue) -> Self {
+        Self {
+            sid: std::net::Ipv6Addr::from(value.sid_be),
+            link_ifindex: value.link_ifindex,
+            dmac: format_mac(&value.dmac),
+            smac: format_mac(&value.smac),
+        }
+    }
+
+    /// The map value it describes; `None` when a MAC does not parse (a hand-edited record).
+    pub fn value(&self) -> Option<EgressRouteValue> {
+        Some(EgressRouteValue {
+            sid_be: self.sid.octets(),
+            link_ifindex: self.link_ifindex,
+            dmac: parse_mac(&self.dmac)?,
+            smac: parse_mac(&self.smac)?,
+        })
+    }
+}
+
+/// The `egress_route_table` key of a VPC's NAT66 default: `(table, ::/0)`.
+pub fn nat66_key(table_id: u32) -> EgressRouteKey {
+    EgressRouteKey::new(
+        EGRESS_KEY_PREFIX_BITS,
+        EgressRouteKeyData {
+            table_id,
+            family: FAMILY_IPV6,
+            addr_be: [0; 16],
+        },
+    )
+}
+
+pub(super) fn nat66_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("bpf").join("nat66")
+}
+
+pub(super) fn nat66_path(state_dir: &Path, table_id: u32) -> PathBuf {
+    nat66_dir(state_dir).join(format!("{table_id}.json"))
+}
+
+pub(super) fn records_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("bpf").join("attachments")
+}
+
+pub(super) fn record_path(state_dir: &Path, host_ifname: &str) -> PathBuf {
+    records_dir(state_dir).join(format!("{host_ifname}.json"))
+}
+
+pub(super) fn lock(state_dir: &Path) -> Result<lockfile::LockGuard, BpfError> {
+    lockfile::acquire(&state_dir.join("bpf").join("lock"), LOCK_TIMEOUT).map_err(BpfError::Busy)
+}
+
+pub(super) fn io(what: String) -> impl FnOnce(std::io::Error) -> BpfError {
+    move |source| BpfError::Io { what, source }
+}
+
+/// The record of `host_ifname`, if one exists.
+pub fn read_record(
+    state_dir: &Path,
+    host_ifname: &str,
+) -> Result<Option<AttachmentRecord>, BpfError> {
+    read_json(&record_path(state_dir, host_ifname))
+}
+
+/// The NAT66 record of `table_id`, if one exists.
+pub fn read_nat66_record(state_dir: &Path, table_id: u32) -> Result<Option<Nat66Record>, BpfError> {
+    read_json(&nat66_path(state_dir, table_id))
+}
+
+pub(super) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Option<T>, BpfError> {
+    Ok(state::read_json(path)?)
+}
+
+pub(super) fn write_record(state_dir: &Path, record: &AttachmentRecord) -> Result<(), BpfError> {
+    write_json(&record_path(state_dir, &record.host_ifname), record)
+}
+
+/// Writes a record (the registration lock is held: temporaries of `path` are killed writers').
+pub(super) fn write_json<T: Serialize>(path: &Path, record: &T) -> Result<(), BpfError> {
+    Ok(state::write_json(path, record)?)
+}
+
+pub(super) fn remove_record(state_dir: &Path, host_ifname: &str) -> Result<(), BpfError> {
+    Ok(state::remove(&record_path(state_dir, host_ifname))?)
+}
+
+/// Every registration record (unparseable ones are skipped: they must not stop GC).
+pub fn all_records(state_dir: &Path) -> Result<Vec<AttachmentRecord>, BpfError> {
+    let dir = records_dir(state_dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(format!("list {}", dir.display()))(e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(host) = name.strip_suffix(".json") {
+            if let Ok(Some(record)) = read_record(state_dir, host) {
+                out.push(record);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every NAT66 record (unparseable ones are skipped: they must not stop GC).
+pub fn all_nat66_records(state_dir: &Path) -> Result<Vec<Nat66Record>, BpfError> {
+    let dir = nat66_dir(state_dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(format!("list {}", dir.display()))(e)),
+    };
+    Ok(entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let table = name.strip_suffix(".json")?.parse::<u32>().ok()?;
+            read_nat66_record(state_dir, table).ok().flatten()
+        })
+        .collect())
+}

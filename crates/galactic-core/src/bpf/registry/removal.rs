@@ -1,0 +1,169 @@
+//! Removing an attachment's rows (DEL, rollback) and sweeping rows no attachment owns (GC).
+
+use super::records::*;
+use super::*;
+/// Removes the rows of `host_ifname`'s registration, if it has one: its `ifindex_vrf_table`
+/// row (only while it still points at the recorded VRF), its pass-through entries (only those
+/// no other registration lists) and, when it was its table's last registration, the VPC's
+/// NAT66 default. Tolerates a node without the datapath (no record, or no pinned maps).
+/// Returns whether a registration was removed.
+pub fn unregister_attachment(state_dir: &Path, host_ifname: &str) -> Result<bool, BpfError> {
+    let _lock = lock(state_dir)?;
+    unregister_locked(state_dir, host_ifname)
+}
+
+pub(super) fn unregister_locked(state_dir: &Path, host_ifname: &str) -> Result<bool, BpfError> {
+    let Some(record) = read_record(state_dir, host_ifname)? else {
+        return Ok(false);
+    };
+    let others: Vec<AttachmentRecord> = all_records(state_dir)?
+        .into_iter()
+        .filter(|r| r.host_ifname != host_ifname)
+        .collect();
+    let shared: HashSet<(u32, IpNetwork)> = others
+        .iter()
+        .flat_map(|r| r.prefixes.iter().map(move |p| (r.vrf_table_id, *p)))
+        .collect();
+    match remove_rows(&record, &shared) {
+        // No maps: nothing of this registration can remain in them.
+        Err(BpfError::NotLoaded { .. }) => {}
+        other => other?,
+    }
+    remove_record(state_dir, host_ifname)?;
+    // The NAT66 default serves the whole VPC: it stays while another attachment of the table
+    // is registered. A failure here leaves its record for GC's orphan sweep.
+    if !others.iter().any(|o| o.vrf_table_id == record.vrf_table_id) {
+        release_nat66(state_dir, record.vrf_table_id)?;
+    }
+    Ok(true)
+}
+
+/// Removes the NAT66 default of `table_id` (when it still holds what its record says was
+/// written) and the record.
+pub(super) fn release_nat66(state_dir: &Path, table_id: u32) -> Result<(), BpfError> {
+    let Some(record) = read_nat66_record(state_dir, table_id)? else {
+        return Ok(());
+    };
+    match remove_nat66_row(&record) {
+        // No maps: the row cannot remain.
+        Err(BpfError::NotLoaded { .. }) => {}
+        other => other?,
+    }
+    Ok(state::remove(&nat66_path(state_dir, table_id))?)
+}
+
+pub(super) fn remove_nat66_row(record: &Nat66Record) -> Result<(), BpfError> {
+    let mut egress: EgressRouteTable = maps::open_typed(&record.pin_dir, maps::EGRESS_ROUTE_TABLE)?;
+    let key = nat66_key(record.vrf_table_id);
+    let current = exact_egress(&egress, &key)?;
+    // Someone else (a routing daemon) may own ::/0 in this table since: leave theirs.
+    let ours =
+        |row: Option<&Nat66Row>| current.is_some() && row.and_then(Nat66Row::value) == current;
+    if ours(Some(&record.row)) || ours(record.replaces.as_ref()) {
+        ignore_absent(egress.remove(&key)).map_err(map_err(maps::EGRESS_ROUTE_TABLE, "delete"))?;
+    }
+    Ok(())
+}
+
+pub(super) fn remove_rows(
+    record: &AttachmentRecord,
+    shared: &HashSet<(u32, IpNetwork)>,
+) -> Result<(), BpfError> {
+    let mut ifindex: IfindexVrfTable = maps::open_typed(&record.pin_dir, maps::IFINDEX_VRF_TABLE)?;
+    let mut egress: EgressRouteTable = maps::open_typed(&record.pin_dir, maps::EGRESS_ROUTE_TABLE)?;
+    let row = absent_ok(ifindex.get(&record.ifindex, 0))
+        .map_err(map_err(maps::IFINDEX_VRF_TABLE, "read"))?;
+    // The ifindex may have been reused by a later attachment of another VRF: leave its row.
+    if row.is_some_and(|v| v.block == record.block && v.argument == record.argument) {
+        ignore_absent(ifindex.remove(&record.ifindex))
+            .map_err(map_err(maps::IFINDEX_VRF_TABLE, "delete"))?;
+    }
+    for prefix in &record.prefixes {
+        if shared.contains(&(record.vrf_table_id, *prefix)) {
+            continue;
+        }
+        let key = egress_key(record.vrf_table_id, *prefix);
+        if exact_egress(&egress, &key)? == Some(EgressRouteValue::PASS_THROUGH) {
+            ignore_absent(egress.remove(&key))
+                .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "delete"))?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn ignore_absent(r: Result<(), MapError>) -> Result<(), MapError> {
+    absent_ok(r).map(|_| ())
+}
+
+/// The value stored under exactly `key` (an LPM lookup would return a covering prefix).
+pub fn exact_egress(
+    egress: &EgressRouteTable,
+    key: &EgressRouteKey,
+) -> Result<Option<EgressRouteValue>, BpfError> {
+    let found = absent_ok(egress.get(key, 0)).map_err(map_err(maps::EGRESS_ROUTE_TABLE, "read"))?;
+    // The longest match is exact only when it has the same length; same-length matches of a
+    // masked key are the key itself.
+    let exact = egress
+        .keys()
+        .filter_map(Result::ok)
+        .any(|k| k.prefix_len() == key.prefix_len() && k.data() == key.data());
+    Ok(found.filter(|_| exact))
+}
+
+/// Removes the registrations of host interfaces not in `live` (CNI GC). Returns the removed
+/// interface names; errors of single records are collected, not fatal to the others.
+pub fn sweep_attachments(
+    state_dir: &Path,
+    live: &HashSet<String>,
+) -> Result<Vec<String>, BpfError> {
+    let _lock = lock(state_dir)?;
+    let mut removed = Vec::new();
+    let mut first_error = None;
+    for record in all_records(state_dir)? {
+        if live.contains(&record.host_ifname) {
+            continue;
+        }
+        match unregister_locked(state_dir, &record.host_ifname) {
+            Ok(_) => removed.push(record.host_ifname),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    // NAT66 defaults whose table has no registration left: a removal that failed half-way, or
+    // a crash between the record and the first attachment's.
+    let tables: HashSet<u32> = all_records(state_dir)?
+        .iter()
+        .map(|r| r.vrf_table_id)
+        .collect();
+    for nat66 in all_nat66_records(state_dir)? {
+        if !tables.contains(&nat66.vrf_table_id) {
+            if let Err(e) = release_nat66(state_dir, nat66.vrf_table_id) {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    // What writers killed between their write and their rename left behind.
+    for dir in [records_dir(state_dir), nat66_dir(state_dir)] {
+        if let Err(e) = crate::state::sweep_temporaries(&dir) {
+            first_error.get_or_insert(io(format!("sweep {}", dir.display()))(
+                std::io::Error::other(e),
+            ));
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(removed),
+    }
+}
+
+/// [`unregister_attachment`] for the masters' DEL, which never fails on datapath state: an
+/// error is logged and the registration record stays, so the next CNI GC retries it.
+pub fn unregister_or_defer(state_dir: &Path, host_ifname: &str) {
+    if let Err(e) = unregister_attachment(state_dir, host_ifname) {
+        crate::log::warn(
+            "DEL: could not remove the attachment's eBPF datapath rows; GC retries",
+            serde_json::json!({"hostIfname": host_ifname, "err": e.to_string()}),
+        );
+    }
+}

@@ -1,0 +1,96 @@
+//! CHECK: every row of an attachment against what its registration wrote.
+
+use super::records::*;
+use super::*;
+/// What CHECK expects of one attachment.
+#[derive(Debug, Clone)]
+pub struct Expected<'a> {
+    /// The pin directory.
+    pub pin_dir: &'a Path,
+    /// The VRF's uSID.
+    pub usid: Usid,
+    /// The VPC's current routing table.
+    pub vrf_table_id: u32,
+    /// Host interface index.
+    pub host_ifindex: u32,
+    /// The attachment's prefixes.
+    pub prefixes: &'a [IpNetwork],
+    /// The node's NAT66 shard SIDs; when any, the VPC's `::/0` row must encapsulate to one.
+    pub nat66_sids: &'a [std::net::Ipv6Addr],
+}
+
+/// Compares the maps with `e`; returns every difference found (empty = consistent).
+pub fn verify(e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
+    let m = NodeMaps::open(e.pin_dir)?;
+    let mut problems = Vec::new();
+    let u = e.usid;
+    if absent_ok(m.locator.get(&u.locator_key(), 0))
+        .map_err(map_err(maps::LOCATOR_TABLE, "read"))?
+        .is_none()
+    {
+        problems.push(format!(
+            "locator_table has no entry for {:#x}",
+            u.locator_key()
+        ));
+    }
+    match absent_ok(m.function.get(&u.function_key(), 0))
+        .map_err(map_err(maps::FUNCTION_TABLE, "read"))?
+    {
+        Some(v) if v.behavior == BEHAVIOR_END_DT46 => {}
+        other => problems.push(format!(
+            "function_table[{:#x}] is {other:?}, want behaviour {BEHAVIOR_END_DT46}",
+            u.function_key()
+        )),
+    }
+    match absent_ok(m.vrf.get(&u.vrf_key(), 0)).map_err(map_err(maps::VRF_TABLE, "read"))? {
+        Some(v) if v.vrf_table_id == e.vrf_table_id => {}
+        Some(v) => problems.push(format!(
+            "vrf_table[{:#x}] points at table {}, the VPC's table is {}",
+            u.vrf_key(),
+            v.vrf_table_id,
+            e.vrf_table_id
+        )),
+        None => problems.push(format!("vrf_table has no entry for {:#x}", u.vrf_key())),
+    }
+    let want = IfindexVrfValue {
+        block: u.block.value(),
+        argument: u.argument.get(),
+        _pad: [0; 6],
+    };
+    let row = absent_ok(m.ifindex.get(&e.host_ifindex, 0))
+        .map_err(map_err(maps::IFINDEX_VRF_TABLE, "read"))?;
+    if row != Some(want) {
+        problems.push(format!(
+            "ifindex_vrf_table[{}] is {row:?}, want {want:?}",
+            e.host_ifindex
+        ));
+    }
+    if !e.nat66_sids.is_empty() {
+        match exact_egress(&m.egress, &nat66_key(e.vrf_table_id))? {
+            Some(v)
+                if v.link_ifindex != 0
+                    && e.nat66_sids.contains(&std::net::Ipv6Addr::from(v.sid_be)) => {}
+            Some(v) => problems.push(format!(
+                "egress_route_table's NAT66 default (::/0) in table {} encapsulates to {} via link {}, not to a configured shard SID",
+                e.vrf_table_id,
+                std::net::Ipv6Addr::from(v.sid_be),
+                v.link_ifindex
+            )),
+            None => problems.push(format!(
+                "egress_route_table has no NAT66 default (::/0) in table {}",
+                e.vrf_table_id
+            )),
+        }
+    }
+    for prefix in e.prefixes {
+        let key = egress_key(e.vrf_table_id, *prefix);
+        if exact_egress(&m.egress, &key)?.is_none() {
+            problems.push(format!(
+                "egress_route_table has no entry for {} in table {}",
+                crate::net::netlink::masked(*prefix),
+                e.vrf_table_id
+            ));
+        }
+    }
+    Ok(problems)
+}

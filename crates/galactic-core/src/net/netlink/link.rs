@@ -1,0 +1,186 @@
+//! Links: lookup, veth pairs, VRF devices, up/MTU/controller, deletion.
+
+use super::{nl, tolerate_missing, NetError, Netlink};
+use crate::net::netns::Netns;
+use futures_util::TryStreamExt;
+use netlink_packet_route::link::{
+    InfoData, InfoKind, InfoVeth, InfoVrf, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+};
+use rtnetlink::{LinkUnspec, LinkVeth};
+use std::os::fd::AsRawFd;
+
+/// A link as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    /// Interface index.
+    pub index: u32,
+    /// Interface name.
+    pub name: String,
+    /// Hardware address, `aa:bb:…` lower case (absent for some kinds).
+    pub mac: Option<String>,
+    /// MTU.
+    pub mtu: u32,
+    /// `IFLA_INFO_KIND` (`veth`, `tun`, `vrf`, …).
+    pub kind: Option<String>,
+    /// Index of the controller (VRF) it is enslaved to.
+    pub controller: Option<u32>,
+    /// Administratively up.
+    pub up: bool,
+    /// For a VRF device: the table it is bound to.
+    pub vrf_table: Option<u32>,
+}
+
+impl Netlink {
+    /// The link named `name`, if it exists.
+    pub fn link(&self, name: &str) -> Result<Option<Link>, NetError> {
+        let mut request = self
+            .handle
+            .link()
+            .get()
+            .match_name(name.to_owned())
+            .execute();
+        match self.runtime.block_on(request.try_next()) {
+            Ok(msg) => Ok(msg.map(link_from)),
+            Err(e) => match nl(format!("get link {name}"))(e) {
+                NetError::NotFound { .. } => Ok(None),
+                other => Err(other),
+            },
+        }
+    }
+
+    /// The link named `name`, or `NotFound`.
+    pub fn require_link(&self, name: &str) -> Result<Link, NetError> {
+        self.link(name)?.ok_or_else(|| NetError::NotFound {
+            what: format!("link {name}"),
+        })
+    }
+
+    /// Every link.
+    pub fn links(&self) -> Result<Vec<Link>, NetError> {
+        let request = self.handle.link().get().execute();
+        let msgs: Vec<LinkMessage> = self
+            .runtime
+            .block_on(request.try_collect())
+            .map_err(nl("list links"))?;
+        Ok(msgs.into_iter().map(link_from).collect())
+    }
+
+    /// Creates a veth pair: `host` here, its peer created directly inside `peer_ns` as `peer`.
+    pub fn create_veth(
+        &self,
+        host: &str,
+        peer: &str,
+        peer_ns: &Netns,
+        mtu: Option<u32>,
+    ) -> Result<(), NetError> {
+        let mut peer_msg = LinkUnspec::new_with_name(peer).setns_by_fd(peer_ns.file().as_raw_fd());
+        let mut host_msg = LinkVeth::new(host, peer);
+        if let Some(mtu) = mtu {
+            peer_msg = peer_msg.mtu(mtu);
+            host_msg = host_msg.mtu(mtu);
+        }
+        let msg = host_msg
+            .set_info_data(InfoData::Veth(InfoVeth::Peer(peer_msg.build())))
+            .build();
+        self.runtime
+            .block_on(self.handle.link().add(msg).execute())
+            .map_err(nl(format!(
+                "create veth {host} with peer {peer} in {}",
+                peer_ns.path().display()
+            )))
+    }
+
+    /// Sets a link administratively up.
+    pub fn set_up(&self, index: u32) -> Result<(), NetError> {
+        let msg = LinkUnspec::new_with_index(index).up().build();
+        self.runtime
+            .block_on(self.handle.link().set(msg).execute())
+            .map_err(nl(format!("set link {index} up")))
+    }
+
+    /// Sets a link's MTU.
+    pub fn set_mtu(&self, index: u32, mtu: u32) -> Result<(), NetError> {
+        let msg = LinkUnspec::new_with_index(index).mtu(mtu).build();
+        self.runtime
+            .block_on(self.handle.link().set(msg).execute())
+            .map_err(nl(format!("set MTU {mtu} on link {index}")))
+    }
+
+    /// Enslaves a link to a controller (VRF).
+    pub fn set_controller(&self, index: u32, controller: u32) -> Result<(), NetError> {
+        let msg = LinkUnspec::new_with_index(index)
+            .controller(controller)
+            .build();
+        self.runtime
+            .block_on(self.handle.link().set(msg).execute())
+            .map_err(nl(format!("enslave link {index} to {controller}")))
+    }
+
+    /// Creates a VRF device bound to `table`.
+    pub fn create_vrf(&self, name: &str, table: u32) -> Result<(), NetError> {
+        let msg = rtnetlink::LinkVrf::new(name, table).build();
+        self.runtime
+            .block_on(self.handle.link().add(msg).execute())
+            .map_err(nl(format!("create VRF {name} (table {table})")))
+    }
+
+    /// Deletes a link; a missing one is success.
+    pub fn delete_link(&self, name: &str) -> Result<(), NetError> {
+        let Some(link) = self.link(name)? else {
+            return Ok(());
+        };
+        tolerate_missing(
+            self.runtime
+                .block_on(self.handle.link().del(link.index).execute())
+                .map_err(nl(format!("delete link {name}"))),
+        )
+    }
+}
+
+fn link_from(msg: LinkMessage) -> Link {
+    let mut link = Link {
+        index: msg.header.index,
+        name: String::new(),
+        mac: None,
+        mtu: 0,
+        kind: None,
+        controller: None,
+        up: msg.header.flags.contains(LinkFlags::Up),
+        vrf_table: None,
+    };
+    for attr in msg.attributes {
+        match attr {
+            LinkAttribute::IfName(name) => link.name = name,
+            LinkAttribute::Address(bytes) if bytes.len() == 6 => {
+                link.mac = Some(super::format_mac(&bytes))
+            }
+            LinkAttribute::Mtu(mtu) => link.mtu = mtu,
+            LinkAttribute::Controller(index) => link.controller = Some(index),
+            LinkAttribute::LinkInfo(infos) => {
+                for info in infos {
+                    match info {
+                        LinkInfo::Kind(kind) => link.kind = Some(kind_name(&kind)),
+                        LinkInfo::Data(InfoData::Vrf(vrf)) => {
+                            link.vrf_table = vrf.iter().find_map(|v| match v {
+                                InfoVrf::TableId(t) => Some(*t),
+                                _ => None,
+                            })
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    link
+}
+
+fn kind_name(kind: &InfoKind) -> String {
+    match kind {
+        InfoKind::Veth => "veth".into(),
+        InfoKind::Tun => "tun".into(),
+        InfoKind::Vrf => "vrf".into(),
+        other => format!("{other:?}").to_ascii_lowercase(),
+    }
+}

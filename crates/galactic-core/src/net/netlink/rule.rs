@@ -1,0 +1,113 @@
+//! Policy rules (`ip rule`).
+
+use super::{address_family, nl, tolerate_exists, tolerate_missing, NetError, Netlink};
+use crate::ip::Family;
+use futures_util::TryStreamExt;
+use ipnetwork::IpNetwork;
+use netlink_packet_route::route::RouteHeader;
+use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
+use rtnetlink::IpVersion;
+
+/// A policy rule (`ip rule`): `[iif IIF] [from SRC] lookup TABLE` at `priority`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleSpec {
+    /// IPv4 or IPv6 rule list.
+    pub family: Family,
+    /// Priority (`pref`).
+    pub priority: u32,
+    /// Input interface name.
+    pub iif: Option<String>,
+    /// Source prefix.
+    pub from: Option<IpNetwork>,
+    /// Table to look up.
+    pub table: u32,
+}
+
+impl Netlink {
+    /// Policy rules of one family.
+    pub fn rules(&self, family: Family) -> Result<Vec<RuleSpec>, NetError> {
+        let version = match family {
+            Family::V6 => IpVersion::V6,
+            Family::V4 => IpVersion::V4,
+        };
+        let request = self.handle.rule().get(version).execute();
+        let msgs: Vec<RuleMessage> = self
+            .runtime
+            .block_on(request.try_collect())
+            .map_err(nl("list rules"))?;
+        Ok(msgs.iter().map(|m| rule_from(m, family)).collect())
+    }
+
+    /// Adds a rule; an identical one already present is success.
+    pub fn add_rule(&self, spec: &RuleSpec) -> Result<(), NetError> {
+        let mut request = self.handle.rule().add();
+        *request.message_mut() = rule_message(spec);
+        tolerate_exists(
+            self.runtime
+                .block_on(request.execute())
+                .map_err(nl(format!("add rule {}", describe_rule(spec)))),
+        )
+    }
+
+    /// Removes a rule; a missing one is success.
+    pub fn delete_rule(&self, spec: &RuleSpec) -> Result<(), NetError> {
+        let request = self.handle.rule().del(rule_message(spec));
+        tolerate_missing(
+            self.runtime
+                .block_on(request.execute())
+                .map_err(nl(format!("delete rule {}", describe_rule(spec)))),
+        )
+    }
+}
+
+fn rule_from(msg: &RuleMessage, family: Family) -> RuleSpec {
+    let mut spec = RuleSpec {
+        family,
+        priority: 0,
+        iif: None,
+        from: None,
+        table: u32::from(msg.header.table),
+    };
+    for attr in &msg.attributes {
+        match attr {
+            RuleAttribute::Priority(p) => spec.priority = *p,
+            RuleAttribute::Iifname(name) => spec.iif = Some(name.clone()),
+            RuleAttribute::Source(ip) => spec.from = IpNetwork::new(*ip, msg.header.src_len).ok(),
+            RuleAttribute::Table(t) => spec.table = *t,
+            _ => {}
+        }
+    }
+    spec
+}
+
+fn rule_message(spec: &RuleSpec) -> RuleMessage {
+    let mut msg = RuleMessage::default();
+    msg.header.family = address_family(spec.family);
+    msg.header.table = u8::try_from(spec.table).unwrap_or(RouteHeader::RT_TABLE_UNSPEC);
+    msg.header.action = RuleAction::ToTable;
+    msg.attributes.push(RuleAttribute::Priority(spec.priority));
+    msg.attributes.push(RuleAttribute::Table(spec.table));
+    if let Some(iif) = &spec.iif {
+        msg.attributes.push(RuleAttribute::Iifname(iif.clone()));
+    }
+    if let Some(from) = spec.from {
+        msg.header.src_len = from.prefix();
+        msg.attributes.push(RuleAttribute::Source(from.ip()));
+    }
+    msg
+}
+
+fn describe_rule(spec: &RuleSpec) -> String {
+    let version = match spec.family {
+        Family::V6 => 6,
+        Family::V4 => 4,
+    };
+    let mut text = format!("-{version} pref {}", spec.priority);
+    if let Some(iif) = &spec.iif {
+        text += &format!(" iif {iif}");
+    }
+    if let Some(from) = spec.from {
+        text += &format!(" from {from}");
+    }
+    text + &format!(" lookup {}", spec.table)
+}

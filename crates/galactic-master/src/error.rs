@@ -1,0 +1,221 @@
+//! The masters' errors, and their CNI codes (decided here, nowhere else).
+
+use crate::conf::StanzaError;
+use galactic_core::cni::delegate::DelegateError;
+use galactic_core::cni::{CniError, Code, ErrorCode};
+use galactic_core::failpoint::Injected;
+use galactic_core::net::{NetError, NodeNotReady};
+use std::path::PathBuf;
+
+/// Why a master operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MasterError {
+    /// The stanza is invalid (code 7).
+    #[error(transparent)]
+    Stanza(#[from] StanzaError),
+    /// ADD was given a `prevResult`: a master must be first in the chain (code 7).
+    #[error(
+        "a master plugin must be first in the chain, but the configuration carries a prevResult"
+    )]
+    NotFirst,
+    /// The master was started as another plugin's delegate (code 7).
+    #[error("a master plugin cannot run as a delegate (it was started with {}); check the ipam.type of the network configuration", galactic_core::cni::delegate::DEPTH_ENV)]
+    Delegated,
+    /// CHECK without the ADD's result (code 7).
+    #[error("CHECK needs the prevResult of the ADD (the runtime's cached result)")]
+    NoPrevResult,
+    /// The request as the protocol layer judged it: a missing variable, an undecodable
+    /// `prevResult` or GC list (its own code).
+    #[error(transparent)]
+    Protocol(#[from] CniError),
+    /// `CNI_NETNS` cannot be opened (code 4).
+    #[error("CNI_NETNS: {source}")]
+    Netns {
+        /// The path the runtime gave.
+        path: PathBuf,
+        /// Why it cannot be used.
+        #[source]
+        source: NetError,
+    },
+    /// A kernel or state-file step failed: `step` says what was being done. A busy node lock
+    /// is code 11, a node state this attachment cannot proceed from code 7, the rest code 5.
+    #[error("{step}: {source}")]
+    Node {
+        /// What was being done.
+        step: &'static str,
+        /// The failure.
+        #[source]
+        source: NetError,
+    },
+    /// The IPAM delegate or the NAD helper failed (its code, passed through).
+    #[error(transparent)]
+    Delegate(#[from] DelegateError),
+    /// The NAD helper (galactic-bgp) is not in `CNI_PATH` while the node publishes to
+    /// Kubernetes (code 7).
+    #[error("{source}; with the kubernetes publisher the master needs {helper} to verify and annotate the pod's NetworkAttachmentDefinition")]
+    NadHelperMissing {
+        /// The helper's name.
+        helper: &'static str,
+        /// The lookup failure.
+        #[source]
+        source: DelegateError,
+    },
+    /// Another live container holds this VPC attachment on the node (code 7).
+    #[error("VPC attachment {attachment} of VPC {vpc} is already attached on this node by container {holder} ({netns}); an attachment id can be attached once per node")]
+    Claimed {
+        /// The attachment id.
+        attachment: String,
+        /// The VPC id.
+        vpc: String,
+        /// The holder's container id.
+        holder: String,
+        /// The holder's netns, or "no netns".
+        netns: String,
+    },
+    /// `CNI_IFNAME` already exists inside the container (code 7).
+    #[error("interface {0} already exists in the container")]
+    GuestExists(String),
+    /// The host interface exists and is not of the kind this master creates (code 7).
+    #[error("{name} exists but is a {found} device, not {expected}; it is not ours to replace")]
+    ForeignDevice {
+        /// The interface.
+        name: String,
+        /// Its kind.
+        found: String,
+        /// The kind this master creates.
+        expected: &'static str,
+    },
+    /// The IPAM delegate's result has no address (code 6).
+    #[error("IPAM plugin {plugin:?} returned no addresses")]
+    NoAddresses {
+        /// The delegate.
+        plugin: String,
+    },
+    /// CHECK found differences (code 100), each named.
+    #[error("CHECK failed: {}", .0.join("; "))]
+    CheckFailed(Vec<String>),
+    /// STATUS: the plugin cannot service ADD (code 50).
+    #[error(transparent)]
+    NotReady(#[from] NotReady),
+    /// A teardown (DEL, GC, a stale attachment's removal) did not remove everything; each
+    /// failure named. Code 11 when one of them is worth a retry, else 5.
+    #[error("{what}: {}", failures.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("; "))]
+    Incomplete {
+        /// What could not finish, e.g. "DEL could not remove everything".
+        what: &'static str,
+        /// What failed.
+        failures: Vec<MasterError>,
+    },
+    /// One named part of a teardown failed (GC: an attachment, the datapath rows, …).
+    #[error("{part}: {source}")]
+    Part {
+        /// What it was.
+        part: String,
+        /// The failure.
+        #[source]
+        source: Box<MasterError>,
+    },
+    /// The eBPF datapath's rows of this node could not be swept (code 11 when its lock is busy,
+    /// else 5).
+    #[error("eBPF datapath rows: {source}")]
+    Datapath {
+        /// The datapath's error.
+        #[source]
+        source: galactic_core::bpf::BpfError,
+    },
+    /// A failure point armed by a test (debug builds only; code 999).
+    #[error(transparent)]
+    Injected(#[from] Injected),
+}
+
+/// Why STATUS says the plugin cannot service ADD.
+#[derive(Debug, thiserror::Error)]
+pub enum NotReady {
+    /// Netlink or the state directory.
+    #[error(transparent)]
+    Node(#[from] NodeNotReady),
+    /// The tap master needs the tun device.
+    #[error("/dev/net/tun is missing: taps cannot be created")]
+    NoTun,
+    /// The IPAM delegate is not installed.
+    #[error("{}", .0.message())]
+    Delegate(#[source] DelegateError),
+}
+
+impl MasterError {
+    /// Wraps a kernel or state-file failure of `step`.
+    pub fn node<E: Into<NetError>>(step: &'static str) -> impl Fn(E) -> Self {
+        move |source| Self::Node {
+            step,
+            source: source.into(),
+        }
+    }
+
+    /// This failure as the named `part` of a larger teardown.
+    pub fn part(self, part: impl Into<String>) -> Self {
+        Self::Part {
+            part: part.into(),
+            source: Box::new(self),
+        }
+    }
+}
+
+impl ErrorCode for MasterError {
+    fn code(&self) -> Code {
+        match self {
+            Self::Stanza(_)
+            | Self::NotFirst
+            | Self::Delegated
+            | Self::NoPrevResult
+            | Self::NadHelperMissing { .. }
+            | Self::Claimed { .. }
+            | Self::GuestExists(_)
+            | Self::ForeignDevice { .. } => Code::INVALID_CONFIG,
+            Self::Protocol(e) => e.code,
+            Self::Netns { .. } => Code::INVALID_ENVIRONMENT,
+            Self::Node { source, .. } => node_code(source),
+            Self::Delegate(e) => e.code(),
+            Self::NoAddresses { .. } => Code::DECODE,
+            Self::CheckFailed(_) => Code::CHECK_FAILED,
+            Self::NotReady(_) => Code::NOT_AVAILABLE,
+            Self::Incomplete { failures, .. } => {
+                if failures.iter().any(|f| f.code() == Code::TRY_AGAIN_LATER) {
+                    Code::TRY_AGAIN_LATER
+                } else {
+                    Code::IO
+                }
+            }
+            Self::Part { source, .. } => source.code(),
+            Self::Datapath {
+                source: galactic_core::bpf::BpfError::Busy(_),
+            } => Code::TRY_AGAIN_LATER,
+            Self::Datapath { .. } => Code::IO,
+            Self::Injected(_) => Code::INTERNAL,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Self::Protocol(e) => e.msg.clone(),
+            Self::Delegate(e) => e.message(),
+            other => other.to_string(),
+        }
+    }
+
+    fn details(&self) -> Option<String> {
+        match self {
+            Self::Protocol(e) => e.details.clone(),
+            Self::Delegate(e) => e.details(),
+            _ => None,
+        }
+    }
+}
+
+/// The code of a kernel or state-file failure: a busy lock is worth a retry.
+fn node_code(err: &NetError) -> Code {
+    match err {
+        NetError::Busy(_) => Code::TRY_AGAIN_LATER,
+        NetError::Conflict(_) => Code::INVALID_CONFIG,
+        _ => Code::IO,
+    }
+}

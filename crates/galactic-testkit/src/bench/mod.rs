@@ -1,0 +1,21 @@
+//! Benchmarks of the plugins as processes, the way a runtime runs them: the full chain against
+//! the reference plugins ([`chain`]), the IPAM against `host-local` at several occupancies
+//! ([`ipam`]), and the start-up cost of every binary against the spawn floor ([`startup`]).
+//!
+//! The caller builds what is measured (xtask builds static release plugins and the `rss-probe`
+//! launcher, and installs the reference plugins) and passes its paths in; each bench returns
+//! its figures and renders its table.
+
+pub mod chain;
+pub mod ipam;
+pub mod startup;
+
+use crate::harness::{io, Result};
+use serde_json::Value;
+use std::path::Path;
+
+/// Writes `config` as the node config at `path` (benches that must not inherit the test
+/// node's defaults, e.g. its debug log level or its local publisher).
+fn write_node_config(path: &Path, config: &Value) -> Result<()> {
+    std::fs::write(path, config.to_string()).map_err(io(format!("write {}", path.display())))
+}

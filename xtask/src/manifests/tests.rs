@@ -1,0 +1,207 @@
+//! The lint against fixtures and against every manifest under deploy/.
+
+use super::*;
+use serde_json::json;
+
+/// The plugins, built once per test process.
+fn bin_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| build_plugins().expect("build the plugins"))
+        .clone()
+}
+
+/// Lints one fixture file written to a temporary directory.
+fn lint_fixture(file: &str, text: &str) -> Report {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(file), text).unwrap();
+    lint(&[dir.path().to_path_buf()], &bin_dir()).unwrap()
+}
+
+/// A NAD around `config` (a conflist JSON text).
+fn nad(name: &str, config: &Value) -> String {
+    let indented: String = serde_json::to_string_pretty(config)
+        .unwrap()
+        .lines()
+        .map(|l| format!("    {l}\n"))
+        .collect();
+    format!(
+        "apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata:\n  name: {name}\n  namespace: tenant\nspec:\n  config: |\n{indented}"
+    )
+}
+
+fn good_list(name: &str) -> Value {
+    json!({"cniVersion": "1.0.0", "name": name, "plugins": [
+        {"type": "galactic-cni", "vpc": "A", "vpcattachment": "1",
+         "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd20:10:ff01::/64"}},
+        {"type": "galactic-route", "vpc": "A", "vpcattachment": "1",
+         "terminations": [{"network": "198.51.100.0/24"}]},
+        {"type": "galactic-bgp", "vpc": "A", "vpcattachment": "1"}]})
+}
+
+/// The one finding of a fixture's report.
+fn only_finding(report: &Report) -> String {
+    assert_eq!(report.findings.len(), 1, "{:#?}", report.findings);
+    report.findings[0].message.clone()
+}
+
+#[test]
+fn every_manifest_under_deploy_passes() {
+    let report = lint(&[crate::workspace_root().join("deploy")], &bin_dir()).unwrap();
+    assert!(report.findings.is_empty(), "{:#?}", report.findings);
+    assert!(
+        report.conflists >= 8,
+        "deploy/cni examples: {}",
+        report.conflists
+    );
+    assert!(report.nads >= 6, "tenant NADs: {}", report.nads);
+}
+
+#[test]
+fn a_good_nad_passes_in_a_multi_document_file() {
+    let text = format!(
+        "# tenant\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: tenant\n---\n{}",
+        nad("tenant-a", &good_list("tenant-a"))
+    );
+    let report = lint_fixture("nad.yaml", &text);
+    assert_eq!(report.nads, 1);
+    assert!(report.findings.is_empty(), "{:#?}", report.findings);
+}
+
+#[test]
+fn addressing_fields_at_the_top_level_fail_as_in_the_upstream_nads() {
+    // The shape of the upstream tenant NADs after IPAM moved into the `ipam` block.
+    let list = json!({"cniVersion": "1.0.0", "name": "tenant-a", "plugins": [
+        {"type": "galactic-cni", "vpc": "A", "vpcattachment": "1",
+         "ipv6_subnet": "fd20:10:ff01::/64", "address_families": ["ipv6"],
+         "ipam": {"type": "galactic-ipam"}},
+        {"type": "galactic-bgp", "vpc": "A", "vpcattachment": "1"}]});
+    let report = lint_fixture("nad.yaml", &nad("tenant-a", &list));
+    let msg = only_finding(&report);
+    assert!(
+        msg.contains("refused by the plugin") && msg.contains("belong inside the 'ipam' block"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_master_without_ipam_fails() {
+    let mut list = good_list("tenant-a");
+    list["plugins"][0].as_object_mut().unwrap().remove("ipam");
+    let msg = only_finding(&lint_fixture("nad.yaml", &nad("tenant-a", &list)));
+    assert!(msg.contains("no \"ipam\" block"), "{msg}");
+}
+
+#[test]
+fn an_ipam_block_the_plugin_refuses_fails() {
+    let mut list = good_list("tenant-a");
+    list["plugins"][0]["ipam"]["ipv6_subnet"] = json!("fd20:10:ff01::1");
+    let msg = only_finding(&lint_fixture("x.conflist", &list.to_string()));
+    assert!(
+        msg.contains("refused by the plugin") && msg.contains("ipam.ipv6_subnet"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_route_stanza_the_plugin_refuses_fails() {
+    let mut list = good_list("tenant-a");
+    list["plugins"][1]["terminations"] = json!([{"network": "198.51.100.0/24", "gw": "10.0.0.1"}]);
+    let msg = only_finding(&lint_fixture("x.conflist", &list.to_string()));
+    assert!(
+        msg.contains("plugins[1] (galactic-route): refused by the plugin")
+            && msg.contains("unknown key"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_bgp_stanza_the_plugin_refuses_fails() {
+    let mut list = good_list("tenant-a");
+    for plugin in list["plugins"].as_array_mut().unwrap() {
+        plugin["vpc"] = json!("not base62!");
+    }
+    let report = lint_fixture("x.conflist", &list.to_string());
+    let bgp: Vec<&Finding> = report
+        .findings
+        .iter()
+        .filter(|f| {
+            f.message
+                .starts_with("plugins[2] (galactic-bgp): refused by the plugin")
+        })
+        .collect();
+    assert_eq!(bgp.len(), 1, "{:#?}", report.findings);
+    assert_eq!(
+        report.findings.len(),
+        3,
+        "every plugin refuses: {:#?}",
+        report.findings
+    );
+}
+
+#[test]
+fn name_mismatch_order_aliases_and_identifiers_fail() {
+    let list = good_list("tenant-a");
+    let msg = only_finding(&lint_fixture("nad.yaml", &nad("tenant-b", &list)));
+    assert!(msg.contains("differs from metadata.name"), "{msg}");
+
+    let mut swapped = good_list("t");
+    let plugins = swapped["plugins"].as_array_mut().unwrap();
+    plugins.swap(1, 2);
+    let report = lint_fixture("x.conflist", &swapped.to_string());
+    let text = format!("{:?}", report.findings);
+    assert!(text.contains("galactic-bgp must end the chain"), "{text}");
+    assert!(
+        text.contains("only galactic-route may sit between"),
+        "{text}"
+    );
+
+    let mut alias = good_list("t");
+    alias["plugins"][0]["type"] = json!("galactic-veth");
+    let text = format!(
+        "{:?}",
+        lint_fixture("x.conflist", &alias.to_string()).findings
+    );
+    assert!(
+        text.contains("upstream type name") && text.contains("must come first"),
+        "{text}"
+    );
+
+    let mut other_vpc = good_list("t");
+    other_vpc["plugins"][2]["vpc"] = json!("B");
+    let msg = only_finding(&lint_fixture("x.conflist", &other_vpc.to_string()));
+    assert!(msg.contains("plugins[2].vpc"), "{msg}");
+
+    let mut stray = good_list("t");
+    stray["plugins"][2]["ipv4_subnet"] = json!("10.0.0.0/24");
+    let msg = only_finding(&lint_fixture("x.conflist", &stray.to_string()));
+    assert!(msg.contains("addressing field"), "{msg}");
+
+    let mut version = good_list("t");
+    version["cniVersion"] = json!("0.3.1");
+    let msg = only_finding(&lint_fixture("x.conflist", &version.to_string()));
+    assert!(msg.contains("cniVersion"), "{msg}");
+}
+
+#[test]
+fn the_crd_kustomization_lists_every_generated_crd() {
+    let dir = crate::workspace_root().join("deploy/crds");
+    let text = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+    let listed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- "))
+        .collect();
+    let mut generated: Vec<String> = crate::crds::rendered()
+        .unwrap()
+        .into_iter()
+        .map(|(file, _)| file.to_owned())
+        .collect();
+    generated.sort();
+    assert_eq!(listed, generated, "deploy/crds/kustomization.yaml");
+}
+
+#[test]
+fn documents_split_only_at_column_zero_separators() {
+    let docs = documents("a: 1\n---\nb: |\n  ---\n  x\n--- # c\nc: 3\n...\n");
+    assert_eq!(docs.len(), 3, "{docs:?}");
+    assert!(docs[1].contains("  ---"));
+}

@@ -1,0 +1,260 @@
+//! The command line as a person meets it: `--help` of every command prints and exits 0 without
+//! building, running or writing anything; unknown flags and stray arguments are refused;
+//! `cargo xtask --help` lists every command; `test` hands its arguments to `cargo test`.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output};
+
+/// Every command the README and docs name; `--help` must list at least these.
+const KNOWN: [&str; 14] = [
+    "build-and-stage",
+    "demo",
+    "smoke",
+    "test",
+    "test-kernel",
+    "bench-chain",
+    "bench-ipam",
+    "bench-startup",
+    "gen-crds",
+    "lint-manifests",
+    "bpf-pin-maps",
+    "fuzz",
+    "crash-campaign",
+    "soak",
+];
+
+/// A sandbox in which any attempt to build, install, run a network command or write a
+/// temporary file leaves a trace: `CARGO` and every command on `PATH` are shims that record
+/// their name, and `TMPDIR`/`HOME`/the working directory are empty directories.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["bin", "calls", "tmp", "home", "cwd"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        let calls = dir.path().join("calls");
+        for name in [
+            "cargo", "ip", "nft", "ping", "sysctl", "apt-get", "bpftool", "clang",
+        ] {
+            let shim = dir.path().join("bin").join(name);
+            std::fs::write(
+                &shim,
+                format!(
+                    "#!/bin/sh\nprintf '%s\\n' \"$@\" > {}/{name}\n",
+                    calls.display()
+                ),
+            )
+            .unwrap();
+            std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        Self { dir }
+    }
+
+    /// Removes the shim of `command`, as on a machine without its package.
+    fn without(self, command: &str) -> Self {
+        std::fs::remove_file(self.path("bin").join(command)).unwrap();
+        self
+    }
+
+    fn path(&self, sub: &str) -> std::path::PathBuf {
+        self.dir.path().join(sub)
+    }
+
+    fn xtask(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(args)
+            .env_clear()
+            .env("PATH", self.path("bin"))
+            .env("CARGO", self.path("bin").join("cargo"))
+            .env("TMPDIR", self.path("tmp"))
+            .env("HOME", self.path("home"))
+            .current_dir(self.path("cwd"))
+            .output()
+            .unwrap()
+    }
+
+    /// Names of the shims that ran, and files left in the scratch directories.
+    fn traces(&self) -> Vec<String> {
+        let mut traces = Vec::new();
+        for sub in ["calls", "tmp", "home", "cwd"] {
+            for entry in std::fs::read_dir(self.path(sub)).unwrap() {
+                traces.push(format!(
+                    "{sub}/{}",
+                    entry.unwrap().file_name().to_string_lossy()
+                ));
+            }
+        }
+        traces
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The command names in the `Commands:` section of `cargo xtask --help`.
+fn listed_commands() -> Vec<String> {
+    let out = Sandbox::new().xtask(&["--help"]);
+    assert!(out.status.success(), "{out:?}");
+    text(&out.stdout)
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter(|name| name != "help")
+        .collect()
+}
+
+#[test]
+fn the_usage_text_lists_every_command() {
+    let listed = listed_commands();
+    for name in KNOWN {
+        assert!(
+            listed.iter().any(|l| l == name),
+            "{name} missing: {listed:?}"
+        );
+    }
+    let out = Sandbox::new().xtask(&[]);
+    assert_eq!(out.status.code(), Some(2), "no command is a usage error");
+    assert!(text(&out.stderr).contains("Usage"), "{out:?}");
+}
+
+#[test]
+fn help_of_every_command_prints_and_does_nothing_else() {
+    for name in listed_commands() {
+        for flag in ["--help", "-h"] {
+            let sandbox = Sandbox::new();
+            let out = sandbox.xtask(&[&name, flag]);
+            assert!(out.status.success(), "{name} {flag}: {out:?}");
+            let stdout = text(&out.stdout);
+            assert!(
+                stdout.contains(&format!("Usage: cargo xtask {name}")),
+                "{name} {flag}: {stdout}"
+            );
+            assert_eq!(sandbox.traces(), Vec::<String>::new(), "{name} {flag}");
+        }
+    }
+}
+
+#[test]
+fn unknown_flags_and_stray_arguments_are_refused_before_anything_runs() {
+    for name in listed_commands() {
+        // `test` hands everything to `cargo test`, which refuses what it does not know.
+        if name == "test" {
+            continue;
+        }
+        let mut cases = vec![vec![name.as_str(), "--bogus"], vec![name.as_str(), "-Z"]];
+        // lint-manifests takes paths; every other command takes no positional argument.
+        if name != "lint-manifests" {
+            cases.push(vec![name.as_str(), "stray"]);
+        }
+        for args in cases {
+            let sandbox = Sandbox::new();
+            let out = sandbox.xtask(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+            let stderr = text(&out.stderr);
+            assert!(stderr.contains("unexpected argument"), "{args:?}: {stderr}");
+            assert_eq!(sandbox.traces(), Vec::<String>::new(), "{args:?}");
+        }
+    }
+}
+
+#[test]
+fn bad_values_are_refused_with_the_flag_named() {
+    for (args, flag) in [
+        (&["soak", "--runtimes", "many"][..], "--runtimes"),
+        (&["crash-campaign", "--seed", "xyz"], "--seed"),
+        (&["bench-ipam", "--levels", "0,lots"], "--levels"),
+        (&["build-and-stage", "--set", "no-equals-sign"], "--set"),
+        (&["bpf-pin-maps"], "--dir"),
+    ] {
+        let sandbox = Sandbox::new();
+        let out = sandbox.xtask(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(text(&out.stderr).contains(flag), "{args:?}: {out:?}");
+        assert_eq!(sandbox.traces(), Vec::<String>::new(), "{args:?}");
+    }
+}
+
+#[test]
+fn test_hands_its_arguments_to_cargo_test() {
+    // `--native`: the sandbox has no VM for the production-kernel tier that follows otherwise.
+    for (args, expected) in [
+        (&["test", "--native"][..], "test --workspace --all-targets"),
+        (
+            &["test", "--native", "--no-fail-fast"],
+            "test --workspace --all-targets --no-fail-fast",
+        ),
+        (
+            &["test", "--native", "--", "--test-threads", "1"],
+            "test --workspace --all-targets -- --test-threads 1",
+        ),
+        (
+            &[
+                "test",
+                "--native",
+                "-p",
+                "galactic-ipam",
+                "--",
+                "--nocapture",
+            ],
+            "test --workspace --all-targets -p galactic-ipam -- --nocapture",
+        ),
+    ] {
+        let sandbox = Sandbox::new();
+        let out = sandbox.xtask(args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let recorded = std::fs::read_to_string(sandbox.path("calls").join("cargo")).unwrap();
+        assert_eq!(recorded.lines().collect::<Vec<_>>().join(" "), expected);
+    }
+}
+
+#[test]
+fn demo_names_a_missing_package_before_it_builds_anything() {
+    let sandbox = Sandbox::new().without("nft");
+    let out = sandbox.xtask(&["demo"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("`nft` is not on PATH"), "{stderr}");
+    assert!(stderr.contains("apt-get install nftables"), "{stderr}");
+    assert!(!stderr.contains("iproute2"), "ip is there: {stderr}");
+    assert_eq!(
+        sandbox.traces(),
+        Vec::<String>::new(),
+        "nothing may run or be built"
+    );
+}
+
+#[test]
+fn test_without_the_vm_tools_names_them_before_running_anything() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.xtask(&["test"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = text(&out.stderr);
+    for missing in ["qemu-system-x86_64", "vng", "virtiofsd"] {
+        assert!(
+            stderr.contains(&format!("`{missing}`")),
+            "{missing}: {stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("apt-get install qemu-system-x86"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--native"),
+        "says how to run without: {stderr}"
+    );
+    assert_eq!(
+        sandbox.traces(),
+        vec!["calls/ip".to_owned()],
+        "nothing is built or run but the native preflight's `ip -V` probe"
+    );
+}
