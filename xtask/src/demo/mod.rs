@@ -198,10 +198,10 @@ impl<'a> Scene<'a> {
 
     /// A pod's chain: master (with its IPAM) → route (when it terminates networks) → bgp.
     fn conflist(&self, spec: &PodSpec) -> Conflist {
-        let mut ipam = spec.ipam.clone();
-        ipam["data_dir"] = json!(self.state().join("ipam"));
+        // The IPAM store is the node's (`ipam_data_dir`, by default `<state_dir>/ipam`): a
+        // network configuration cannot name it.
         let mut chain = vec![
-            json!({"type": "galactic-cni", "vpc": spec.vpc, "vpcattachment": spec.att, "ipam": ipam}),
+            json!({"type": "galactic-cni", "vpc": spec.vpc, "vpcattachment": spec.att, "ipam": spec.ipam}),
         ];
         if let Some(t) = &spec.terminations {
             chain.push(json!({"type": "galactic-route", "vpc": spec.vpc, "vpcattachment": spec.att, "terminations": t}));
