@@ -102,26 +102,31 @@ fn plan(req: &Request) -> Result<Plan, BgpError> {
     let stanza = Stanza::parse(&req.conf.raw)?;
     let prev = req.conf.prev_result().map_err(PrevResultError::Decode)?;
     let facts = prev::infer(prev.as_ref())?;
-    // Before anything is published: the stanza must name this chain's own attachment, or a
-    // NetworkAttachmentDefinition could advertise this pod's prefixes in another VPC.
-    let ids = ChainIds {
-        vpc: stanza.vpc.clone(),
-        att: stanza.att.clone(),
-    };
-    ChainPosition {
-        ids: &ids,
-        prev_hosts: &[facts.host_ifname.as_str()],
-        network: &req.conf.name,
-        container_id: req.env.container_id()?.as_str(),
-        ifname: req.env.ifname()?.as_str(),
-    }
-    .verify(&req.node.state_dir)?;
     Ok(Plan {
         stanza,
         facts,
         prev: prev.unwrap_or_default(),
         pod: PodRef::from_args(&req.env.args),
     })
+}
+
+/// Before anything is published: the stanza must name this chain's own attachment (the one the
+/// master recorded for this container), or a NetworkAttachmentDefinition could advertise this
+/// pod's prefixes in another VPC.
+fn verify_chain(req: &Request, plan: &Plan) -> Result<(), BgpError> {
+    let ids = ChainIds {
+        vpc: plan.stanza.vpc.clone(),
+        att: plan.stanza.att.clone(),
+    };
+    ChainPosition {
+        ids: &ids,
+        prev_hosts: &[plan.facts.host_ifname.as_str()],
+        network: &req.conf.name,
+        container_id: req.env.container_id()?.as_str(),
+        ifname: req.env.ifname()?.as_str(),
+    }
+    .verify(&req.node.state_dir)?;
+    Ok(())
 }
 
 fn vrf_route_target(router: &Router, stanza: &Stanza) -> Option<String> {
@@ -172,6 +177,7 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     let backend = Backend::open(&req.node, ClientOptions::default())?;
+    verify_chain(req, &plan)?;
     if backend.is_kube() && plan.facts.v6.is_some() && plan.pod.is_none() {
         return Err(BgpError::NoPod {
             step: "publish EndpointSlice",
@@ -387,6 +393,7 @@ pub fn check(req: &Request) -> Result<(), BgpError> {
     let plan = plan(req)?;
     let cid = req.env.container_id()?.as_str().to_owned();
     let backend = Backend::open(&req.node, ClientOptions::default())?;
+    verify_chain(req, &plan)?;
     let store = backend.store();
     let node = node_name(&req.node, &backend)?;
     let ns = req.node.namespace.as_str();

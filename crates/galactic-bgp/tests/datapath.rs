@@ -298,14 +298,17 @@ fn the_pinned_egress_program_is_attached_once_in_its_slot_and_replaced_on_a_repe
     assert_eq!(second[0]["options"]["handle"], "0x1");
     node.del(&pod, "G", &result);
 
-    // The node-config key `ebpf_filter_priority`, here from the stanza, picks the slot.
-    let mut node = node;
+    // The node-config key `ebpf_filter_priority` picks the slot.
     let other = Pod::new("bpft2");
     let prev = node.master_add(&other, "H");
-    node.bgp_stanza = json!({"ebpf_filter_priority": 7});
+    node.host
+        .node
+        .merge_config(json!({"ebpf_filter_priority": 7}));
     let out = node.bgp("ADD", &other, "H", &prev, &[]);
     assert!(out.success, "{out:?}");
-    node.bgp_stanza = json!({});
+    node.host
+        .node
+        .merge_config(json!({"ebpf_filter_priority": null}));
     let ifname = prev["interfaces"][0]["name"].as_str().unwrap();
     let out = node
         .host

@@ -240,9 +240,11 @@ fn the_nat66_default_lives_while_its_vpc_has_attachments() {
     if !privileged("the_nat66_default_lives_while_its_vpc_has_attachments") {
         return;
     }
-    let mut node = with_default_route(node("n66life", json!({})));
-    // Keys from the stanza.
-    node.bgp_stanza = json!({"nat66_shard_sids": SID_OK});
+    let node = with_default_route(node("n66life", json!({})));
+    // Keys from the node config, set once the node exists.
+    node.host
+        .node
+        .merge_config(json!({"nat66_shard_sids": SID_OK}));
     let (a, b, c) = (Pod::new("n66a"), Pod::new("n66b"), Pod::new("n66c"));
     let ra = node.add(&a, "G");
     let rb = node.add(&b, "H");
@@ -314,8 +316,10 @@ fn a_missing_uplink_fails_open_with_a_warning() {
     if !privileged("a_missing_uplink_fails_open_with_a_warning") {
         return;
     }
-    let mut node = node("n66up", json!({}));
-    node.bgp_stanza = json!({"ebpf_interfaces": "nosuch0, up0"});
+    let node = node("n66up", json!({}));
+    node.host
+        .node
+        .merge_config(json!({"ebpf_interfaces": "nosuch0, up0"}));
     let pod = Pod::new("n66u");
     let result = node.add(&pod, "G");
     assert_eq!(node.node_src_addr(), vec![0; 16], "not written");
@@ -336,7 +340,9 @@ fn a_missing_uplink_fails_open_with_a_warning() {
     node.check(&pod, "G", &result).expect_quiet_success();
 
     // No interface configured and no default route: nothing to detect, still an ADD.
-    node.bgp_stanza = json!({});
+    node.host
+        .node
+        .merge_config(json!({"ebpf_interfaces": null}));
     let other = Pod::new("n66u2");
     let r2 = node.add(&other, "H");
     assert_eq!(node.public_uplink(), vec![0; 16]);
@@ -370,8 +376,10 @@ fn an_invalid_shard_sid_is_a_config_error_naming_it() {
     if !privileged("an_invalid_shard_sid_is_a_config_error_naming_it") {
         return;
     }
-    let mut node = node("n66bad", json!({}));
-    node.bgp_stanza = json!({"nat66_shard_sids": format!("{SID_OK}, 2001:db8::xyz")});
+    let node = node("n66bad", json!({}));
+    node.host
+        .node
+        .merge_config(json!({"nat66_shard_sids": format!("{SID_OK}, 2001:db8::xyz")}));
     let pod = Pod::new("n66b");
     let prev = node.master_add(&pod, "G");
     let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(7);

@@ -42,10 +42,21 @@ struct Stanza {
     prev: Option<Value>,
 }
 
+/// galactic-bgp's stanza for (`vpc`, `att`), with `prev` as that attachment's master would
+/// report it: its host interface is the one the ids name.
 fn stanza(vpc: &str, att: &str, prev: &Value) -> Stanza {
+    let mut prev = prev.clone();
+    if let Ok(ids) = galactic_core::ident::ChainIds::of(&json!({"vpc": vpc, "vpcattachment": att}))
+    {
+        for iface in prev["interfaces"].as_array_mut().into_iter().flatten() {
+            if iface.get("sandbox").is_none() {
+                iface["name"] = json!(ids.host_ifname());
+            }
+        }
+    }
     Stanza {
         list: bgp_list("net1", vpc, att),
-        prev: Some(prev.clone()),
+        prev: Some(prev),
     }
 }
 
@@ -123,6 +134,14 @@ fn call(
             .arg("K8S_POD_NAMESPACE", "pods")
             .arg("K8S_POD_NAME", pod);
     }
+    // These tests run galactic-bgp with a prevResult of their own: the master's record of
+    // the attachment is what its ADD would have left (galactic-bgp checks it before publishing).
+    let entry = &stanza.list.plugins[0];
+    if let (Some(vpc), Some(att)) = (entry["vpc"].as_str(), entry["vpcattachment"].as_str()) {
+        if galactic_core::ident::ChainIds::of(entry).is_ok() && command == "ADD" {
+            node.record_master(&stanza.list.name, cid, "eth0", netns, (vpc, att));
+        }
+    }
     // These tests are about publication: the node has SRv6 settings but no eBPF datapath
     // (tests/datapath.rs covers the registration on real maps).
     runtime(node)
@@ -130,17 +149,14 @@ fn call(
         .plugin(&stanza.list, 0, command, &att, stanza.prev.as_ref())
 }
 
-fn add_ok(
-    node: &TestNode,
-    cid: &str,
-    netns: &str,
-    pod: Option<&str>,
-    stanza: &Stanza,
-    prev: &Value,
-) {
+fn add_ok(node: &TestNode, cid: &str, netns: &str, pod: Option<&str>, stanza: &Stanza) {
     let out = call(node, "ADD", cid, netns, pod, stanza);
     assert!(out.success, "{out:?}\nlog: {:?}", node.log_lines());
-    assert_eq!(out.json(), *prev, "prevResult passes through unchanged");
+    assert_eq!(
+        Some(out.json()),
+        stanza.prev,
+        "prevResult passes through unchanged"
+    );
 }
 
 #[test]
@@ -150,7 +166,7 @@ fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
     let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
     let conf = stanza("1", "1", &prev);
     let cid = "c".repeat(64);
-    add_ok(&c.node, &cid, &live_netns(), Some("p1"), &conf, &prev);
+    add_ok(&c.node, &cid, &live_netns(), Some("p1"), &conf);
 
     let vrf = c
         .get("bgpvrfinstances", NS, "1-node-a")
@@ -217,7 +233,6 @@ fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
         &live_netns(),
         Some("p2"),
         &stanza("1", "2", &prev2),
-        &prev2,
     );
     let vrf = c.get("bgpvrfinstances", NS, "1-node-a").unwrap();
     assert_eq!(
@@ -240,7 +255,6 @@ fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
         &live_netns(),
         Some("p3"),
         &stanza("2", "1", &prev3),
-        &prev3,
     );
     assert_eq!(
         c.get("bgpvrfinstances", NS, "2-node-a").unwrap()["spec"]["vrfID"],
@@ -279,7 +293,6 @@ fn a_replacement_pod_with_a_recycled_prefix_does_not_wedge_add() {
         &dead_netns,
         Some("old"),
         &stanza("1", "1", &prev_old),
-        &prev_old,
     );
     child.kill().unwrap();
     child.wait().unwrap();
@@ -291,7 +304,6 @@ fn a_replacement_pod_with_a_recycled_prefix_does_not_wedge_add() {
         &live_netns(),
         Some("new"),
         &stanza("1", "1", &prev_new),
-        &prev_new,
     );
     let adv = c.get("bgpadvertisements", NS, "1-1").unwrap();
     assert_eq!(
@@ -354,14 +366,7 @@ fn concurrent_allocations_end_with_distinct_vrf_ids() {
     // A second node has its own router, hence its own id space.
     let other = kube_node(&c.server, "node-b");
     let prev = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}], "ips": [{"address": "10.9.0.2/32"}]});
-    add_ok(
-        &other,
-        "b1",
-        &live_netns(),
-        None,
-        &stanza("1", "1", &prev),
-        &prev,
-    );
+    add_ok(&other, "b1", &live_netns(), None, &stanza("1", "1", &prev));
     assert_eq!(
         c.get("bgpvrfinstances", NS, "1-node-b").unwrap()["spec"]["routerRef"]["name"],
         "router-b"
@@ -390,7 +395,6 @@ fn transient_errors_and_conflicts_are_retried() {
         &live_netns(),
         Some("p1"),
         &stanza("1", "1", &prev),
-        &prev,
     );
     // A second container of the same attachment meets a stale write: re-read and re-apply.
     fx.inject(Fault::on(
@@ -406,7 +410,6 @@ fn transient_errors_and_conflicts_are_retried() {
         &live_netns(),
         Some("p2"),
         &stanza("1", "1", &prev2),
-        &prev2,
     );
     let statuses: Vec<(String, u16)> = fx
         .requests()
@@ -452,7 +455,7 @@ fn a_permanent_error_rolls_back_only_what_this_add_created() {
         "created advertisement rolled back"
     );
     // Objects that existed before the ADD stay.
-    add_ok(&c.node, "one", &live_netns(), Some("p1"), &conf, &prev);
+    add_ok(&c.node, "one", &live_netns(), Some("p1"), &conf);
     c.pod("p2");
     fx.inject(Fault::on(
         "POST",
@@ -546,14 +549,7 @@ fn bad_input_and_missing_cluster_state_get_clear_codes() {
     );
     // A tap attachment without addresses: VRF instance only, no empty advertisement.
     let tap = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}]});
-    add_ok(
-        &c.node,
-        "tap",
-        &live_netns(),
-        None,
-        &stanza("1", "1", &tap),
-        &tap,
-    );
+    add_ok(&c.node, "tap", &live_netns(), None, &stanza("1", "1", &tap));
     assert!(c.get("bgpvrfinstances", NS, "1-node-a").is_some());
     assert!(c
         .server
@@ -586,7 +582,7 @@ fn the_local_backend_writes_the_same_documents_to_disk() {
     let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
     let conf = stanza("1", "1", &prev);
     // Without a BGPRouter document publication still works (no route targets, no SRv6).
-    add_ok(&node, "one", &live_netns(), Some("p1"), &conf, &prev);
+    add_ok(&node, "one", &live_netns(), Some("p1"), &conf);
     let read = |rel: &str| -> Value {
         serde_json::from_slice(&std::fs::read(root.join(rel)).unwrap()).unwrap()
     };
@@ -609,7 +605,7 @@ fn the_local_backend_writes_the_same_documents_to_disk() {
     })
     .unwrap();
     std::fs::remove_dir_all(root.join("galactic-system/bgpvrfinstances")).unwrap();
-    add_ok(&node, "one", &live_netns(), Some("p1"), &conf, &prev);
+    add_ok(&node, "one", &live_netns(), Some("p1"), &conf);
     let vrf = read("galactic-system/bgpvrfinstances/1-node-a.json");
     assert_eq!(
         vrf["spec"],
@@ -635,14 +631,7 @@ fn the_local_backend_writes_the_same_documents_to_disk() {
     );
     call(&node, "CHECK", "one", &live_netns(), Some("p1"), &conf).expect_quiet_success();
     let prev2 = veth_prev("fd20:10:ff01::200:0/96", "172.21.1.3/24", &live_netns());
-    add_ok(
-        &node,
-        "two",
-        &live_netns(),
-        None,
-        &stanza("2", "1", &prev2),
-        &prev2,
-    );
+    add_ok(&node, "two", &live_netns(), None, &stanza("2", "1", &prev2));
     assert_eq!(
         read("galactic-system/bgpvrfinstances/2-node-a.json")["spec"]["vrfID"],
         2

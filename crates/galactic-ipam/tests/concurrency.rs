@@ -149,7 +149,8 @@ fn sigkill_at_random_moments_never_tears_the_store() {
 
 #[test]
 fn a_held_lock_makes_add_and_del_answer_try_again_later_in_bounded_time() {
-    let net = Net::new(json!({"ipv4_subnet": "10.1.0.0/24", "lock_timeout_ms": 300}));
+    let net = Net::new(json!({"ipv4_subnet": "10.1.0.0/24"}));
+    net.node.merge_config(json!({"ipam_lock_timeout_ms": 300}));
     net.add("c1");
     let conn = rusqlite::Connection::open(net.data_dir().join("ipam.db")).expect("open");
     conn.execute_batch("BEGIN IMMEDIATE")

@@ -172,8 +172,7 @@ fn env_flip_edited_config_and_undecodable_config_still_release() {
     // Pools edited between ADD and DEL.
     let net = dual();
     net.add("c2");
-    let edited = net.list(json!({"ipam": {"ipv4_subnet": "192.168.0.0/24",
-        "legacy_dir": net.legacy_dir()}}));
+    let edited = net.list(json!({"ipam": {"ipv4_subnet": "192.168.0.0/24"}}));
     net.plugin("DEL", "c2", "eth0", &edited, None)
         .expect_quiet_success();
     assert_eq!(net.verify().attachments, 0);
@@ -285,9 +284,9 @@ fn ids_never_become_paths() {
     let allowed = [
         "galactic.log",
         "node.json",
-        "state/ipam/ipam.db",
-        "state/ipam/ipam.db-shm",
-        "state/ipam/ipam.db-wal",
+        "ipam/ipam.db",
+        "ipam/ipam.db-shm",
+        "ipam/ipam.db-wal",
     ];
     for f in &files {
         assert!(allowed.contains(&f.as_str()), "unexpected file {f}");

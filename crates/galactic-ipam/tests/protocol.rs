@@ -12,7 +12,6 @@ fn speaks_the_cni_protocol() {
             "type": "galactic-ipam",
             "ipv6_subnet": "fd00:10:ff01::/64",
             "ipv4_subnet": "10.20.0.0/24",
-            "legacy_dir": "/nonexistent/galactic-ipam-protocol-test",
         }}),
         ExpectStatus::Ready,
     );

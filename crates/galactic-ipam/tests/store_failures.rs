@@ -59,8 +59,9 @@ fn a_newer_schema_or_a_foreign_sqlite_file_is_refused() {
 
 #[test]
 fn an_unwritable_data_dir_is_code_5_on_add_and_50_on_status() {
-    let net =
-        Net::new(json!({"ipv4_subnet": "10.1.0.0/24", "data_dir": "/proc/galactic-ipam-test"}));
+    let net = Net::new(json!({"ipv4_subnet": "10.1.0.0/24"}));
+    net.node
+        .merge_config(json!({"ipam_data_dir": "/proc/galactic-ipam-test"}));
     let msg = net.call("ADD", "c1").expect_error(5);
     assert!(msg.contains("/proc/galactic-ipam-test"), "{msg}");
     net.status().unwrap_err().expect_error(50);

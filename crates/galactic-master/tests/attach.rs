@@ -47,8 +47,8 @@ fn conf(version: &str, vpc: &str, att: &str, ipam: Value) -> Conflist {
     Conflist::from_conf(&conf).unwrap()
 }
 
-fn pools(host: &Host, v6: &str, v4: &str) -> Value {
-    json!({"type": "galactic-ipam", "ipv6_subnet": v6, "ipv4_subnet": v4, "data_dir": host.path("ipam")})
+fn pools(v6: &str, v4: &str) -> Value {
+    json!({"type": "galactic-ipam", "ipv6_subnet": v6, "ipv4_subnet": v4})
 }
 
 /// Everything on the host that mentions `ifname`: links, rules, firewall rules.
@@ -107,12 +107,7 @@ fn dual_stack_add_check_del_del_for_both_spec_versions() {
         let rt = runtime(&host);
         let pod = Pod::new("vds");
         let att = pod.attachment();
-        let list = conf(
-            version,
-            "1",
-            "1",
-            pools(&host, "fd66:1::/64", "10.66.0.0/24"),
-        );
+        let list = conf(version, "1", "1", pools("fd66:1::/64", "10.66.0.0/24"));
         let result = rt.add(&list, &att).unwrap();
 
         assert_eq!(result["cniVersion"], version);
@@ -221,16 +216,15 @@ fn every_addressing_mode_attaches_checks_and_detaches() {
     }
     let host = host("vmodes");
     let rt = runtime(&host);
-    let data = host.path("ipam");
     let cases = [
         (
             "ipv6-only",
-            json!({"type": "galactic-ipam", "ipv6_subnet": "fd70::/64", "data_dir": data}),
+            json!({"type": "galactic-ipam", "ipv6_subnet": "fd70::/64"}),
             vec!["fd70::"],
         ),
         (
             "ipv4-only",
-            json!({"type": "galactic-ipam", "ipv4_subnet": "10.70.0.0/24", "data_dir": data}),
+            json!({"type": "galactic-ipam", "ipv4_subnet": "10.70.0.0/24"}),
             vec!["10.70.0."],
         ),
         (
@@ -283,20 +277,8 @@ fn two_pods_of_one_vpc_talk_and_other_vpcs_and_the_host_are_unreachable() {
     host.netns.ip(&["addr", "add", "10.99.0.1/32", "dev", "lo"]);
     host.netns.ip(&["addr", "add", "fd99::1/128", "dev", "lo"]);
     let (a1, a2, b1) = (Pod::new("va1"), Pod::new("va2"), Pod::new("vb1"));
-    let conf_a = |att: &str| {
-        conf(
-            "1.1.0",
-            "A",
-            att,
-            pools(&host, "fd66:1::/64", "10.66.0.0/24"),
-        )
-    };
-    let conf_b = conf(
-        "1.1.0",
-        "B",
-        "1",
-        pools(&host, "fd67:1::/64", "10.67.0.0/24"),
-    );
+    let conf_a = |att: &str| conf("1.1.0", "A", att, pools("fd66:1::/64", "10.66.0.0/24"));
+    let conf_b = conf("1.1.0", "B", "1", pools("fd67:1::/64", "10.67.0.0/24"));
     let r1 = rt.add(&conf_a("1"), &a1.attachment()).unwrap();
     let r2 = rt.add(&conf_a("2"), &a2.attachment()).unwrap();
     let rb = rt.add(&conf_b, &b1.attachment()).unwrap();
@@ -350,14 +332,7 @@ fn forwarding_works_when_the_host_forward_policy_is_drop() {
         assert!(host.netns.exec(&["nft", cmd]).status.success(), "{cmd}");
     }
     let (a1, a2) = (Pod::new("vd1"), Pod::new("vd2"));
-    let c = |att: &str| {
-        conf(
-            "1.1.0",
-            "D",
-            att,
-            pools(&host, "fd68:1::/64", "10.68.0.0/24"),
-        )
-    };
+    let c = |att: &str| conf("1.1.0", "D", att, pools("fd68:1::/64", "10.68.0.0/24"));
     let r1 = rt.add(&c("1"), &a1.attachment()).unwrap();
     let r2 = rt.add(&c("2"), &a2.attachment()).unwrap();
     let again = rt.add(&c("1"), &a1.attachment()).unwrap();
@@ -391,12 +366,7 @@ fn a_retried_add_converges_without_duplicates() {
     let host = table_host("vretry");
     let rt = runtime(&host);
     let pod = Pod::new("vretry");
-    let conf = conf(
-        "1.1.0",
-        "R",
-        "1",
-        pools(&host, "fd69:1::/64", "10.69.0.0/24"),
-    );
+    let conf = conf("1.1.0", "R", "1", pools("fd69:1::/64", "10.69.0.0/24"));
     let first = rt.add(&conf, &pod.attachment()).unwrap();
     let second = rt.add(&conf, &pod.attachment()).unwrap();
     assert_eq!(first, second);
@@ -438,12 +408,7 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
         .iter()
         .map(|f| host.netns.ip(&[f, "rule", "show"]))
         .collect();
-    let conf = conf(
-        "1.1.0",
-        "F",
-        "1",
-        pools(&host, "fd6a:1::/64", "10.106.0.0/24"),
-    );
+    let conf = conf("1.1.0", "F", "1", pools("fd6a:1::/64", "10.106.0.0/24"));
     for failpoint in failpoints {
         let pod = Pod::new("vfail");
         let err = rt
@@ -511,12 +476,7 @@ fn del_succeeds_and_releases_when_the_netns_is_gone_or_the_config_was_edited() {
     }
     let host = host("vdel");
     let rt = runtime(&host);
-    let conf = conf(
-        "1.1.0",
-        "E",
-        "1",
-        pools(&host, "fd6b:1::/64", "10.107.0.0/24"),
-    );
+    let conf = conf("1.1.0", "E", "1", pools("fd6b:1::/64", "10.107.0.0/24"));
     // Netns gone.
     let pod = Pod::new("vgone");
     let att = pod.attachment();
@@ -556,12 +516,7 @@ fn an_attachment_held_by_a_live_pod_is_refused_and_a_dead_ones_is_replaced() {
     }
     let host = host("vclaim");
     let rt = runtime(&host);
-    let conf = conf(
-        "1.1.0",
-        "C",
-        "1",
-        pools(&host, "fd6d:1::/64", "10.108.0.0/24"),
-    );
+    let conf = conf("1.1.0", "C", "1", pools("fd6d:1::/64", "10.108.0.0/24"));
     let first = Pod::new("vc1");
     rt.add(&conf, &first.attachment()).unwrap();
     let second = Pod::new("vc2");
@@ -592,13 +547,13 @@ fn a_gateway_used_by_another_vpc_is_refused_cleanly() {
         "1.1.0",
         "A",
         "1",
-        json!({"type": "galactic-ipam", "ipv4_subnet": "10.109.0.0/24", "data_dir": host.path("ipam-a")}),
+        json!({"type": "galactic-ipam", "ipv4_subnet": "10.109.0.0/24"}),
     );
     let conf_c = conf(
         "1.1.0",
         "C",
         "1",
-        json!({"type": "galactic-ipam", "ipv4_subnet": "10.109.0.0/24", "data_dir": host.path("ipam-c")}),
+        json!({"type": "galactic-ipam", "ipv4_subnet": "10.109.0.0/24"}),
     );
     let ra = rt.add(&conf_a, &a.attachment()).unwrap();
     let msg = rt
@@ -624,14 +579,7 @@ fn gc_removes_stale_attachments_and_unused_domains_only() {
     }
     let host = host("vgc");
     let rt = runtime(&host);
-    let c = |att: &str| {
-        conf(
-            "1.1.0",
-            "G",
-            att,
-            pools(&host, "fd6e:1::/64", "10.110.0.0/24"),
-        )
-    };
+    let c = |att: &str| conf("1.1.0", "G", att, pools("fd6e:1::/64", "10.110.0.0/24"));
     let (keep, stale) = (Pod::new("vgck"), Pod::new("vgcs"));
     let (keep_att, stale_att) = (keep.attachment(), stale.attachment());
     let rk = rt.add(&c("1"), &keep_att).unwrap();
@@ -735,12 +683,7 @@ fn gc_sweeps_rules_and_firewall_entries_no_record_owns() {
         ])
         .status
         .success());
-    let c = conf(
-        "1.1.0",
-        "S",
-        "1",
-        pools(&host, "fd6f:1::/64", "10.111.0.0/24"),
-    );
+    let c = conf("1.1.0", "S", "1", pools("fd6f:1::/64", "10.111.0.0/24"));
     rt.add(&c, &pod.attachment()).unwrap();
     // What a crash between deleting a link and deleting its rules leaves behind, plus a foreign
     // rule at the same priority for a table that is not ours.
@@ -782,12 +725,7 @@ fn host_services_are_not_reachable_at_the_gateway_in_table_mode() {
     );
     let rt = runtime(&host);
     let pod = Pod::new("vsvc");
-    let c = conf(
-        "1.1.0",
-        "H",
-        "1",
-        pools(&host, "fd70:1::/64", "10.112.0.0/24"),
-    );
+    let c = conf("1.1.0", "H", "1", pools("fd70:1::/64", "10.112.0.0/24"));
     let result = rt.add(&c, &pod.attachment()).unwrap();
     let listener = std::process::Command::new("ip")
         .args(["netns", "exec", host.netns.name(), "python3", "-c",
@@ -845,14 +783,7 @@ fn vrf_backend_when_the_kernel_has_vrf() {
     let host = Host::new("vvrf", json!({"routing_domain": "vrf"}), &["galactic-ipam"]);
     let rt = runtime(&host);
     let (a1, a2) = (Pod::new("vvrf1"), Pod::new("vvrf2"));
-    let c = |att: &str| {
-        conf(
-            "1.1.0",
-            "V",
-            att,
-            pools(&host, "fd71:1::/64", "10.113.0.0/24"),
-        )
-    };
+    let c = |att: &str| conf("1.1.0", "V", att, pools("fd71:1::/64", "10.113.0.0/24"));
     rt.add(&c("1"), &a1.attachment()).unwrap();
     let r2 = rt.add(&c("2"), &a2.attachment()).unwrap();
     let link = host

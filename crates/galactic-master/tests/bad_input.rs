@@ -87,7 +87,6 @@ fn master(patch: Value) -> Value {
 fn cases(host: &Host) -> Vec<Case> {
     let ipam_bin = host.bin_dir.join("galactic-ipam");
     let bgp_bin = host.bin_dir.join("galactic-bgp");
-    let data = host.path("ipam");
     let c = |what, conf, code, message| Case {
         what,
         binary: cni().into(),
@@ -164,17 +163,13 @@ fn cases(host: &Host) -> Vec<Case> {
         ),
         c(
             "IPv4 pool in ipv6_subnet",
-            master(
-                json!({"ipam": {"type": "galactic-ipam", "ipv6_subnet": "10.0.0.0/8", "data_dir": data}}),
-            ),
+            master(json!({"ipam": {"type": "galactic-ipam", "ipv6_subnet": "10.0.0.0/8"}})),
             7,
             "must be an IPv6 CIDR",
         ),
         c(
             "IPv6 pool in ipv4_subnet",
-            master(
-                json!({"ipam": {"type": "galactic-ipam", "ipv4_subnet": "fd00::/64", "data_dir": data}}),
-            ),
+            master(json!({"ipam": {"type": "galactic-ipam", "ipv4_subnet": "fd00::/64"}})),
             7,
             "must be an IPv4 CIDR",
         ),
@@ -182,7 +177,7 @@ fn cases(host: &Host) -> Vec<Case> {
             "pool fields mixed with addresses",
             master(
                 json!({"ipam": {"type": "galactic-ipam", "ipv4_subnet": "10.0.0.0/24",
-            "addresses": [{"address": "10.0.0.5/32"}], "data_dir": data}}),
+            "addresses": [{"address": "10.0.0.5/32"}]}}),
             ),
             7,
             "cannot be combined",
@@ -191,7 +186,7 @@ fn cases(host: &Host) -> Vec<Case> {
             "address_families excluding every pool",
             master(
                 json!({"ipam": {"type": "galactic-ipam", "ipv4_subnet": "10.0.0.0/24",
-            "address_families": ["ipv6"], "data_dir": data}}),
+            "address_families": ["ipv6"]}}),
             ),
             7,
             "excludes every pool",
@@ -238,8 +233,11 @@ fn cases(host: &Host) -> Vec<Case> {
             what: "IPAM data_dir that is a file",
             binary: ipam_bin,
             conf: master(json!({"ipam": {"type": "galactic-ipam",
-            "ipv4_subnet": "10.0.0.0/24", "data_dir": unwritable}})),
-            env: vec![],
+            "ipv4_subnet": "10.0.0.0/24"}})),
+            env: vec![(
+                "GALACTIC_CNI_IPAM_DATA_DIR",
+                unwritable.display().to_string(),
+            )],
             code: 5,
             message: "",
         },
@@ -267,21 +265,6 @@ fn cases(host: &Host) -> Vec<Case> {
     ]
 }
 
-/// Points every galactic-ipam block without a data_dir at the test's own directory: a test must
-/// never write the machine's /var/lib/galactic.
-fn contained(mut case: Case, data: &Path) -> Case {
-    let ipam = case
-        .conf
-        .get_mut("ipam")
-        .filter(|i| i["type"] == "galactic-ipam");
-    if let Some(ipam) = ipam {
-        if ipam.get("data_dir").is_none() {
-            ipam["data_dir"] = json!(data);
-        }
-    }
-    case
-}
-
 #[test]
 fn every_hostile_input_gets_its_code_and_changes_nothing() {
     if !privileged("every_hostile_input_gets_its_code_and_changes_nothing") {
@@ -296,7 +279,6 @@ fn every_hostile_input_gets_its_code_and_changes_nothing() {
     let before = snapshot(&host);
     let mut failures = Vec::new();
     for case in cases(&host) {
-        let case = contained(case, &host.path("ipam"));
         let mut inv = host
             .invocation(&case.binary, "ADD", &pod)
             .stdin(case.conf.to_string());
@@ -354,9 +336,9 @@ fn a_full_disk_fails_cleanly_and_leaves_nothing() {
     let _unmount = Unmount(tiny.clone());
     std::fs::write(tiny.join("filler"), vec![0u8; 12 * 1024]).ok();
     let pod = Pod::new("full");
-    let conf = master(
-        json!({"ipam": {"type": "galactic-ipam", "ipv4_subnet": "10.71.0.0/24", "data_dir": tiny.join("ipam")}}),
-    );
+    host.node
+        .merge_config(json!({"ipam_data_dir": tiny.join("ipam")}));
+    let conf = master(json!({"ipam": {"type": "galactic-ipam", "ipv4_subnet": "10.71.0.0/24"}}));
     let before = snapshot(&host);
     let err = runtime(&host)
         .add(&list(&conf), &pod.attachment())
@@ -429,8 +411,8 @@ fn an_upgrade_from_the_upstream_layout_never_hands_out_a_live_address() {
     std::fs::write(legacy.join("10.72.0.0-24/lock"), "").unwrap();
     std::fs::create_dir_all(legacy.join("fd72::-64")).unwrap();
     std::fs::write(legacy.join("fd72::-64/fd72::1:0:1-96"), "old-container").unwrap();
-    let ipam = json!({"type": "galactic-ipam", "ipv6_subnet": "fd72::/64", "ipv4_subnet": "10.72.0.0/24",
-                      "data_dir": host.path("ipam"), "legacy_dir": legacy});
+    let ipam =
+        json!({"type": "galactic-ipam", "ipv6_subnet": "fd72::/64", "ipv4_subnet": "10.72.0.0/24"});
     let conf = list(&master(json!({"vpc": "U", "ipam": ipam})));
     let rt = runtime(&host);
     let pod = Pod::new("upg");

@@ -190,17 +190,26 @@ fn every_documented_stanza_field_is_read_by_its_plugin() {
 
 #[test]
 fn every_documented_node_config_key_changes_the_resolved_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("node.json");
+    let resolve = |config: &Value| {
+        std::fs::write(&file, config.to_string()).unwrap();
+        NodeConfig::resolve_from(&json!({}), &|_: &str| None, &file, None)
+    };
     for (key, example) in table("node") {
-        let resolved = NodeConfig::resolve_from(
-            &json!({ &key: example }),
-            &|_: &str| None,
-            Path::new("/nonexistent/node.json"),
-            None,
-        )
-        .unwrap_or_else(|e| panic!("node.{key}: example refused: {e}"));
+        // The override directories take effect only where overrides are allowed.
+        let (config, baseline) = match key.as_str() {
+            "stanza_override_dirs" => (
+                json!({ &key: example, "allow_stanza_overrides": true }),
+                json!({"allow_stanza_overrides": true}),
+            ),
+            _ => (json!({ &key: example }), json!({})),
+        };
+        let resolved =
+            resolve(&config).unwrap_or_else(|e| panic!("node.{key}: example refused: {e}"));
         assert_ne!(
             resolved,
-            NodeConfig::defaults(),
+            resolve(&baseline).unwrap(),
             "node.{key}: the example changes nothing, so the key is not read"
         );
     }
@@ -238,7 +247,7 @@ fn every_key_the_parsers_read_is_documented() {
     };
     // Per source: the tables its keys belong to, and literals that are not keys of those tables
     // (each with why).
-    let cases: [(&str, &[&str], &[&str]); 6] = [
+    let cases: [(&str, &[&str], &[&str]); 8] = [
         (
             "crates/galactic-master/src/conf.rs",
             &["master"],
@@ -272,11 +281,32 @@ fn every_key_the_parsers_read_is_documented() {
         ),
         ("crates/galactic-bgp/src/conf.rs", &["bgp"], &[]),
         (
-            "crates/galactic-core/src/config.rs",
+            "crates/galactic-ipam/src/config/written.rs",
+            &["ipam", "addresses"],
+            &[],
+        ),
+        (
+            "crates/galactic-core/src/config/stanza.rs",
+            &["node"],
+            // The stanza's `ipam` block and its keys as a stanza spells them (refused, mapped
+            // to the ipam_* node keys); values of allow_stanza_overrides; the log's plugin name.
+            &[
+                "ipam",
+                "data_dir",
+                "legacy_dir",
+                "lock_timeout_ms",
+                "true",
+                "false",
+                "galactic",
+            ],
+        ),
+        (
+            "crates/galactic-core/src/config/mod.rs",
             &["node"],
             // Values of routing_domain and publisher; `plugins`/`type`: the upstream conflist
-            // the node config falls back to.
+            // the node config falls back to; `ipam`: the default store's directory name.
             &[
+                "ipam",
                 "vrf",
                 "table",
                 "auto",

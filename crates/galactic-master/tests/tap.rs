@@ -25,11 +25,10 @@ fn hname(vpc: &str, att: &str) -> String {
 }
 
 /// A network config file with the tap master alone.
-fn conf(host: &Host, vpc: &str, extra: Value) -> Conflist {
+fn conf(vpc: &str, extra: Value) -> Conflist {
     let mut conf = json!({"cniVersion": "1.1.0", "name": "vms", "type": "galactic-tap-cni", "vpc": vpc,
         "vpcattachment": "1", "mtu": 9000,
-        "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd80:1::/64", "ipv4_subnet": "10.80.0.0/24",
-                 "data_dir": host.path("ipam")}});
+        "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd80:1::/64", "ipv4_subnet": "10.80.0.0/24"}});
     for (k, v) in extra.as_object().into_iter().flatten() {
         conf[k] = v.clone();
     }
@@ -50,7 +49,6 @@ fn tap_add_check_del_del() {
     let vm = Pod::new("tvm");
     let att = vm.attachment();
     let conf = conf(
-        &host,
         "T",
         json!({"owner": 54321, "multi_queue": true, "vnet_hdr": true}),
     );
@@ -141,7 +139,7 @@ fn tap_rollback_leaves_nothing_behind() {
     );
     let rt = runtime(&host);
     let vm = Pod::new("tfvm");
-    let conf = conf(&host, "U", json!({}));
+    let conf = conf("U", json!({}));
     let name = hname("U", "1");
     for failpoint in ["after-interface", "after-ipam", "after-host-gateway"] {
         let err = rt

@@ -19,6 +19,10 @@ use ipnetwork::IpNetwork;
 use serde_json::Value;
 use std::net::IpAddr;
 
+/// Most terminations one attachment may carry: each is a route and a record entry written under
+/// the VPC's lock, so the list bounds how long one ADD holds it.
+pub const MAX_TERMINATIONS: usize = 64;
+
 /// The keys a termination entry may have.
 const TERMINATION_KEYS: [&str; 2] = ["network", "via"];
 
@@ -51,6 +55,9 @@ pub enum StanzaError {
     /// `terminations` is not a list.
     #[error("terminations must be a list of {{\"network\": CIDR, \"via\"?: IP}} objects, got {0}")]
     NotAList(String),
+    /// More entries than [`MAX_TERMINATIONS`].
+    #[error("terminations has {0} entries; at most {MAX_TERMINATIONS} are allowed per attachment (route a covering prefix instead)")]
+    TooMany(usize),
     /// An entry is not an object.
     #[error(
         "terminations[{index}] must be an object {{\"network\": CIDR, \"via\"?: IP}}, got {value}"
@@ -147,6 +154,9 @@ impl RouteConf {
             Some(Value::Array(entries)) => entries.as_slice(),
             Some(other) => return Err(StanzaError::NotAList(other.to_string())),
         };
+        if entries.len() > MAX_TERMINATIONS {
+            return Err(StanzaError::TooMany(entries.len()));
+        }
         let mut terminations: Vec<Termination> = Vec::with_capacity(entries.len());
         for (index, entry) in entries.iter().enumerate() {
             let t = termination(index, entry)?;

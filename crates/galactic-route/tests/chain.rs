@@ -98,7 +98,7 @@ fn chain(version: &str) {
     let client_list = conflist(
         version,
         "2",
-        common::pool_ipam(&host, "fd66:1::/64", "10.66.0.0/24"),
+        common::pool_ipam("fd66:1::/64", "10.66.0.0/24"),
         json!([]),
     );
     let router_ipam = json!({"type": "galactic-ipam", "addresses": [

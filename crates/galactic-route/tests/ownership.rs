@@ -22,12 +22,12 @@ fn gc_removes_routes_whose_domain_is_gone_and_nothing_else() {
     let (att_a, att_b) = (pa.attachment(), pb.attachment());
     // Each chain's master ADD, then galactic-route with the master's result.
     let chain_a = |terms: Value| {
-        let ipam = pool_ipam(&host, "fd66:1::/64", "10.66.0.0/24");
+        let ipam = pool_ipam("fd66:1::/64", "10.66.0.0/24");
         let plugins = vec![master_conf("A", "1", ipam), route_conf("A", "1", terms)];
         Conflist::new("1.1.0", "net-a", plugins)
     };
     let chain_b = {
-        let ipam = pool_ipam(&host, "fd67:1::/64", "10.67.0.0/24");
+        let ipam = pool_ipam("fd67:1::/64", "10.67.0.0/24");
         let terms = json!([{"network": "203.0.113.0/24"}, {"network": "2001:db8:88::/64"}]);
         let plugins = vec![master_conf("B", "1", ipam), route_conf("B", "1", terms)];
         Conflist::new("1.1.0", "net-b", plugins)
@@ -109,7 +109,7 @@ fn concurrent_adds_of_one_vpc_keep_every_route_and_record_entry() {
     }
     let host = common::host("rt7");
     let rt = common::runtime(&host);
-    let ipam = pool_ipam(&host, "fd66:1::/64", "10.66.0.0/24");
+    let ipam = pool_ipam("fd66:1::/64", "10.66.0.0/24");
     let attachments: Vec<(Pod, Attachment, Conflist, Value)> = (1..=6)
         .map(|att| {
             let pod = Pod::new(&format!("rt7p{att}"));

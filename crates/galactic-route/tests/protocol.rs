@@ -76,6 +76,9 @@ fn an_invalid_stanza_is_code_7_with_the_entry_named() {
 #[test]
 fn add_before_the_master_created_the_routing_domain_is_code_7() {
     let node = TestNode::new(json!({}));
+    // The master recorded the attachment (its ADD had begun), but no domain exists yet.
+    let network = stanza(json!({}))["name"].as_str().unwrap().to_owned();
+    node.record_master(&network, "c0ffee", "eth0", "/var/run/netns/t", ("A", "1"));
     let prev = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G00000000A001H"}]});
     let msg = call(
         &node,

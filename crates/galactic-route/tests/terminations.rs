@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 const HOST: &str = "G00000000A001H";
 
 /// The chain of VPC A's attachment 1 (dual-stack pool) with `route` after the master.
-fn chain(host: &Host, route: Value) -> Conflist {
-    let ipam = pool_ipam(host, "fd66:1::/64", "10.66.0.0/24");
+fn chain(route: Value) -> Conflist {
+    let ipam = pool_ipam("fd66:1::/64", "10.66.0.0/24");
     Conflist::new(
         "1.1.0",
         "tenant-a",
@@ -34,7 +34,7 @@ fn terms(terms: Value) -> Value {
 fn attached(tag: &str) -> (Host, Pod, Value) {
     let host = common::host(tag);
     let pod = Pod::new(&format!("{tag}p"));
-    let list = chain(&host, terms(json!([])));
+    let list = chain(terms(json!([])));
     let master = common::runtime(&host).plugin(&list, 0, "ADD", &pod.attachment(), None);
     (host, pod, master.expect_result())
 }
@@ -57,7 +57,7 @@ fn add_check_retry_del_for_both_families_with_and_without_via() {
         {"network": "192.0.2.0/24", "via": "169.254.1.1"}, // not covered: onlink
         {"network": "2001:db8:79::/64", "via": "fe80::1"}  // link-local: no onlink needed
     ]);
-    let list = chain(&host, self::terms(terms));
+    let list = chain(self::terms(terms));
     let route = |command: &str| rt.plugin(&list, 1, command, &att, Some(&master));
 
     let out = route("ADD");
@@ -142,12 +142,9 @@ fn check_names_a_route_that_points_elsewhere_and_canonicalises() {
     let (host, pod, master) = attached("rt2");
     let (rt, att) = (common::runtime(&host), pod.attachment());
     let pod4 = result_ip(&master, false);
-    let list = chain(
-        &host,
-        terms(
-            json!([{"network": "198.51.100.0/24", "via": pod4}, {"network": "2001:db8:77::5/64"}]),
-        ),
-    );
+    let list = chain(terms(
+        json!([{"network": "198.51.100.0/24", "via": pod4}, {"network": "2001:db8:77::5/64"}]),
+    ));
     let route = |command: &str| rt.plugin(&list, 1, command, &att, Some(&master));
     assert!(route("ADD").success);
     route("CHECK").expect_quiet_success();
@@ -187,7 +184,7 @@ fn a_failed_add_removes_only_the_routes_it_added() {
     }
     let (host, pod, master) = attached("rt3");
     let (rt, att) = (common::runtime(&host), pod.attachment());
-    let route_add = |t: Value| rt.plugin(&chain(&host, terms(t)), 1, "ADD", &att, Some(&master));
+    let route_add = |t: Value| rt.plugin(&chain(terms(t)), 1, "ADD", &att, Some(&master));
     let (pod4, pod6) = (result_ip(&master, false), result_ip(&master, true));
     let table = table(&host, "A");
     // A previous ADD installed one termination; the failing ADDs must leave it alone.
@@ -209,7 +206,7 @@ fn a_failed_add_removes_only_the_routes_it_added() {
         "after-route-2",
         "after-route-3",
     ] {
-        let list = chain(&host, self::terms(terms.clone()));
+        let list = chain(self::terms(terms.clone()));
         let armed = rt.clone().env("GALACTIC_FAILPOINTS", failpoint);
         let out = armed.plugin(&list, 1, "ADD", &att, Some(&master));
         let msg = out.expect_error(999);
@@ -226,7 +223,7 @@ fn a_failed_add_removes_only_the_routes_it_added() {
         );
     }
     // Unarmed, the same ADD succeeds.
-    let list = chain(&host, self::terms(terms));
+    let list = chain(self::terms(terms));
     assert!(rt.plugin(&list, 1, "ADD", &att, Some(&master)).success);
     assert_eq!(table_routes(&host, table).len(), snapshot.len() + 3);
     rt.plugin(&list, 1, "CHECK", &att, Some(&master))
@@ -240,7 +237,7 @@ fn an_existing_route_elsewhere_is_a_conflict_and_nothing_is_installed() {
     }
     let (host, pod, master) = attached("rt4");
     let (rt, att) = (common::runtime(&host), pod.attachment());
-    let route_add = |t: Value| rt.plugin(&chain(&host, terms(t)), 1, "ADD", &att, Some(&master));
+    let route_add = |t: Value| rt.plugin(&chain(terms(t)), 1, "ADD", &att, Some(&master));
     let table = table(&host, "A");
     let t = table.to_string();
     // No dummy driver on every kernel; a veth pair is always there.
@@ -322,15 +319,24 @@ fn chain_order_and_consistency_errors() {
     let (host, pod, master) = attached("rt5");
     let (rt, att) = (common::runtime(&host), pod.attachment());
     let route_add =
-        |route: Value, prev: &Value| rt.plugin(&chain(&host, route), 1, "ADD", &att, Some(prev));
+        |route: Value, prev: &Value| rt.plugin(&chain(route), 1, "ADD", &att, Some(prev));
     let terms = json!([{"network": "198.51.100.0/24"}]);
 
-    // Another attachment's stanza with this attachment's result.
-    let msg = route_add(route_conf("A", "2", terms.clone()), &master).expect_error(6);
+    // Another attachment's stanza with this attachment's result: a configuration error.
+    let msg = route_add(route_conf("A", "2", terms.clone()), &master).expect_error(7);
     assert!(
         msg.contains(HOST) && msg.contains("G00000000A002H"),
         "{msg}"
     );
+
+    // The checks past the chain check: a master record of the named attachment exists (as if
+    // its master's ADD had died before creating the interface or the domain).
+    let network = chain(json!({})).name;
+    let netns = pod.netns_path();
+    host.node
+        .record_master(&network, &pod.id, &pod.ifname, &netns, ("A", "2"));
+    host.node
+        .record_master(&network, &pod.id, &pod.ifname, &netns, ("B", "1"));
 
     // A result without a host interface: the computed one must exist.
     let guest_only =

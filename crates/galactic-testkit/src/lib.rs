@@ -32,10 +32,14 @@ impl TestNode {
     /// A node config with `extra` keys merged over the test defaults.
     pub fn new(extra: Value) -> Self {
         let dir = tempfile::tempdir().expect("create a temporary directory");
+        // The IPAM store and the upstream marker root live in the node's directory too: tests
+        // never read the machine's /var/lib/cni/galactic-ipam.
         let mut config = json!({
             "log_file": dir.path().join("galactic.log"),
             "log_level": "debug",
             "state_dir": dir.path().join("state"),
+            "ipam_data_dir": dir.path().join("ipam"),
+            "ipam_legacy_dir": dir.path().join("legacy"),
             "publisher": "local",
         });
         if let (Some(map), Value::Object(extra)) = (config.as_object_mut(), extra) {
@@ -65,6 +69,47 @@ impl TestNode {
             map.extend(extra);
         }
         std::fs::write(&self.node_config, config.to_string()).expect("write the node config");
+    }
+
+    /// Records, as a master's ADD would, that container `cid` (network `network`, interface
+    /// `ifname`, `netns`) holds VPC `vpc`'s attachment `att` on this node: for tests that run a
+    /// chained plugin with a prevResult of their own instead of running the master.
+    pub fn record_master(
+        &self,
+        network: &str,
+        cid: &str,
+        ifname: &str,
+        netns: &str,
+        ids: (&str, &str),
+    ) {
+        use galactic_core::attachment::{Kind, Record, Records};
+        let (vpc, att) = ids;
+        let parsed = galactic_core::ident::ChainIds::of(&json!({"vpc": vpc, "vpcattachment": att}))
+            .expect("valid ids");
+        let record = Record {
+            network: network.to_owned(),
+            container_id: cid.to_owned(),
+            ifname: ifname.to_owned(),
+            netns: Some(netns.to_owned()),
+            kind: Kind::Veth,
+            vpc: vpc.to_owned(),
+            attachment: att.to_owned(),
+            host_ifname: parsed.host_ifname(),
+            ipam_type: None,
+        };
+        Records::new(&self.dir.path().join("state"))
+            .put(&record)
+            .expect("write the attachment record");
+    }
+
+    /// The IPAM store directory (the node config's `ipam_data_dir`).
+    pub fn ipam_dir(&self) -> PathBuf {
+        self.dir.path().join("ipam")
+    }
+
+    /// The upstream IPAM marker root the node imports from (`ipam_legacy_dir`).
+    pub fn legacy_dir(&self) -> PathBuf {
+        self.dir.path().join("legacy")
     }
 
     /// The log file's lines, parsed.

@@ -107,7 +107,7 @@ fn stage(release: bool) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The host namespace, the node (local publisher, the routing domain backend, this node's router
+/// The host namespace, the node (local publisher, the routing-domain backend, this node's router
 /// settings) and a bin dir with the plugins.
 fn stage_host(built: &Path, routing_domain: &str) -> Result<Host> {
     let host = Host::with_plugins_from(
@@ -198,10 +198,9 @@ impl<'a> Scene<'a> {
 
     /// A pod's chain: master (with its IPAM) → route (when it terminates networks) → bgp.
     fn conflist(&self, spec: &PodSpec) -> Conflist {
-        // The IPAM store is the node's (`ipam_data_dir`, by default `<state_dir>/ipam`): a
-        // network configuration cannot name it.
+        let ipam = spec.ipam.clone();
         let mut chain = vec![
-            json!({"type": "galactic-cni", "vpc": spec.vpc, "vpcattachment": spec.att, "ipam": spec.ipam}),
+            json!({"type": "galactic-cni", "vpc": spec.vpc, "vpcattachment": spec.att, "ipam": ipam}),
         ];
         if let Some(t) = &spec.terminations {
             chain.push(json!({"type": "galactic-route", "vpc": spec.vpc, "vpcattachment": spec.att, "terminations": t}));
@@ -340,7 +339,7 @@ impl<'a> Scene<'a> {
                     .unwrap_or(0);
                 let verify = Command::new(self.host.bin_dir.join("galactic-ipam"))
                     .args(["verify", "--data-dir"])
-                    .arg(self.state().join("ipam"))
+                    .arg(self.host.node.ipam_dir())
                     .output()?;
                 let report: Value = serde_json::from_slice(&verify.stdout).unwrap_or(Value::Null);
                 let leases = report["leases"].as_u64().unwrap_or(u64::MAX);

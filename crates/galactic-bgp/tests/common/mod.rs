@@ -28,7 +28,6 @@ pub struct Node {
     /// A namespace behind the host's uplink, when a test wires one.
     pub fabric: Option<TestNetns>,
     pub env: Vec<(String, String)>,
-    pub bgp_stanza: Value,
 }
 
 impl Node {
@@ -58,7 +57,6 @@ impl Node {
             bpffs,
             fabric: None,
             env: Vec::new(),
-            bgp_stanza: json!({}),
         }
     }
 
@@ -73,15 +71,12 @@ impl Node {
     pub fn master_conf(&self, att: &str) -> Value {
         json!({"type": "galactic-cni", "vpc": "jU", "vpcattachment": att,
                "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd20:10:ff01::/64",
-                        "ipv4_subnet": "172.21.1.0/24", "data_dir": self.host.path("ipam")}})
+                        "ipv4_subnet": "172.21.1.0/24"}})
     }
 
-    /// The chain of attachment `att`: the master, then galactic-bgp (with `bgp_stanza`).
+    /// The chain of attachment `att`: the master, then galactic-bgp.
     pub fn list(&self, att: &str) -> Conflist {
-        let mut bgp = json!({"type": "galactic-bgp", "vpc": "jU", "vpcattachment": att});
-        if let (Some(map), Some(extra)) = (bgp.as_object_mut(), self.bgp_stanza.as_object()) {
-            map.extend(extra.clone());
-        }
+        let bgp = json!({"type": "galactic-bgp", "vpc": "jU", "vpcattachment": att});
         Conflist::new("1.1.0", "tenant", vec![self.master_conf(att), bgp])
     }
 

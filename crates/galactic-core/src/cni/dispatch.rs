@@ -70,10 +70,18 @@ pub fn run<P: Plugin>(plugin: &P) -> ExitCode {
     print_reply(&reply)
 }
 
-/// All of stdin, or the error reply when it cannot be read.
+/// Longest network configuration ADD, CHECK, STATUS and GC accept (a NetworkAttachmentDefinition
+/// is far smaller: Kubernetes objects are capped at 1.5 MiB, and a chain stanza is a few KiB).
+pub const MAX_CONFIG_BYTES: usize = 1024 * 1024;
+/// What is read of stdin at most, whatever the verb: DEL reads past [`MAX_CONFIG_BYTES`] so it
+/// can still release what a since-edited configuration names, but memory stays bounded.
+const MAX_STDIN_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Stdin (at most [`MAX_STDIN_BYTES`]), or the error reply when it cannot be read.
 fn read_stdin() -> Result<Vec<u8>, Reply> {
     let mut stdin = Vec::new();
     std::io::stdin()
+        .take(MAX_STDIN_BYTES)
         .read_to_end(&mut stdin)
         .map(|_| stdin)
         .map_err(|e| {
@@ -215,6 +223,12 @@ fn prepare(
     stdin: Vec<u8>,
 ) -> Result<Request, CniError> {
     let env = CniEnv::from_lookup(command, lookup)?;
+    if stdin.len() > MAX_CONFIG_BYTES && command != Command::Del {
+        return Err(CniError::invalid_config(format!(
+            "the network configuration is {} bytes; the limit is {MAX_CONFIG_BYTES} (1 MiB)",
+            stdin.len()
+        )));
+    }
     let (conf, decode_error) = match NetConf::decode(&stdin) {
         Ok(conf) => (conf, None),
         Err(e) if command == Command::Del => (lenient_conf(&stdin), Some(e)),

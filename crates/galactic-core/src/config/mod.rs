@@ -317,14 +317,24 @@ impl NodeConfig {
                 Level::Info
             }),
         };
-        let state_dir = PathBuf::from(layers.string("state_dir", &d.state_dir.to_string_lossy()));
-        let kubeconfig = layers
-            .get("kubeconfig")
-            .or_else(|| {
-                non_empty((layers.env)("GALACTIC_CNI_KUBERNETES_CONFIG"))
-                    .map(|v| (v, Source::Env("GALACTIC_CNI_KUBERNETES_CONFIG".into())))
-            })
-            .map_or(d.kubeconfig, |(v, _)| PathBuf::from(v));
+        let state_dir = layers.parsed(
+            "state_dir",
+            d.state_dir.clone(),
+            "an absolute path",
+            values::absolute_path,
+        )?;
+        let kubeconfig = match layers.get("kubeconfig").or_else(|| {
+            non_empty((layers.env)("GALACTIC_CNI_KUBERNETES_CONFIG"))
+                .map(|v| (v, Source::Env("GALACTIC_CNI_KUBERNETES_CONFIG".into())))
+        }) {
+            None => d.kubeconfig.clone(),
+            Some((value, origin)) => values::absolute_path(&value).ok_or(ConfigError::Value {
+                key: "kubeconfig",
+                value,
+                origin,
+                why: "an absolute path",
+            })?,
+        };
         Ok(Self {
             node_name: layers
                 .get("node_name")
@@ -332,7 +342,12 @@ impl NodeConfig {
                 .or_else(|| non_empty((layers.env)("NODE_NAME"))),
             kubeconfig,
             namespace: d.namespace.clone(),
-            log_file: PathBuf::from(layers.string("log_file", &d.log_file.to_string_lossy())),
+            log_file: layers.parsed(
+                "log_file",
+                d.log_file.clone(),
+                "an absolute path",
+                values::absolute_path,
+            )?,
             log_level,
             log_max_bytes: layers.parsed(
                 "log_max_bytes",

@@ -320,6 +320,10 @@ fn invalid_ebpf_values_are_errors_naming_key_entry_and_source() {
         ("GALACTIC_CNI_IPAM_LEGACY_DIR", "x"),
         ("GALACTIC_CNI_IPAM_LOCK_TIMEOUT_MS", "0"),
         ("GALACTIC_CNI_IPAM_LOCK_TIMEOUT_MS", "soon"),
+        // Found by the node-config fuzz target: `"state_dir": 17` resolved to a relative path.
+        ("GALACTIC_CNI_STATE_DIR", "17"),
+        ("GALACTIC_CNI_LOG_FILE", "galactic.log"),
+        ("GALACTIC_CNI_KUBECONFIG", "kubeconfig"),
     ] {
         let text = err(&[(key, value)]);
         assert!(

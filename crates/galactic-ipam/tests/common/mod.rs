@@ -27,10 +27,7 @@ impl Net {
     /// Network `net1` with `ipam` merged over `type` and a private legacy dir.
     pub fn new(ipam: Value) -> Self {
         let node = TestNode::new(json!({}));
-        let mut block = json!({
-            "type": "galactic-ipam",
-            "legacy_dir": node.dir.path().join("legacy"),
-        });
+        let mut block = json!({"type": "galactic-ipam"});
         if let (Some(map), Value::Object(extra)) = (block.as_object_mut(), ipam) {
             map.extend(extra);
         }
@@ -42,11 +39,11 @@ impl Net {
     }
 
     pub fn data_dir(&self) -> PathBuf {
-        self.node.dir.path().join("state/ipam")
+        self.node.ipam_dir()
     }
 
     pub fn legacy_dir(&self) -> PathBuf {
-        self.node.dir.path().join("legacy")
+        self.node.legacy_dir()
     }
 
     /// The master's network config (1.1.0) with `extra` top-level keys, as a list of one.

@@ -189,3 +189,20 @@ fn a_later_bad_entry_is_found_even_after_good_ones() {
         "{err:?}"
     );
 }
+
+#[test]
+fn the_terminations_list_is_bounded() {
+    let entry = |i: usize| json!({"network": format!("10.{}.{}.0/24", i / 256, i % 256)});
+    let at_bound: Vec<Value> = (0..MAX_TERMINATIONS).map(entry).collect();
+    assert_eq!(
+        RouteConf::parse(&stanza(json!(at_bound)))
+            .unwrap()
+            .terminations
+            .len(),
+        MAX_TERMINATIONS
+    );
+    let over: Vec<Value> = (0..50_000).map(entry).collect();
+    let err = RouteConf::parse(&stanza(json!(over))).unwrap_err();
+    assert_eq!(err, StanzaError::TooMany(50_000));
+    assert!(err.to_string().contains("at most 64"), "{err}");
+}

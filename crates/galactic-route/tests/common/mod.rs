@@ -125,10 +125,9 @@ pub fn master_conf(vpc: &str, att: &str, ipam: Value) -> Value {
     conf
 }
 
-/// A dual-stack pool `ipam` block with its store under the host's directory.
-pub fn pool_ipam(host: &Host, v6: &str, v4: &str) -> Value {
-    json!({"type": "galactic-ipam", "ipv6_subnet": v6, "ipv4_subnet": v4,
-           "data_dir": host.path("ipam")})
+/// A dual-stack pool `ipam` block (the store is the node's, under the host's directory).
+pub fn pool_ipam(v6: &str, v4: &str) -> Value {
+    json!({"type": "galactic-ipam", "ipv6_subnet": v6, "ipv4_subnet": v4})
 }
 
 /// This plugin's entry.

@@ -65,7 +65,7 @@ pub fn run(paths: &Paths<'_>, iterations: usize, master_only: bool) -> Result<Ve
     let host = TestNetns::new("gbench-host");
     let _entered = Entered::new(&host)?;
     let node = TestNode::new(json!({"log_level": "info", "routing_domain": "auto"}));
-    let mut mine = our_chain(paths.ours, node.dir.path());
+    let mut mine = our_chain(paths.ours);
     if master_only {
         mine.list.plugins.truncate(1);
         mine.label = "galactic (veth+ipam only)";
@@ -209,15 +209,14 @@ fn chain(label: &'static str, network: &str, bins: &Path, plugins: Vec<Value>) -
     }
 }
 
-fn our_chain(bins: &Path, work: &Path) -> Chain {
+fn our_chain(bins: &Path) -> Chain {
     chain(
         "galactic (veth+ipam → route → bgp)",
         "bench-galactic",
         bins,
         vec![
             json!({"type": "galactic-cni", "vpc": "1", "vpcattachment": "1", "ipam": {
-                "type": "galactic-ipam", "ipv6_subnet": "fd90::/64", "ipv4_subnet": "10.90.0.0/16",
-                "data_dir": work.join("ipam")}}),
+                "type": "galactic-ipam", "ipv6_subnet": "fd90::/64", "ipv4_subnet": "10.90.0.0/16"}}),
             json!({"type": "galactic-route", "vpc": "1", "vpcattachment": "1",
                 "terminations": [{"network": "fd91::/64"}, {"network": "10.91.0.0/24"}]}),
             json!({"type": "galactic-bgp", "vpc": "1", "vpcattachment": "1"}),

@@ -108,8 +108,7 @@ impl Subject for Galactic {
     }
     fn conf(&self, prev: Option<&Value>) -> Vec<u8> {
         let mut conf = json!({"cniVersion": "1.0.0", "name": NETWORK, "type": "galactic-cni",
-            "ipam": {"type": "galactic-ipam", "ipv4_subnet": POOL,
-                     "data_dir": self.dir.join("ipam"), "legacy_dir": self.dir.join("legacy")}});
+            "ipam": {"type": "galactic-ipam", "ipv4_subnet": POOL}});
         if let Some(prev) = prev {
             conf["prevResult"] = prev.clone();
         }
@@ -357,7 +356,8 @@ pub fn run(paths: &Paths<'_>, opts: &Options, progress: &dyn Fn(&str)) -> Result
     fs::create_dir_all(&ours.dir).map_err(crate::harness::io("create the store directory"))?;
     super::write_node_config(
         &ours.dir.join("node.json"),
-        &json!({"log_file": ours.dir.join("galactic.log"), "state_dir": ours.dir}),
+        &json!({"log_file": ours.dir.join("galactic.log"), "state_dir": ours.dir,
+                "ipam_data_dir": ours.dir.join("ipam"), "ipam_legacy_dir": ours.dir.join("legacy")}),
     )?;
     let theirs = paths.host_local.map(|binary| HostLocal {
         binary: binary.to_path_buf(),

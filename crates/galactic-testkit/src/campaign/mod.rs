@@ -83,8 +83,7 @@ impl Lab {
             // One pool pair per VPC: table-mode domains need node-unique gateways per VPC.
             "galactic-cni" => json!({"type": plugin, "vpc": vpc, "vpcattachment": att,
                 "ipam": {"type": "galactic-ipam", "ipv6_subnet": format!("fd90:{vpc}::/64"),
-                         "ipv4_subnet": format!("10.9{vpc}.0.0/16"), "data_dir": self.ipam_dir(),
-                         "legacy_dir": self.host.path("legacy")}}),
+                         "ipv4_subnet": format!("10.9{vpc}.0.0/16")}}),
             "galactic-route" => {
                 // Distinct networks per attachment: a network terminated twice in one VPC is a
                 // conflict galactic-route refuses by design.
