@@ -13,6 +13,7 @@ mod crds;
 mod debian;
 mod demo;
 mod fuzz;
+mod kernel;
 mod manifests;
 mod smoke;
 mod soak;
@@ -41,8 +42,11 @@ enum Command {
     Demo(demo::Args),
     /// Stage into a temporary root and round-trip VERSION/STATUS through every staged plugin
     Smoke(smoke::Args),
-    /// Every test, privileged ones included (fails under CI=true without root)
+    /// Every test, privileged ones included (fails under CI=true without root), then the
+    /// production-kernel tier (test-kernel); --native: only the first part
     Test(test::Args),
+    /// The routing-domain suites and the demo with VRF on Debian 12's 6.1 kernel in a VM
+    TestKernel(kernel::Args),
     /// Full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
     BenchChain(bench_chain::Args),
     /// IPAM ADD/CHECK/DEL at several occupancies, galactic-ipam vs. host-local
@@ -82,6 +86,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Demo(args) => demo::run(&args),
         Command::Smoke(args) => smoke::run(&args),
         Command::Test(args) => test::run(&args),
+        Command::TestKernel(args) => kernel::run(&args),
         Command::BenchChain(args) => bench_chain::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),

@@ -1,4 +1,5 @@
-//! `test`: every test of the workspace, privileged ones included.
+//! `test`: every test of the workspace, privileged ones included, then the production-kernel
+//! tier (`test-kernel`: the routing-domain suites with VRF on an LTS kernel in a VM).
 //!
 //! Privileged tests need root, `ip` (iproute2) and network namespaces. Under `CI=true` a missing
 //! capability is a hard failure here, before any test runs, so nothing is skipped silently.
@@ -9,6 +10,9 @@ use std::process::Command;
 /// `cargo xtask test [CARGO_TEST_ARGS]... [-- TEST_BINARY_ARGS...]`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Only the native suites: leave out the production-kernel tier's VM (the quick local loop)
+    #[arg(long)]
+    pub native: bool,
     /// Passed on to `cargo test --workspace --all-targets` as given, e.g. `--no-fail-fast` or
     /// `-p galactic-ipam`
     #[arg(allow_hyphen_values = true, value_name = "CARGO_TEST_ARGS")]
@@ -31,8 +35,12 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    let native_only = args.native;
     let args = args.cargo_test_tail();
     preflight()?;
+    if !native_only {
+        crate::kernel::preflight()?;
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(crate::workspace_root())
@@ -42,6 +50,9 @@ pub fn run(args: &Args) -> Result<()> {
         .context("run cargo test")?;
     if !status.success() {
         bail!("tests failed ({status})");
+    }
+    if !native_only {
+        crate::kernel::run(&crate::kernel::Args::default())?;
     }
     Ok(())
 }

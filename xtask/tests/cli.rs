@@ -8,11 +8,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 
 /// Every command the README and docs name; `--help` must list at least these.
-const KNOWN: [&str; 13] = [
+const KNOWN: [&str; 14] = [
     "build-and-stage",
     "demo",
     "smoke",
     "test",
+    "test-kernel",
     "bench-chain",
     "bench-ipam",
     "bench-startup",
@@ -184,18 +185,26 @@ fn bad_values_are_refused_with_the_flag_named() {
 
 #[test]
 fn test_hands_its_arguments_to_cargo_test() {
+    // `--native`: the sandbox has no VM for the production-kernel tier that follows otherwise.
     for (args, expected) in [
-        (&["test"][..], "test --workspace --all-targets"),
+        (&["test", "--native"][..], "test --workspace --all-targets"),
         (
-            &["test", "--no-fail-fast"],
+            &["test", "--native", "--no-fail-fast"],
             "test --workspace --all-targets --no-fail-fast",
         ),
         (
-            &["test", "--", "--test-threads", "1"],
+            &["test", "--native", "--", "--test-threads", "1"],
             "test --workspace --all-targets -- --test-threads 1",
         ),
         (
-            &["test", "-p", "galactic-ipam", "--", "--nocapture"],
+            &[
+                "test",
+                "--native",
+                "-p",
+                "galactic-ipam",
+                "--",
+                "--nocapture",
+            ],
             "test --workspace --all-targets -p galactic-ipam -- --nocapture",
         ),
     ] {
@@ -220,5 +229,32 @@ fn demo_names_a_missing_package_before_it_builds_anything() {
         sandbox.traces(),
         Vec::<String>::new(),
         "nothing may run or be built"
+    );
+}
+
+#[test]
+fn test_without_the_vm_tools_names_them_before_running_anything() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.xtask(&["test"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = text(&out.stderr);
+    for missing in ["qemu-system-x86_64", "vng", "virtiofsd"] {
+        assert!(
+            stderr.contains(&format!("`{missing}`")),
+            "{missing}: {stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("apt-get install qemu-system-x86"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--native"),
+        "says how to run without: {stderr}"
+    );
+    assert_eq!(
+        sandbox.traces(),
+        vec!["calls/ip".to_owned()],
+        "nothing is built or run but the native preflight's `ip -V` probe"
     );
 }

@@ -31,6 +31,12 @@ fn host(tag: &str) -> Host {
     Host::new(tag, json!({"routing_domain": "auto"}), &["galactic-ipam"])
 }
 
+/// For tests that assert the `table` backend's own objects (rules) or limits; their `vrf`
+/// counterparts are in `vrf.rs`.
+fn table_host(tag: &str) -> Host {
+    Host::new(tag, json!({"routing_domain": "table"}), &["galactic-ipam"])
+}
+
 /// A network config file with the master alone.
 fn conf(version: &str, vpc: &str, att: &str, ipam: Value) -> Conflist {
     let mut conf = json!({"cniVersion": version, "name": "tenant-a", "type": "galactic-cni",
@@ -357,7 +363,7 @@ fn a_retried_add_converges_without_duplicates() {
     if !privileged("a_retried_add_converges_without_duplicates") {
         return;
     }
-    let host = host("vretry");
+    let host = table_host("vretry");
     let rt = runtime(&host);
     let pod = Pod::new("vretry");
     let conf = conf("1.1.0", "R", "1", pools("fd69:1::/64", "10.69.0.0/24"));
@@ -396,7 +402,7 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
         "after-gateways",
         "after-host-gateway",
     ];
-    let host = host("vfail");
+    let host = table_host("vfail");
     let rt = runtime(&host);
     let baseline_rules: Vec<String> = ["-4", "-6"]
         .iter()
@@ -533,7 +539,7 @@ fn a_gateway_used_by_another_vpc_is_refused_cleanly() {
     if !privileged("a_gateway_used_by_another_vpc_is_refused_cleanly") {
         return;
     }
-    let host = host("vovl");
+    let host = table_host("vovl");
     let rt = runtime(&host);
     let a = Pod::new("vovla");
     let c = Pod::new("vovlc");

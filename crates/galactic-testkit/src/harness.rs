@@ -167,7 +167,7 @@ impl Host {
                 .map_err(io(format!("link {name}")))?;
         }
         Ok(Self {
-            netns: TestNetns::new(tag),
+            netns: TestNetns::node_host(tag),
             node,
             bin_dir,
         })

@@ -30,7 +30,7 @@ impl Host {
         let node = TestNode::new(node_extra);
         let bin_dir = bin_dir(&node, plugins);
         Self {
-            netns: TestNetns::new(tag),
+            netns: TestNetns::node_host(tag),
             node,
             bin_dir,
         }

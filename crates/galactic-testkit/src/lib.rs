@@ -45,6 +45,16 @@ impl TestNode {
         if let (Some(map), Value::Object(extra)) = (config.as_object_mut(), extra) {
             map.extend(extra);
         }
+        if let (Some(map), Some(forced)) = (config.as_object_mut(), forced_routing_domain()) {
+            // A test that names a backend tests that backend; every other node takes the
+            // tier's, so a VRF kernel run cannot quietly fall back to `table`.
+            let unspecified = map
+                .get("routing_domain")
+                .is_none_or(|v| v.as_str() == Some("auto"));
+            if unspecified {
+                map.insert("routing_domain".into(), Value::String(forced));
+            }
+        }
         let node_config = dir.path().join("node.json");
         std::fs::write(&node_config, config.to_string()).expect("write the node config");
         Self { dir, node_config }
@@ -110,6 +120,25 @@ impl TestNode {
             .map(|l| serde_json::from_str(l).expect("every log line is JSON"))
             .collect()
     }
+}
+
+/// Environment variable that makes every throwaway node whose test does not name a routing
+/// domain backend (`routing_domain` absent or `auto`) use this one (`vrf` or `table`): the
+/// production-kernel tier (`cargo xtask test-kernel`) sets `vrf`.
+pub const ROUTING_DOMAIN_ENV: &str = "GALACTIC_TEST_ROUTING_DOMAIN";
+
+/// Environment variable saying that every workspace binary is already built next to the test
+/// binaries, so [`workspace_binary`] must not run `cargo build` (the production-kernel tier's
+/// guest has neither a writable `target/` nor the time to compile).
+pub const PREBUILT_ENV: &str = "GALACTIC_TEST_PREBUILT";
+
+fn forced_routing_domain() -> Option<String> {
+    let value = std::env::var(ROUTING_DOMAIN_ENV).ok()?;
+    assert!(
+        matches!(value.as_str(), "vrf" | "table" | "auto"),
+        "{ROUTING_DOMAIN_ENV}={value:?}: expected vrf, table or auto"
+    );
+    Some(value)
 }
 
 /// What a plugin process did.
@@ -389,6 +418,14 @@ pub fn workspace_binary(name: &str) -> PathBuf {
         .expect("target profile directory")
         .to_path_buf();
     let path = dir.join(name);
+    if std::env::var_os(PREBUILT_ENV).is_some() {
+        assert!(
+            path.is_file(),
+            "{} is missing: {PREBUILT_ENV} says every workspace binary was built beforehand",
+            path.display()
+        );
+        return path;
+    }
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args([

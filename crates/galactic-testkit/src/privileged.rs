@@ -55,6 +55,26 @@ impl TestNetns {
         ns
     }
 
+    /// A fresh namespace set up as the plugins' host, with what a node running them has: on
+    /// kernels without `net.ipv6.conf.*.force_forwarding` (before 6.17) the plugins need
+    /// `net.ipv6.conf.all.forwarding=1` (docs/routing-domains.md). Newer kernels keep the
+    /// default 0, so the per-interface `force_forwarding` the plugins set stays tested.
+    pub fn node_host(tag: &str) -> Self {
+        let ns = Self::new(tag);
+        if !Path::new("/proc/sys/net/ipv6/conf/default/force_forwarding").exists() {
+            run(&[
+                "ip",
+                "netns",
+                "exec",
+                &ns.name,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.forwarding=1",
+            ]);
+        }
+        ns
+    }
+
     /// The namespace name.
     pub fn name(&self) -> &str {
         &self.name

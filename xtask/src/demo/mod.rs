@@ -1,7 +1,7 @@
 //! `demo`: the whole chain on one machine, no cluster needed.
 //!
 //! Builds and stages the plugins into a temporary CNI bin dir with a temporary node config (local
-//! publisher, `auto` routing domain), then attaches network namespaces standing in for pods the
+//! publisher, `auto` routing domain unless `--routing-domain` names one), then attaches network namespaces standing in for pods the
 //! way a runtime does (master → route → bgp, prevResult threaded), shows their addresses, pings
 //! inside a VPC and across VPCs, the VPC routing table, the published advertisements and the CHECK
 //! results, DELs everything in reverse and verifies nothing is left. The plugins' "host" is a
@@ -38,6 +38,13 @@ pub struct Args {
     /// Build and stage release binaries (default: debug)
     #[arg(long)]
     pub release: bool,
+    /// The node's routing-domain backend (`vrf` needs a kernel with VRF)
+    #[arg(long, default_value = "auto", value_parser = ["auto", "vrf", "table"])]
+    pub routing_domain: String,
+    /// Stage the plugins already built in DIR instead of building them (the production-kernel
+    /// tier's guest cannot build)
+    #[arg(long, value_name = "DIR")]
+    pub prebuilt: Option<PathBuf>,
 }
 
 /// One demo pod: its name, VPC, attachment and chain.
@@ -66,8 +73,11 @@ pub fn run(args: &Args) -> Result<()> {
     // Before anything is built: a build takes minutes and is wasted when `nft` is missing.
     preflight::check_here()?;
     install_interrupt_handler();
-    let plugins = step("build and stage the plugins", || stage(args.release))?;
-    let host = stage_host(&plugins)?;
+    let plugins = match &args.prebuilt {
+        Some(dir) => dir.clone(),
+        None => step("build and stage the plugins", || stage(args.release))?,
+    };
+    let host = stage_host(&plugins, &args.routing_domain)?;
     let scene = Scene::new(&host);
     let outcome = scene.play();
     let cleanup = scene.teardown_check();
@@ -97,12 +107,12 @@ fn stage(release: bool) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The host namespace, the node (local publisher, `auto` routing domain, this node's router
+/// The host namespace, the node (local publisher, the routing-domain backend, this node's router
 /// settings) and a bin dir with the plugins.
-fn stage_host(built: &Path) -> Result<Host> {
+fn stage_host(built: &Path, routing_domain: &str) -> Result<Host> {
     let host = Host::with_plugins_from(
         "demo-host",
-        json!({"node_name": "demo-node", "routing_domain": "auto", "log_level": "info"}),
+        json!({"node_name": "demo-node", "routing_domain": routing_domain, "log_level": "info"}),
         built,
         &crate::stage::PLUGINS,
     )?;

@@ -2,7 +2,7 @@
 //! table and the published advertisements.
 
 use super::Attached;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use galactic_testkit::host::Host;
 use serde_json::Value;
 use std::path::Path;
@@ -84,6 +84,15 @@ pub fn routing_table(host: &Host, state: &Path, pod: &Attached) -> Result<()> {
         "\nVPC {} routing domain: backend {}, table {table}",
         pod.spec.vpc, domain["backend"]
     );
+    let asked = serde_json::from_slice::<Value>(&std::fs::read(host.node.node_config.as_path())?)?
+        ["routing_domain"]
+        .clone();
+    if asked != "auto" && asked != domain["backend"] {
+        bail!(
+            "routing_domain is {asked} but the domain's backend is {}",
+            domain["backend"]
+        );
+    }
     for family in ["-4", "-6"] {
         let (_, routes) = host
             .netns

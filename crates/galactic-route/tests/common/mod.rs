@@ -72,7 +72,12 @@ pub fn table_routes(host: &Host, table: u32) -> Vec<String> {
         let routes = host
             .netns
             .ip_json(&[family, "route", "show", "table", &table.to_string()]);
-        for r in routes.as_array().unwrap() {
+        // Not the kernel's routes for the host end's link-local address: in a VRF table they
+        // appear whenever its DAD completes, even between two snapshots.
+        let link_local = |r: &Value| {
+            r["protocol"] == "kernel" && r["dst"].as_str().is_some_and(|d| d.starts_with("fe80:"))
+        };
+        for r in routes.as_array().unwrap().iter().filter(|r| !link_local(r)) {
             out.push(describe(r));
         }
     }

@@ -88,6 +88,16 @@ fn gateway_route(nl: &Netlink, table: u32, gw: IpAddr) -> Result<RouteSpec, NetE
 /// Node-wide preparation, idempotent: moves the local rule, sets the ICMP source sysctl and the
 /// host-service filter.
 pub fn prepare_node(nl: &Netlink) -> Result<(), NetError> {
+    move_local_rule(nl)?;
+    sysctl::set_global("ipv4.icmp_errors_use_inbound_ifaddr", "1")?;
+    firewall::protect_host_services()
+}
+
+/// Moves the `local` rule from priority 0 to [`LOCAL_PRIORITY`] (both families; the new rule is
+/// added before the old one is deleted, so the host is never without it). Idempotent. Both
+/// backends need it: a VRF's l3mdev rule (priority 1000) comes after priority 0 too, so with the
+/// rule at 0 every host address is local to pods of every VPC.
+pub fn move_local_rule(nl: &Netlink) -> Result<(), NetError> {
     for family in Family::ALL {
         let rules = nl.rules(family)?;
         if !rules.contains(&local_rule(family, LOCAL_PRIORITY)) {
@@ -97,17 +107,49 @@ pub fn prepare_node(nl: &Netlink) -> Result<(), NetError> {
             nl.delete_rule(&local_rule(family, 0))?;
         }
     }
-    sysctl::set_global("ipv4.icmp_errors_use_inbound_ifaddr", "1")?;
-    firewall::protect_host_services()
+    Ok(())
+}
+
+/// `unreachable default` in `table`, both families: a lookup in the VPC table never falls
+/// through to later rules (`main`, or `local` once moved). Both backends need it.
+pub fn close_table(nl: &Netlink, table: u32) -> Result<(), NetError> {
+    for family in Family::ALL {
+        nl.replace_route(&unreachable_default(family, table))?;
+    }
+    Ok(())
 }
 
 /// Creates (or repairs) the VPC table's base routes.
 pub fn ensure(nl: &Netlink, table: u32) -> Result<(), NetError> {
     prepare_node(nl)?;
-    for family in Family::ALL {
-        nl.replace_route(&unreachable_default(family, table))?;
+    close_table(nl, table)
+}
+
+/// Differences from what isolates a VPC on either backend ([`move_local_rule`],
+/// [`close_table`]) for one family.
+pub fn isolation_problems(
+    nl: &Netlink,
+    family: Family,
+    table: u32,
+) -> Result<Vec<String>, NetError> {
+    let mut problems = Vec::new();
+    if nl.rules(family)?.contains(&local_rule(family, 0)) {
+        problems.push(format!(
+            "{} local table rule is still at priority 0 (leaks across VPCs)",
+            family.label()
+        ));
     }
-    Ok(())
+    if !nl
+        .routes(family, table)?
+        .iter()
+        .any(|r| r.kind == RouteKind::Unreachable && r.dst.prefix() == 0)
+    {
+        problems.push(format!(
+            "{} 'unreachable default' is missing from table {table}",
+            family.label()
+        ));
+    }
+    Ok(problems)
 }
 
 /// Makes `gw` local inside the VPC table and routes host packets sourced from it into the table.
@@ -151,23 +193,8 @@ pub fn check(nl: &Netlink, domain: &Domain, host: &Link) -> Result<Vec<String>, 
                 domain.table
             ));
         }
-        if rules.contains(&local_rule(family, 0)) {
-            problems.push(format!(
-                "{} local table rule is still at priority 0 (leaks across VPCs)",
-                family.label()
-            ));
-        }
+        problems.extend(isolation_problems(nl, family, domain.table)?);
         let routes = nl.routes(family, domain.table)?;
-        if !routes
-            .iter()
-            .any(|r| r.kind == RouteKind::Unreachable && r.dst.prefix() == 0)
-        {
-            problems.push(format!(
-                "{} 'unreachable default' is missing from table {}",
-                family.label(),
-                domain.table
-            ));
-        }
         for gw in domain.gateways.iter().filter(|g| Family::of(**g) == family) {
             if !routes
                 .iter()

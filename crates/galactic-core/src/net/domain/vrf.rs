@@ -1,8 +1,13 @@
 //! The `vrf` backend: a VRF device `G{vpc:9}V` bound to the VPC table.
+//!
+//! As the kernel's VRF documentation recommends, the `local` rule moves after the l3mdev rule and
+//! the VRF table ends in `unreachable default`: otherwise a lookup for a pod's packet to any host
+//! address (default VRF) hits the `local` table at priority 0, and the host answers it.
 
 use super::super::netlink::{Link, Netlink};
 use super::super::sysctl;
 use super::super::NetError;
+use super::table;
 use crate::ident::{vrf_name, VpcId};
 use crate::ip::Family;
 use std::collections::BTreeSet;
@@ -23,8 +28,10 @@ pub fn supported(nl: &Netlink) -> Result<bool, NetError> {
     }
 }
 
-/// Creates the VPC's VRF device bound to `table` if it does not exist, and sets it up.
+/// Creates the VPC's VRF device bound to `table` if it does not exist, closes its table and
+/// sets it up.
 pub fn ensure(nl: &Netlink, vpc: &VpcId, table: u32) -> Result<(), NetError> {
+    table::move_local_rule(nl)?;
     let name = vrf_name(vpc);
     let link = match nl.link(&name)? {
         Some(link) if link.kind.as_deref() == Some("vrf") => link,
@@ -39,6 +46,7 @@ pub fn ensure(nl: &Netlink, vpc: &VpcId, table: u32) -> Result<(), NetError> {
             nl.require_link(&name)?
         }
     };
+    table::close_table(nl, table)?;
     sysctl::set_interface(Family::V4, &name, "rp_filter", "0")?;
     sysctl::set_interface(Family::V4, &name, "forwarding", "1")?;
     sysctl::set_interface(Family::V6, &name, "forwarding", "1")?;
@@ -69,6 +77,9 @@ pub fn check(nl: &Netlink, vpc: &VpcId, table: u32, host: &Link) -> Result<Vec<S
     }
     if host.controller != Some(vrf.index) {
         problems.push(format!("{} is not enslaved to VRF {name}", host.name));
+    }
+    for family in Family::ALL {
+        problems.extend(table::isolation_problems(nl, family, table)?);
     }
     Ok(problems)
 }
