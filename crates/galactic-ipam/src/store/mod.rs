@@ -38,7 +38,10 @@
 mod allocate;
 mod attachment;
 mod busy;
+#[cfg(test)]
+mod cost;
 mod gc;
+mod holdings;
 mod lease;
 mod legacy;
 mod release;
@@ -49,6 +52,7 @@ mod verify;
 pub use allocate::Allocation;
 pub use attachment::{AttachmentKey, DelKey};
 pub use gc::GcScope;
+pub use holdings::Holding;
 pub use lease::Lease;
 pub use legacy::{ImportReport, LegacyOrigin, LegacyRecord};
 pub use verify::Report as VerifyReport;
