@@ -45,6 +45,32 @@ pub fn record(annotations: &mut Map<String, Value>, cid: &str, netns: &str, fact
     };
 }
 
+/// Removes this container's records; returns whether there were any.
+pub fn forget(annotations: &mut Map<String, Value>, cid: &str) -> bool {
+    let key = cid41(cid);
+    let mut found = false;
+    for prefix in [NETNS, SUBNET_V6, SUBNET_V4] {
+        found |= annotations.remove(&format!("{prefix}{key}")).is_some();
+    }
+    found
+}
+
+/// The container-id parts of every container an advertisement records.
+pub fn recorded(advertisement: &Value) -> Vec<String> {
+    advertisement
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|a| a.keys())
+        .filter_map(|k| k.strip_prefix(NETNS).map(str::to_owned))
+        .collect()
+}
+
+/// How many containers the annotations record.
+pub fn containers(annotations: &Map<String, Value>) -> usize {
+    annotations.keys().filter(|k| k.starts_with(NETNS)).count()
+}
+
 /// Removes the records of every container whose netns is not alive; returns their key suffixes.
 pub fn prune_dead(
     annotations: &mut Map<String, Value>,

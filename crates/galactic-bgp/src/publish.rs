@@ -306,3 +306,88 @@ pub fn publish_advertisement(
         attempts: MAX_ATTEMPTS,
     })
 }
+
+/// What DEL did to an advertisement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retraction {
+    /// There is no advertisement, or it does not record this container.
+    NotListed,
+    /// This container's records and prefixes are gone; other containers keep it.
+    Retracted,
+    /// This was the last container: the advertisement is gone.
+    Deleted,
+}
+
+impl Retraction {
+    /// The log field's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotListed => "not listed",
+            Self::Retracted => "retracted",
+            Self::Deleted => "deleted",
+        }
+    }
+}
+
+/// DEL: removes this container's records (and with them its prefixes) from the advertisement
+/// `name`, with those of dead containers as ADD prunes them, or the whole advertisement when no
+/// live container is left. Every write carries the resourceVersion it read, so a concurrent
+/// ADD's record is never lost: on a conflict the advertisement is read again.
+pub fn retract_advertisement(
+    store: &dyn ObjectStore,
+    namespace: &str,
+    name: &str,
+    container_id: &str,
+    alive: &dyn Fn(&str) -> bool,
+) -> Result<Retraction, BgpError> {
+    for _ in 1..=MAX_ATTEMPTS {
+        let Some(mut object) = store.get(Kind::Advertisement, namespace, name)? else {
+            return Ok(Retraction::NotListed);
+        };
+        let mut ann: Map<String, Value> = object
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        if !annotations::forget(&mut ann, container_id) {
+            return Ok(Retraction::NotListed);
+        }
+        annotations::prune_dead(&mut ann, |p| alive(p));
+        let prefixes = annotations::all_prefixes(&ann);
+        let outcome = if annotations::containers(&ann) == 0 || prefixes.is_empty() {
+            // Nothing left to advertise (an advertisement without prefixes is invalid).
+            store
+                .delete_unchanged(Kind::Advertisement, namespace, &object)
+                .map(|()| Retraction::Deleted)
+        } else {
+            object["metadata"]["annotations"] = Value::Object(ann);
+            object["spec"]["prefixes"] = json!(prefixes);
+            store
+                .replace(Kind::Advertisement, namespace, &object)
+                .map(|_| Retraction::Retracted)
+        };
+        match outcome {
+            Ok(done) => return Ok(done),
+            Err(e) if e.is_conflict() => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(BgpError::Contended {
+        what: format!("BGPAdvertisement {namespace}/{name}"),
+        attempts: MAX_ATTEMPTS,
+    })
+}
+
+/// DEL of the VPC's last attachment on this node: deletes the node's BGPVRFInstance of the VPC
+/// (as read, so an instance re-created meanwhile is kept). Returns whether one was deleted.
+pub fn retire_vrf_instance(
+    store: &dyn ObjectStore,
+    namespace: &str,
+    name: &str,
+) -> Result<bool, BgpError> {
+    let Some(object) = store.get(Kind::VrfInstance, namespace, name)? else {
+        return Ok(false);
+    };
+    store.delete_unchanged(Kind::VrfInstance, namespace, &object)?;
+    Ok(true)
+}

@@ -166,6 +166,14 @@ pub trait ObjectStore {
     ) -> Result<Value, StoreError>;
     /// Deletes an object if its uid is `uid`; an absent object is fine.
     fn delete(&self, kind: Kind, namespace: &str, name: &str, uid: &str) -> Result<(), StoreError>;
+    /// Deletes `object` only if it is still exactly as read (its uid and resourceVersion):
+    /// [`StoreError::Conflict`] when another writer changed it since. An absent object is fine.
+    fn delete_unchanged(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        object: &Value,
+    ) -> Result<(), StoreError>;
     /// Readiness: the backend can be written (STATUS).
     fn probe(&self, namespace: &str) -> Result<(), StoreError>;
 }
