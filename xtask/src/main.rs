@@ -15,6 +15,7 @@ mod demo;
 mod fuzz;
 mod kernel;
 mod manifests;
+mod podman;
 mod smoke;
 mod soak;
 mod stage;
@@ -47,6 +48,8 @@ enum Command {
     Test(test::Args),
     /// The routing-domain suites and the demo with VRF on Debian 12's 6.1 kernel in a VM
     TestKernel(kernel::Args),
+    /// Containers of Debian 12's Podman (CNI backend) attached through the example conflists
+    TestPodman(podman::Args),
     /// Full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
     BenchChain(bench_chain::Args),
     /// IPAM ADD/CHECK/DEL at several occupancies, galactic-ipam vs. host-local
@@ -87,6 +90,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Smoke(args) => smoke::run(&args),
         Command::Test(args) => test::run(&args),
         Command::TestKernel(args) => kernel::run(&args),
+        Command::TestPodman(args) => podman::run(&args),
         Command::BenchChain(args) => bench_chain::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),
