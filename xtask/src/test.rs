@@ -1,5 +1,6 @@
-//! `test`: every test of the workspace, privileged ones included, then the production-kernel
-//! tier (`test-kernel`: the routing-domain suites with VRF on an LTS kernel in a VM).
+//! `test`: every test of the workspace, privileged ones included, then the Podman tier
+//! (`test-podman`: the chain under Debian 12's Podman) and the production-kernel tier
+//! (`test-kernel`: the routing-domain suites with VRF on an LTS kernel in a VM).
 //!
 //! Privileged tests need root, `ip` (iproute2) and network namespaces. Under `CI=true` a missing
 //! capability is a hard failure here, before any test runs, so nothing is skipped silently.
@@ -10,7 +11,8 @@ use std::process::Command;
 /// `cargo xtask test [CARGO_TEST_ARGS]... [-- TEST_BINARY_ARGS...]`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Only the native suites: leave out the production-kernel tier's VM (the quick local loop)
+    /// Only the native suites: leave out the Podman tier and the production-kernel tier's VM (the
+    /// quick local loop)
     #[arg(long)]
     pub native: bool,
     /// Passed on to `cargo test --workspace --all-targets` as given, e.g. `--no-fail-fast` or
@@ -39,6 +41,7 @@ pub fn run(args: &Args) -> Result<()> {
     let args = args.cargo_test_tail();
     preflight()?;
     if !native_only {
+        crate::podman::preflight()?;
         crate::kernel::preflight()?;
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -52,6 +55,7 @@ pub fn run(args: &Args) -> Result<()> {
         bail!("tests failed ({status})");
     }
     if !native_only {
+        crate::podman::run(&crate::podman::Args::default())?;
         crate::kernel::run(&crate::kernel::Args::default())?;
     }
     Ok(())

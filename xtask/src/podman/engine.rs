@@ -180,6 +180,18 @@ impl Engine {
         let bin = image.join("rootfs/bin");
         std::fs::create_dir_all(&bin)?;
         let busybox = crate::kernel::find_program("busybox").context("busybox")?;
+        // Debian's dynamically linked `busybox` package has the same path; its binary cannot
+        // run in a rootfs without a libc.
+        let ldd = Command::new("ldd")
+            .arg(&busybox)
+            .output()
+            .context("run ldd")?;
+        if ldd.status.success() {
+            bail!(
+                "{} is dynamically linked; the image needs Debian's busybox-static",
+                busybox.display()
+            );
+        }
         std::fs::copy(&busybox, bin.join("busybox"))?;
         let applets = Command::new(&busybox).arg("--list").output()?;
         for applet in String::from_utf8_lossy(&applets.stdout).split_whitespace() {

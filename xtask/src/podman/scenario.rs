@@ -293,28 +293,44 @@ impl Scene {
         Ok(seen)
     }
 
+    /// Every target answers one ping from `from` (ping stops at the first reply).
     fn reach(&self, from: &str, targets: &[&String]) -> Result<()> {
-        for target in targets {
-            let out = self
-                .engine
-                .podman(&["exec", from, "ping", "-c", "2", "-W", "2", target]);
-            if !out.status.success() {
+        for (target, answered) in self.pings(from, targets, "3") {
+            if !answered {
                 bail!("{from} does not reach {target}");
             }
         }
         Ok(())
     }
 
+    /// No target answers a ping from `from` within a second.
     fn isolated(&self, from: &str, targets: &[&String]) -> Result<()> {
-        for target in targets {
-            let out = self
-                .engine
-                .podman(&["exec", from, "ping", "-c", "1", "-W", "1", target]);
-            if out.status.success() {
+        for (target, answered) in self.pings(from, targets, "1") {
+            if answered {
                 bail!("{from} reaches {target} in another VPC");
             }
         }
         Ok(())
+    }
+
+    /// One ping from `from` to each target, all at once (a lost ping costs its whole wait).
+    fn pings<'t>(&self, from: &str, targets: &[&'t String], wait: &str) -> Vec<(&'t str, bool)> {
+        std::thread::scope(|scope| {
+            let pending: Vec<_> = targets
+                .iter()
+                .map(|target| {
+                    let args = ["exec", from, "ping", "-c", "1", "-W", wait, target.as_str()];
+                    (
+                        target.as_str(),
+                        scope.spawn(move || self.engine.podman(&args)),
+                    )
+                })
+                .collect();
+            pending
+                .into_iter()
+                .map(|(target, ping)| (target, ping.join().is_ok_and(|out| out.status.success())))
+                .collect()
+        })
     }
 
     /// Nothing of VPC `vpc`'s attachment `att` is on the node: no host interface, no record.
