@@ -60,6 +60,17 @@ impl Span {
     }
 }
 
+/// `10.0.0.4` for a single address, `10.0.0.4-10.0.0.7` for a range.
+impl std::fmt::Display for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let first = self.family.addr(self.first);
+        match self.first == self.last {
+            true => write!(f, "{first}"),
+            false => write!(f, "{first}-{}", self.family.addr(self.last)),
+        }
+    }
+}
+
 /// Why a pool cannot be built. The config layer adds the field name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PoolError {

@@ -55,6 +55,17 @@ pub struct MapDef {
     pub flags: u32,
 }
 
+/// `type 1, key 4 B, value 8 B, 1024 entries, flags 0x1` (the name is the pin path's).
+impl std::fmt::Display for MapDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "type {}, key {} B, value {} B, {} entries, flags {:#x}",
+            self.map_type, self.key_size, self.value_size, self.max_entries, self.flags
+        )
+    }
+}
+
 const fn def<K, V>(name: &'static str, map_type: u32, max_entries: u32, flags: u32) -> MapDef {
     MapDef {
         name,
@@ -251,5 +262,14 @@ mod tests {
                 w
             );
         }
+    }
+
+    #[test]
+    fn a_definition_reads_as_its_numbers_in_messages() {
+        let text = MAP_DEFS[4].to_string();
+        assert_eq!(
+            text,
+            "type 11, key 25 B, value 32 B, 32768 entries, flags 0x1"
+        );
     }
 }

@@ -247,3 +247,15 @@ fn a_requested_address_the_pool_never_hands_out_is_refused_with_the_reason() {
         Err(Refusal::Edge { .. })
     ));
 }
+
+#[test]
+fn spans_read_as_addresses_in_messages() {
+    let v6 = Pool::new(net("fd00:10:ff01::/64"), 96, None).unwrap();
+    let v4 = Pool::new(net("10.66.0.0/24"), 32, None).unwrap();
+    assert_eq!(
+        v6.slot(1).to_string(),
+        "fd00:10:ff01::1:0:0-fd00:10:ff01::1:ffff:ffff"
+    );
+    assert_eq!(v4.slot(7).to_string(), "10.66.0.7");
+    assert_eq!(Span::single(ip("fd00::5")).to_string(), "fd00::5");
+}
