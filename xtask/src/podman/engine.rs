@@ -230,11 +230,10 @@ impl Drop for Engine {
     }
 }
 
-/// `podman version` of the machine, for the report.
+/// `podman --version` of the machine, for the report. Not `podman version`: that one opens
+/// the machine's container storage (creating it on first use) and writes its event log.
 pub fn podman_version() -> Result<String> {
-    let out = Command::new("podman")
-        .args(["version", "--format", "Podman {{.Client.Version}}"])
-        .output()?;
+    let out = Command::new("podman").arg("--version").output()?;
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 

@@ -56,9 +56,24 @@ impl Snapshot {
             .zip(&later.0)
             .filter(|(a, b)| a != b)
             .map(|((label, before), (_, after))| {
-                format!("{label} changed (before: {before:?}; after: {after:?})")
+                format!(
+                    "{label} changed (only before: [{}]; only after: [{}])",
+                    lines_not_in(before, after),
+                    lines_not_in(after, before)
+                )
             })
             .collect()
+    }
+}
+
+/// The first few lines of `text` that `other` lacks.
+fn lines_not_in(text: &str, other: &str) -> String {
+    let others: std::collections::HashSet<&str> = other.lines().collect();
+    let only: Vec<&str> = text.lines().filter(|l| !others.contains(l)).collect();
+    let shown = only.iter().take(5).copied().collect::<Vec<_>>().join(" | ");
+    match only.len() {
+        0..=5 => shown,
+        n => format!("{shown} | and {} more", n - 5),
     }
 }
 
@@ -70,20 +85,41 @@ fn output(program: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The names in `dir` starting with `prefix`, sorted; `absent` when there is no such directory.
+/// Everything under `dir` whose top-level name starts with `prefix`: each path with its size
+/// and modification time (a Podman of the machine run once touches its lock files and event
+/// log even when it creates nothing), sorted; `absent` when there is no such directory.
 fn listing(dir: &Path, prefix: &str) -> String {
-    match std::fs::read_dir(dir) {
-        Ok(entries) => {
-            let mut names: Vec<String> = entries
-                .flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(prefix))
-                .collect();
-            names.sort();
-            names.join(" ")
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return "absent".to_owned();
+    };
+    let mut found = Vec::new();
+    let mut stack: Vec<_> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .map(|e| e.path())
+        .collect();
+    while let Some(path) = stack.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        let modified = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        found.push(format!("{} {} {modified}", path.display(), meta.len()));
+        if meta.is_dir() && found.len() < 10_000 {
+            stack.extend(
+                std::fs::read_dir(&path)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path()),
+            );
         }
-        Err(_) => "absent".to_owned(),
     }
+    found.sort();
+    found.join("\n")
 }
 
 /// The directories at the top of every cgroup hierarchy (where a container's cgroup parent

@@ -122,7 +122,7 @@ impl Scene {
             self.isolated("c1", &[&f1_seen.ipv6, &f1_seen.ipv4])?;
             self.isolated("f1", &[&c1.ipv6, &c1.ipv4])
         })?;
-        step(
+        let c1_restarted = step(
             "podman restart keeps c1's addresses (DEL, then ADD asking nothing)",
             || {
                 self.engine.ok(&["restart", "--time", "0", "c1"])?;
@@ -132,15 +132,19 @@ impl Scene {
                     (&after.ipv6, &after.ipv4),
                     (&c1.ipv6, &c1.ipv4),
                 )?;
-                self.reach("c2", &[&c1.ipv6, &c1.ipv4])
+                self.reach("c2", &[&c1.ipv6, &c1.ipv4])?;
+                Ok(after)
             },
         )?;
         step(
-            "podman network reload keeps c2's addresses and MAC (it asks for them back)",
+            "podman network reload --all keeps every container's addresses and MAC (it asks for them back)",
             || {
-                self.engine.ok(&["network", "reload", "c2"])?;
+                self.engine.ok(&["network", "reload", "--all"])?;
+                expect_eq("c1 after reload", &self.seen("c1", c)?, &c1_restarted)?;
                 expect_eq("c2 after reload", &self.seen("c2", c2)?, &c2_seen)?;
-                self.reach("c1", &[&c2_seen.ipv6, &c2_seen.ipv4])
+                expect_eq("f1 after reload", &self.seen("f1", f)?, &f1_seen)?;
+                self.reach("c1", &[&c2_seen.ipv6, &c2_seen.ipv4])?;
+                self.isolated("f1", &[&c1.ipv6, &c1.ipv4])
             },
         )?;
         step(
