@@ -241,3 +241,33 @@ fn tap_gets_the_requested_mac_and_address() {
     let msg = rt.add(&net, &bad).unwrap_err().expect_error(7);
     assert!(msg.contains("is the all-zeros address"), "{msg}");
 }
+
+#[test]
+fn a_second_network_refuses_a_second_default_route_in_words() {
+    if !privileged("a_second_network_refuses_a_second_default_route_in_words") {
+        return;
+    }
+    let host = host("rqd");
+    let rt = runtime(&host, "galactic-cni");
+    let pod = Pod::new("rqd1");
+    let first = list("galactic-cni", "A", "1");
+    rt.add(&first, &pod.attachment()).unwrap();
+    // Another VPC's network in the same container (Podman's --network a --network b): its
+    // default route would replace the first one's.
+    let second = Conflist::from_conf(&json!({"cniVersion": "1.0.0", "name": "net-B-1",
+        "type": "galactic-cni", "vpc": "B", "vpcattachment": "1",
+        "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd66:b::/64"}}))
+    .unwrap();
+    let mut att = pod.attachment();
+    att.ifname = "net1".into();
+    let err = rt.add(&second, &att).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("already has a default route via fd66:a::1 dev eth0")
+            && msg.contains("via fd66:b::1 on net1")
+            && !msg.contains("Some("),
+        "{msg}"
+    );
+    rt.del(&second, &att).unwrap();
+    rt.del(&first, &pod.attachment()).unwrap();
+}
