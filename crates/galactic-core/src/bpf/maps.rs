@@ -55,12 +55,13 @@ pub struct MapDef {
     pub flags: u32,
 }
 
-/// `type 1, key 4 B, value 8 B, 1024 entries, flags 0x1` (the name is the pin path's).
+/// `map_type: 1, key_size: 4, value_size: 8, max_entries: 1024, map_flags: 0x1`, in the
+/// kernel's (and bpftool's) terms; the name is the pin path's.
 impl std::fmt::Display for MapDef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "type {}, key {} B, value {} B, {} entries, flags {:#x}",
+            "map_type: {}, key_size: {}, value_size: {}, max_entries: {}, map_flags: {:#x}",
             self.map_type, self.key_size, self.value_size, self.max_entries, self.flags
         )
     }
@@ -269,7 +270,7 @@ mod tests {
         let text = MAP_DEFS[4].to_string();
         assert_eq!(
             text,
-            "type 11, key 25 B, value 32 B, 32768 entries, flags 0x1"
+            "map_type: 11, key_size: 25, value_size: 32, max_entries: 32768, map_flags: 0x1"
         );
     }
 }
