@@ -41,8 +41,15 @@ pub fn run(args: &Args) -> Result<()> {
     let args = args.cargo_test_tail();
     preflight()?;
     if !native_only {
-        crate::podman::preflight()?;
-        crate::kernel::preflight()?;
+        // Both tiers' missing tools at once, so one install command fixes the machine.
+        let missing: Vec<String> = [crate::podman::preflight(), crate::kernel::preflight()]
+            .into_iter()
+            .filter_map(Result::err)
+            .map(|e| format!("{e:#}"))
+            .collect();
+        if !missing.is_empty() {
+            bail!("{}", missing.join("\n"));
+        }
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
