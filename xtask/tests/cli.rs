@@ -8,12 +8,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 
 /// Every command the README and docs name; `--help` must list at least these.
-const KNOWN: [&str; 14] = [
+const KNOWN: [&str; 15] = [
     "build-and-stage",
     "demo",
     "smoke",
     "test",
     "test-kernel",
+    "test-podman",
     "bench-chain",
     "bench-ipam",
     "bench-startup",
