@@ -24,6 +24,7 @@
 
 mod engine;
 mod machine;
+mod report;
 mod scenario;
 
 use anyhow::{bail, Context, Result};

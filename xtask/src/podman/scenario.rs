@@ -5,6 +5,7 @@
 //! `15-veth-terminations` (VPC F) as it is.
 
 use super::engine::Engine;
+use super::report::{both, diff, expect_eq, step};
 use anyhow::{bail, Context, Result};
 use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
 use galactic_testkit::host::{Host, PLUGINS};
@@ -119,8 +120,10 @@ impl Scene {
             },
         )?;
         step("f1 (another VPC) and c1 do not reach each other", || {
-            self.isolated("c1", &[&f1_seen.ipv6, &f1_seen.ipv4])?;
-            self.isolated("f1", &[&c1.ipv6, &c1.ipv4])
+            both(
+                || self.isolated("c1", &[&f1_seen.ipv6, &f1_seen.ipv4]),
+                || self.isolated("f1", &[&c1.ipv6, &c1.ipv4]),
+            )
         })?;
         let c1_restarted = step(
             "podman restart keeps c1's addresses (DEL, then ADD asking nothing)",
@@ -143,8 +146,10 @@ impl Scene {
                 expect_eq("c1 after reload", &self.seen("c1", c)?, &c1_restarted)?;
                 expect_eq("c2 after reload", &self.seen("c2", c2)?, &c2_seen)?;
                 expect_eq("f1 after reload", &self.seen("f1", f)?, &f1_seen)?;
-                self.reach("c1", &[&c2_seen.ipv6, &c2_seen.ipv4])?;
-                self.isolated("f1", &[&c1.ipv6, &c1.ipv4])
+                both(
+                    || self.reach("c1", &[&c2_seen.ipv6, &c2_seen.ipv4]),
+                    || self.isolated("f1", &[&c1.ipv6, &c1.ipv4]),
+                )
             },
         )?;
         step(
@@ -455,31 +460,6 @@ fn names_host_interface(line: &str) -> bool {
     bytes
         .windows(14)
         .any(|w| w[0] == b'G' && w[13] == b'H' && w[1..13].iter().all(u8::is_ascii_alphanumeric))
-}
-
-/// Prints one step with PASS/FAIL (and why) and its wall time.
-fn step<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    let started = Instant::now();
-    let out = f();
-    let secs = started.elapsed().as_secs_f64();
-    match &out {
-        Ok(_) => println!("[PASS] {what} ({secs:.1} s)"),
-        Err(e) => println!("[FAIL] {what} ({secs:.1} s): {e:#}"),
-    }
-    out.with_context(|| what.to_owned())
-}
-
-fn expect_eq<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result<()> {
-    if got != want {
-        bail!("{what}: got {got:?}, want {want:?}");
-    }
-    Ok(())
-}
-
-fn diff(before: &[String], after: &[String]) -> String {
-    let gone: Vec<&String> = before.iter().filter(|b| !after.contains(b)).collect();
-    let new: Vec<&String> = after.iter().filter(|a| !before.contains(a)).collect();
-    format!("before only: {gone:?}; after only: {new:?}")
 }
 
 /// An example conflist of `deploy/cni/`.
