@@ -161,7 +161,8 @@ pub fn check(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<(), BgpE
         .and_then(Value::as_str);
     if address != Some(input.address.to_string().as_str()) {
         return Err(BgpError::Check(format!(
-            "{name} publishes {address:?}, the pod has {}",
+            "{name} publishes {}, the pod has {}",
+            shown(address),
             input.address
         )));
     }
@@ -175,7 +176,8 @@ pub fn check(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<(), BgpE
             .and_then(Value::as_str);
         if value != Some(input.tenant) {
             return Err(BgpError::Check(format!(
-                "{name} {what} {TENANT_ID} is {value:?}, want {:?}",
+                "{name} {what} {TENANT_ID} is {}, want \"{}\"",
+                shown(value),
                 input.tenant
             )));
         }
@@ -187,8 +189,15 @@ pub fn check(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<(), BgpE
     let want = input.sid.map(|s| s.to_string());
     if sid != want.as_deref() {
         return Err(BgpError::Check(format!(
-            "{name} annotation {SRV6_SID} is {sid:?}, want {want:?}"
+            "{name} annotation {SRV6_SID} is {}, want {}",
+            shown(sid),
+            shown(want.as_deref())
         )));
     }
     Ok(())
+}
+
+/// A published value for a message: quoted, or `absent`.
+fn shown(value: Option<&str>) -> String {
+    value.map_or_else(|| "absent".to_owned(), |v| format!("\"{v}\""))
 }
