@@ -52,6 +52,9 @@ impl Plugin for GalacticBgp {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = galactic_core::cni::version_flag(plugins::BGP) {
+        return code;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.split_first() {
         Some((first, rest)) if first == "nad" => nad::main(rest),
