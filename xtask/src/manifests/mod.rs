@@ -20,7 +20,11 @@
 //!    anything. Probes run with a throwaway node config (local publisher, temporary state and
 //!    log); the stanza's `cniVersion` is set to 1.1.0 for the probe (STATUS needs it), the
 //!    declared one is checked by step 1.
+//!
+//! The `galactic-cni` DaemonSet (kind `DaemonSet`, that name) is checked too: placement,
+//! host network, mounts, capabilities and the upstream settings (see [`daemonset`]).
 
+pub mod daemonset;
 mod probe;
 
 use anyhow::{bail, Context, Result};
@@ -82,6 +86,8 @@ pub struct Report {
     pub nads: usize,
     /// Conflist files read.
     pub conflists: usize,
+    /// `galactic-cni` DaemonSets checked (`daemonset`).
+    pub daemonsets: usize,
     /// Every problem.
     pub findings: Vec<Finding>,
 }
@@ -114,9 +120,10 @@ pub fn run(args: &Args) -> Result<()> {
         println!("FAIL {finding}");
     }
     println!(
-        "{} NetworkAttachmentDefinition(s), {} conflist file(s): {} problem(s)",
+        "{} NetworkAttachmentDefinition(s), {} conflist file(s), {} DaemonSet(s): {} problem(s)",
         report.nads,
         report.conflists,
+        report.daemonsets,
         report.findings.len()
     );
     if !report.findings.is_empty() {
@@ -244,6 +251,16 @@ fn nads(path: &Path, text: &str, report: &mut Report) -> Vec<Source> {
                 continue;
             }
         };
+        if daemonset::is_ours(&value) {
+            report.daemonsets += 1;
+            report
+                .findings
+                .extend(daemonset::lint(&value).into_iter().map(|message| Finding {
+                    origin: origin.clone(),
+                    message,
+                }));
+            continue;
+        }
         if value["kind"] != "NetworkAttachmentDefinition" {
             continue;
         }
