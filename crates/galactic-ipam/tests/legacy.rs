@@ -146,7 +146,7 @@ fn migrate_usage_errors_exit_2() {
 
 /// The installer's export of the annotations, where the store looks for it.
 fn place_export(net: &Net) {
-    fs::create_dir_all(net.data_dir()).unwrap();
+    fs::create_dir_all(net.data_dir()).expect("data dir");
     fs::copy(
         concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -154,7 +154,7 @@ fn place_export(net: &Net) {
         ),
         net.data_dir().join("legacy-annotations.json"),
     )
-    .unwrap();
+    .expect("place the export");
 }
 
 #[test]
