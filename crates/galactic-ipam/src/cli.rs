@@ -1,5 +1,6 @@
 //! Operator commands, used when the binary is run with arguments (a CNI runtime never passes
-//! any): `migrate --annotations FILE [--data-dir DIR]` and `verify [--data-dir DIR]`.
+//! any): `migrate --annotations FILE [--data-dir DIR]`, `verify [--data-dir DIR]` and
+//! `list [--data-dir DIR]`.
 
 use crate::legacy;
 use crate::store::Store;
@@ -22,6 +23,8 @@ usage: galactic-ipam migrate --annotations FILE [--data-dir DIR]
            of `kubectl get bgpadvertisements -A -o json`. Safe to repeat.
        galactic-ipam verify [--data-dir DIR]
            check the store's consistency (read-only); exit status 1 when a problem is found
+       galactic-ipam list [--data-dir DIR]
+           every allocation (network, container id, interface, origin, addresses) as JSON
 Without arguments galactic-ipam is a CNI plugin (CNI_COMMAND selects the operation).
 DIR defaults to the node config's ipam_data_dir (/var/lib/galactic/ipam).
 ";
@@ -95,6 +98,7 @@ fn run(args: &[String]) -> Result<bool, CliError> {
     match args.command.as_str() {
         "migrate" => migrate(&args).map(|()| true),
         "verify" => verify(&args),
+        "list" => list(&args).map(|()| true),
         "help" | "--help" | "-h" => {
             print!("{USAGE}");
             Ok(true)
@@ -125,13 +129,23 @@ fn migrate(args: &Args) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The existing store of `args` (an operator command never creates one).
+fn existing(args: &Args) -> Result<Store, CliError> {
+    Store::open_existing(&args.data_dir, DEFAULT_LOCK_TIMEOUT)?
+        .ok_or_else(|| CliError::Usage(format!("no store at {}", args.data_dir.display())))
+}
+
+fn list(args: &Args) -> Result<(), CliError> {
+    let holdings = existing(args)?.holdings()?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&holdings).unwrap_or_default()
+    );
+    Ok(())
+}
+
 fn verify(args: &Args) -> Result<bool, CliError> {
-    let Some(mut store) = Store::open_existing(&args.data_dir, DEFAULT_LOCK_TIMEOUT)? else {
-        return Err(CliError::Usage(format!(
-            "no store at {}",
-            args.data_dir.display()
-        )));
-    };
+    let mut store = existing(args)?;
     let report = store.verify()?;
     println!(
         "{}",

@@ -68,10 +68,17 @@ pub fn del(req: &Request) -> Result<(), MasterError> {
         host_removed = host_failures.is_empty();
         failures.extend(host_failures);
     }
-    if let Err(e) = release_ipam(req, record.as_ref()) {
-        failures.push(e);
-    }
-    if let Some(record) = record.filter(|_| host_removed) {
+    let released = match release_ipam(req, record.as_ref()) {
+        Ok(()) => true,
+        Err(e) => {
+            failures.push(e);
+            false
+        }
+    };
+    // The record goes last, and only when everything it names is gone: a retried DEL (after a
+    // full disk or a busy store) still knows which delegate holds the addresses, even when the
+    // configuration has been edited since.
+    if let Some(record) = record.filter(|_| host_removed && released) {
         if let Err(e) = records.remove(&record.host_ifname) {
             failures.push(MasterError::node("remove the attachment record")(e));
         }

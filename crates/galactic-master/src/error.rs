@@ -233,6 +233,7 @@ impl ErrorCode for MasterError {
 fn node_code(err: &NetError) -> Code {
     match err {
         NetError::Busy(_) => Code::TRY_AGAIN_LATER,
+        e if e.is_disk_full() => Code::TRY_AGAIN_LATER,
         NetError::Conflict(_) => Code::INVALID_CONFIG,
         _ => Code::IO,
     }

@@ -290,48 +290,6 @@ fn every_hostile_input_gets_its_code_and_changes_nothing() {
 }
 
 #[test]
-fn a_full_disk_fails_cleanly_and_leaves_nothing() {
-    if !privileged("a_full_disk_fails_cleanly_and_leaves_nothing") {
-        return;
-    }
-    let host = Host::new(
-        "full",
-        json!({"routing_domain": "auto"}),
-        &["galactic-ipam"],
-    );
-    let tiny = host.path("tiny");
-    std::fs::create_dir_all(&tiny).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=16k", "tmpfs"])
-        .arg(&tiny)
-        .status()
-        .unwrap();
-    assert!(mounted.success(), "mount a tiny tmpfs");
-    struct Unmount(PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(tiny.clone());
-    std::fs::write(tiny.join("filler"), vec![0u8; 12 * 1024]).ok();
-    let pod = Pod::new("full");
-    host.node
-        .merge_config(json!({"ipam_data_dir": tiny.join("ipam")}));
-    let conf = master(json!({"ipam": {"type": "galactic-ipam", "ipv4_subnet": "10.71.0.0/24"}}));
-    let before = host.snapshot();
-    let err = runtime(&host)
-        .add(&list(&conf), &pod.attachment())
-        .expect_err("ADD on a full disk must fail");
-    let code = err.code().unwrap();
-    assert!(
-        [5, 11, 50].contains(&code),
-        "an I/O-class code, got {code}: {err}"
-    );
-    assert_eq!(host.snapshot(), before, "nothing on the node changed");
-}
-
-#[test]
 fn a_delegates_try_again_later_reaches_the_runtime_unchanged() {
     if !privileged("a_delegates_try_again_later_reaches_the_runtime_unchanged") {
         return;

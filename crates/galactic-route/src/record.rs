@@ -73,11 +73,6 @@ pub struct VpcRoutes {
 }
 
 impl VpcRoutes {
-    /// Whether an entry for the same route exists.
-    pub fn contains(&self, entry: &Owned) -> bool {
-        self.routes.iter().any(|r| r.same_route(entry))
-    }
-
     /// Whether the kernel route `spec` out of the interface named `dev` is recorded.
     pub fn owns(&self, spec: &RouteSpec, dev: &str) -> bool {
         self.routes.iter().any(|r| {
@@ -165,17 +160,29 @@ impl Ledger {
         Ok(state::write_json(&path, record)?)
     }
 
-    /// Adds the entries not yet recorded; returns those it added. Call with the lock held.
+    /// Adds the entries not yet recorded; returns those it added. An entry recorded for the same
+    /// route by another container passes to this one: the route goes out of the attachment's
+    /// host interface, which the master gives one container at a time, so this container now
+    /// holds it (and a late DEL of the previous one must not remove it). Call with the lock held.
     pub fn add(&self, vpc: &VpcId, entries: &[Owned]) -> Result<Vec<Owned>, RouteError> {
         let mut record = self.get(vpc)?;
         let mut added = Vec::new();
+        let mut changed = false;
         for entry in entries {
-            if !record.contains(entry) {
-                record.routes.push(entry.clone());
-                added.push(entry.clone());
+            match record.routes.iter_mut().find(|r| r.same_route(entry)) {
+                Some(held) if *held != *entry => {
+                    *held = entry.clone();
+                    changed = true;
+                }
+                Some(_) => {}
+                None => {
+                    record.routes.push(entry.clone());
+                    added.push(entry.clone());
+                    changed = true;
+                }
             }
         }
-        if !added.is_empty() {
+        if changed {
             self.put(vpc, &record)?;
         }
         Ok(added)

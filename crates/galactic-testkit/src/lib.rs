@@ -8,6 +8,7 @@ pub mod apiserver;
 pub mod bench;
 pub mod bpffs;
 pub mod campaign;
+pub mod disk;
 pub mod fuzz;
 pub mod harness;
 pub mod host;
@@ -105,6 +106,43 @@ impl TestNode {
     /// The IPAM store directory (the node config's `ipam_data_dir`).
     pub fn ipam_dir(&self) -> PathBuf {
         self.dir.path().join("ipam")
+    }
+
+    /// Every allocation in the node's IPAM store (`galactic-ipam list`), as
+    /// `"<containerId>/<ifname>/<network>: <address> <address>"` lines; empty when there is no
+    /// store yet. Judges the store itself, not a CHECK that could fail for another reason.
+    pub fn ipam_holdings(&self) -> Vec<String> {
+        if !self.ipam_dir().join("ipam.db").exists() {
+            return Vec::new();
+        }
+        let out = Command::new(workspace_binary("galactic-ipam"))
+            .args(["list", "--data-dir"])
+            .arg(self.ipam_dir())
+            .output()
+            .expect("run galactic-ipam list");
+        assert!(
+            out.status.success(),
+            "galactic-ipam list: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let list: Vec<Value> = serde_json::from_slice(&out.stdout).expect("a JSON list");
+        list.iter()
+            .map(|h| {
+                let addresses: Vec<&str> = h["addresses"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                format!(
+                    "{}/{}/{}: {}",
+                    h["containerId"].as_str().unwrap_or_default(),
+                    h["ifname"].as_str().unwrap_or_default(),
+                    h["network"].as_str().unwrap_or_default(),
+                    addresses.join(" ")
+                )
+            })
+            .collect()
     }
 
     /// The upstream IPAM marker root the node imports from (`ipam_legacy_dir`).

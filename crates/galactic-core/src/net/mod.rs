@@ -84,6 +84,12 @@ impl NetError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::NotFound { .. })
     }
+
+    /// Whether a state file could not be written because its disk is full: nothing is lost by
+    /// answering "try again later", everything is by answering success.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Self::State(e) if e.is_disk_full())
+    }
 }
 
 /// Why a plugin that changes this node's network cannot service ADD (STATUS, code 50).

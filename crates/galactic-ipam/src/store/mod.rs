@@ -39,7 +39,10 @@
 mod allocate;
 mod attachment;
 mod busy;
+#[cfg(test)]
+mod cost;
 mod gc;
+mod holdings;
 mod lease;
 mod legacy;
 mod release;
@@ -50,6 +53,7 @@ mod verify;
 pub use allocate::Allocation;
 pub use attachment::{AttachmentKey, DelKey};
 pub use gc::GcScope;
+pub use holdings::Holding;
 pub use lease::Lease;
 pub use legacy::{ImportReport, LegacyOrigin, LegacyRecord};
 pub use verify::Report as VerifyReport;
