@@ -125,6 +125,9 @@ fn owned_kind(req: &Request, link: &Link) -> Result<Option<Kind>, MasterError> {
 /// node's `iptables` (the binary the Go chain used, whichever backend it is). Best effort: a node
 /// without iptables never had them.
 pub fn remove_go_rules(ifname: &str) {
+    if !go_rules_possible() {
+        return;
+    }
     for binary in ["iptables", "ip6tables"] {
         for direction in ["-i", "-o"] {
             for _ in 0..MAX_DUPLICATES {
@@ -141,6 +144,16 @@ pub fn remove_go_rules(ifname: &str) {
             }
         }
     }
+}
+
+/// Whether the Go chain's rules can exist here at all: they live in a forward base chain of
+/// nftables (iptables-nft) or in a loaded x_tables `filter` table (iptables-legacy). One netlink
+/// dump and two small reads spare every DEL on a node without them the `iptables` processes.
+fn go_rules_possible() -> bool {
+    let legacy_filter = ["/proc/net/ip_tables_names", "/proc/net/ip6_tables_names"]
+        .iter()
+        .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l == "filter")));
+    legacy_filter || galactic_core::net::nftables::has_forward_chain().unwrap_or(true)
 }
 
 /// Removes the Go chain's `ifindex_vrf_table` row of the interface at `ifindex`, unless a
