@@ -345,3 +345,36 @@ fn datapath_of(ds: &mut Value) -> &mut Value {
         .find(|c| c["name"] == "datapath")
         .unwrap()
 }
+
+#[test]
+fn the_cluster_nads_as_kubectl_lists_them_are_linted_with_the_go_era_configs() {
+    let nad_object = |name: &str, list: &Value| {
+        json!({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+               "metadata": {"name": name, "namespace": "tenant"},
+               "spec": {"config": list.to_string()}})
+    };
+    let mut zero_mtu = good_list("zero-mtu");
+    zero_mtu["plugins"][0]["mtu"] = json!(0);
+    let mut slash96 = good_list("slash96");
+    slash96["plugins"][0]["ipam"]["ipv6_subnet"] = json!("fd20:10:ff01::/96");
+    let mut extra_key = good_list("extra-key");
+    extra_key["plugins"][1]["terminations"] =
+        json!([{"network": "198.51.100.0/24", "gw": "10.0.0.1"}]);
+    let listed = json!({"apiVersion": "v1", "kind": "List", "items": [
+        nad_object("zero-mtu", &zero_mtu),
+        nad_object("slash96", &slash96),
+        nad_object("extra-key", &extra_key)]});
+    // `kubectl get network-attachment-definitions -A -o json` (JSON is YAML).
+    let report = lint_fixture("nads.yaml", &listed.to_string());
+    assert_eq!(report.nads, 3, "every item of the List is a NAD");
+    let finding = only_finding(&report);
+    assert!(
+        finding.contains("unknown key \"gw\"") && finding.contains("lint the NADs"),
+        "{finding}"
+    );
+    assert!(
+        report.findings[0].origin.contains("items[2] (extra-key)"),
+        "{:?}",
+        report.findings[0]
+    );
+}
