@@ -150,9 +150,12 @@ pub fn remove_go_rules(ifname: &str) {
 /// nftables (iptables-nft) or in a loaded x_tables `filter` table (iptables-legacy). One netlink
 /// dump and two small reads spare every DEL on a node without them the `iptables` processes.
 fn go_rules_possible() -> bool {
-    let legacy_filter = ["/proc/net/ip_tables_names", "/proc/net/ip6_tables_names"]
-        .iter()
-        .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l == "filter")));
+    let legacy_filter = [
+        "/proc/thread-self/net/ip_tables_names",
+        "/proc/thread-self/net/ip6_tables_names",
+    ]
+    .iter()
+    .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l == "filter")));
     legacy_filter || galactic_core::net::nftables::has_forward_chain().unwrap_or(true)
 }
 
