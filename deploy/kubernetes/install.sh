@@ -27,7 +27,9 @@
 #                           it as a network)
 #   /etc/galactic/node.json the node config (docs/configuration.md)
 #   /etc/galactic/datapath  10-galactic.conflist for the datapath container (decision 0060)
-#   /var/lib/galactic       state; kubeconfig and ca.crt for the plugins
+#   /var/lib/galactic       state; kubeconfig and ca.crt for the plugins; on a node the Go chain
+#                           served, ipam/legacy-annotations.json (upstream's BGPAdvertisement
+#                           annotations, exported once before the switch, Kubernetes publisher)
 #
 # Settings (environment; an empty value is unset). The upstream installer's, by their upstream
 # names, first; each one not set falls back to the value in the upstream static conflist:
@@ -310,6 +312,56 @@ retire_go_conflist() {
     fi
 }
 
+# Whether the upstream Go chain has served this node: its IPAM markers, its static conflist, or
+# its master binaries as plain files (before the first switch). Read before anything is staged.
+go_chain_present() {
+    [ -d "$HOST_ROOT/var/lib/cni/galactic-ipam" ] || [ -f "$GO_CONFLIST" ] && return 0
+    for name in galactic-veth galactic-tap; do
+        [ -f "$BIN/$name" ] && [ ! -L "$BIN/$name" ] && return 0
+    done
+    return 1
+}
+
+# On a node the Go chain served, upstream's BGPAdvertisement annotations are the only record of
+# the allocations its in-memory allocator made: export them next to the IPAM store before the
+# plugins switch, so the first write of the new IPAM imports them (decision 0061) and no pod
+# gets a live pod's address. Once exported the file is kept (the import reads it once); a failed
+# export fails the install, and the init container retries it.
+ANNOTATIONS_EXPORT="$HOST_ROOT/var/lib/galactic/ipam/legacy-annotations.json"
+stage_annotation_export() {
+    [ "$go_chain" = yes ] && [ "$publisher" = kubernetes ] || return 0
+    [ -f "$ANNOTATIONS_EXPORT" ] && return 0
+    mkdir -p "$(dirname "$ANNOTATIONS_EXPORT")"
+    host=${KUBERNETES_SERVICE_HOST:-}
+    port=${KUBERNETES_SERVICE_PORT:-443}
+    case "$host" in *:*) host="[$host]" ;; esac
+    kubeconfig=$(mktemp)
+    # This container's view: the service account's own CA path.
+    cat >"$kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+clusters:
+- name: galactic
+  cluster:
+    server: https://$host:$port
+    certificate-authority: $SA_DIR/ca.crt
+users:
+- name: galactic-cni
+  user:
+    token: $(cat "$SA_DIR/token")
+contexts:
+- name: galactic
+  context: {cluster: galactic, user: galactic-cni}
+current-context: galactic
+YAML
+    if ! "$IMAGE_BIN/galactic-bgp" export-annotations "$kubeconfig" "$namespace" "$ANNOTATIONS_EXPORT" >&2; then
+        rm -f "$kubeconfig"
+        die "could not export the BGPAdvertisement annotations of namespace $namespace (the upstream allocations); retrying"
+    fi
+    rm -f "$kubeconfig"
+    echo "$ANNOTATIONS_EXPORT"
+}
+
 # The plugins run on the host, outside any pod: they get the service account's token and CA.
 stage_kubeconfig() {
     host=${KUBERNETES_SERVICE_HOST:-}
@@ -346,6 +398,8 @@ YAML
 case "${1:-}" in
     install)
         check_settings
+        go_chain=no
+        if go_chain_present; then go_chain=yes; fi
         # The settings land before the binaries switch: the new plugins read node.json.
         stage_node_config
         stage_datapath_conflist
@@ -353,6 +407,7 @@ case "${1:-}" in
             stage_kubeconfig
         fi
         mkdir -p "$HOST_ROOT/var/lib/galactic" "$HOST_ROOT/var/log/galactic"
+        stage_annotation_export
         stage_binaries
         retire_go_conflist
         log "installed for node $NODE_NAME"

@@ -11,6 +11,7 @@ mod annotations;
 mod conf;
 mod datapath;
 mod error;
+mod export;
 mod nad;
 mod netns;
 mod ops;
@@ -58,6 +59,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.split_first() {
         Some((first, rest)) if first == "nad" => nad::main(rest),
+        Some((first, rest)) if first == "export-annotations" => export::main(rest),
         _ => run(&GalacticBgp),
     }
 }

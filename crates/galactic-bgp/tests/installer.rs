@@ -488,3 +488,96 @@ fn the_daemonset_environment_installs_and_each_upstream_setting_reaches_the_node
     let (_fx, node) = run(&edit("GALACTIC_CNI_EBPF_FILTER_PRIORITY", "9"));
     assert_eq!(node.ebpf_filter_priority, 9);
 }
+
+/// An image `galactic-bgp` that records its `export-annotations` call (the kubeconfig it was
+/// given, whether the Go binaries were still in place) and writes the export.
+fn recording_bgp(fx: &Fixture) {
+    let log = fx.dir.path().join("export-calls");
+    let ipam = fx.host("opt/cni/bin/galactic-ipam");
+    std::fs::write(
+        fx.dir.path().join("image-bin/galactic-bgp"),
+        format!(
+            "#!/bin/sh\n[ \"$1\" = export-annotations ] || exit 0\n\
+             {{ echo \"args $3 $4\"; grep -E 'server|certificate-authority|token' \"$2\"; \
+             echo \"ipam then: $(sh {ipam})\"; }} >>{log}\n\
+             printf '%s' '{{\"kind\":\"List\",\"items\":[]}}' >\"$4\"\n",
+            ipam = ipam.display(),
+            log = log.display()
+        ),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_node_the_go_chain_served_exports_the_annotations_once_before_the_switch() {
+    let fx = Fixture::new();
+    recording_bgp(&fx);
+    plant_go_binaries(&fx);
+    let out = fx.run(&[("GALACTIC_NAMESPACE", "galactic-system")]);
+    assert!(out.status.success(), "{out:?}");
+    let export = fx.host("var/lib/galactic/ipam/legacy-annotations.json");
+    assert_eq!(
+        std::fs::read_to_string(&export).unwrap(),
+        r#"{"kind":"List","items":[]}"#
+    );
+    let calls = std::fs::read_to_string(fx.dir.path().join("export-calls")).unwrap();
+    let sa = fx.dir.path().join("sa");
+    for line in [
+        format!("args galactic-system {}", export.display()),
+        "server: https://[fd00:10::1]:6443".to_owned(),
+        format!("certificate-authority: {}/ca.crt", sa.display()),
+        "token: eyJhbGciOi.first-token_1".to_owned(),
+        // Exported while the Go IPAM still served the node: the new one's first write imports it.
+        "ipam then: go-galactic-ipam".to_owned(),
+    ] {
+        assert!(calls.contains(&line), "{line}: {calls}");
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&export.display().to_string()));
+    // Once: a second run (the Go layout is gone, the export kept) exports nothing.
+    let again = fx.run(&[("GALACTIC_NAMESPACE", "galactic-system")]);
+    assert!(again.status.success(), "{again:?}");
+    assert_eq!(
+        std::fs::read_to_string(fx.dir.path().join("export-calls"))
+            .unwrap()
+            .matches("args ")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn a_failed_export_fails_the_install_before_the_switch_and_other_nodes_export_nothing() {
+    let fx = Fixture::new();
+    plant_go_binaries(&fx);
+    std::fs::write(
+        fx.dir.path().join("image-bin/galactic-bgp"),
+        "#!/bin/sh\n[ \"$1\" = export-annotations ] && { echo 'connection refused' >&2; exit 1; }\n",
+    )
+    .unwrap();
+    let out = fx.run(&[]);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("could not export the BGPAdvertisement annotations"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.host("opt/cni/bin/galactic-ipam")).unwrap(),
+        "#!/bin/sh\necho go-galactic-ipam\n",
+        "the Go chain keeps serving until the export exists"
+    );
+    // A node without the Go chain, or with the local publisher: no export is attempted.
+    let fresh = Fixture::new();
+    recording_bgp(&fresh);
+    assert!(fresh.run(&[]).status.success());
+    let local = Fixture::new();
+    recording_bgp(&local);
+    plant_go_binaries(&local);
+    assert!(local
+        .run(&[("GALACTIC_PUBLISHER", "local")])
+        .status
+        .success());
+    for fx in [&fresh, &local] {
+        assert!(!fx.dir.path().join("export-calls").exists());
+    }
+}
