@@ -4,8 +4,11 @@
 //! FORWARD rules and, on an SRv6 node, the veth's `ifindex_vrf_table` row; a Go VRF with its table
 //! where the kernel has VRF; the Go static conflist with NAT66/eBPF settings and the Go binaries in
 //! the CNI bin dir). Then `install.sh` runs against a temporary root, and the chain it installed
-//! serves the pods: the Go-created ones DEL cleanly, a new one never gets an address a live pod
-//! holds, the settings carried over, and every name in the bin dir is ours.
+//! serves the pods: CHECK of a Go-created pod adopts it (its Go rules become ours), the Go-created
+//! ones DEL cleanly (interface, Go rules, `ifindex_vrf_table` row, the pod route in the Go VRF's
+//! table), a new one never gets an address a live pod holds, the settings carried over, and every
+//! name in the bin dir is ours. The VRF device itself exists only where the kernel has VRF (the
+//! production-kernel tier); its table and routes are made here either way.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -74,9 +77,43 @@ fn go_veth(node: &TestNetns, pod: &Pod, host: &str) {
     sh(node, &["ip", "link", "set", host, "up"]);
     go_rules(node, host);
     pod.ns
-        .ip(&["addr", "add", "fd20:99::100:0/96", "dev", "eth0"]);
+        .ip(&["addr", "add", "fd20:99::100:0/96", "dev", "eth0", "nodad"]);
     pod.ns.ip(&["link", "set", "eth0", "up"]);
+    pod.ns.ip(&[
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "fd20:99::1",
+        "dev",
+        "eth0",
+        "onlink",
+    ]);
+    // The host gateway: its address on the host end, the pod route in the Go VRF's table
+    // (GO_TABLE exists without the VRF device too).
+    sh(
+        node,
+        &["ip", "addr", "add", "fd20:99::1/128", "dev", host, "nodad"],
+    );
+    sh(
+        node,
+        &[
+            "ip",
+            "-6",
+            "route",
+            "add",
+            "fd20:99::/96",
+            "dev",
+            host,
+            "table",
+            GO_TABLE,
+        ],
+    );
 }
+
+/// The routing table of the Go VRF `G{vpc:9}V`.
+const GO_TABLE: &str = "1";
 
 fn go_tap(node: &TestNetns, host: &str) {
     sh(node, &["ip", "tuntap", "add", "dev", host, "mode", "tap"]);
@@ -127,7 +164,7 @@ fn go_ipam_state(host: &Host, pod: &Pod, vm: &Pod, elsewhere: &str) {
 /// A Go VRF `G{vpc:9}V` with its table, the veth enslaved, where the kernel has VRF.
 fn go_vrf(node: &TestNetns, host: &str) -> bool {
     let vrf = format!("G{VPC:0>9}V");
-    let (ok, _) = node.try_ip(&["link", "add", &vrf, "type", "vrf", "table", "1"]);
+    let (ok, _) = node.try_ip(&["link", "add", &vrf, "type", "vrf", "table", GO_TABLE]);
     if ok {
         sh(node, &["ip", "link", "set", &vrf, "up"]);
         sh(node, &["ip", "link", "set", host, "master", &vrf]);
@@ -294,6 +331,26 @@ fn a_node_running_the_go_chain_switches_with_its_pods_alive() {
         );
     }
 
+    // CHECK of the Go-created pod (its cached result is the Go chain's) adopts it and passes.
+    let go_result = json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": veth_host}, {"name": "eth0", "sandbox": pod.ns.path()}],
+        "ips": [{"interface": 1, "address": "fd20:99::100:0/96", "gateway": "fd20:99::1"}]});
+    rt.remember(&go_nad("galactic-veth", "1"), &pod.attachment(), &go_result);
+    // Its verdict in table mode names what only table mode makes (the policy rules, the route in
+    // this project's VPC table; the Go chain ran on VRF nodes), so only the adoption is judged
+    // here: the Go chain's uncommented rules are replaced by ours.
+    let _ = rt.check(&go_nad("galactic-veth", "1"), &pod.attachment());
+    let rules = forward_rules(node);
+    let tag = format!("galactic:{veth_host}");
+    for line in rules.lines().filter(|l| l.contains(veth_host.as_str())) {
+        assert!(line.contains(&tag), "a Go rule left after CHECK: {rules}");
+    }
+    assert_eq!(
+        rules.lines().filter(|l| l.contains(&tag)).count(),
+        4,
+        "ours, in and out, both families: {rules}"
+    );
+
     // The Go-created pod and VM are torn down cleanly by the new chain.
     rt.del(&go_nad("galactic-veth", "1"), &pod.attachment())
         .unwrap();
@@ -315,6 +372,11 @@ fn a_node_running_the_go_chain_switches_with_its_pods_alive() {
         .ip(&["-o", "link"])
         .lines()
         .all(|l| !l.contains("eth0")));
+    let go_table = node.ip(&["-6", "route", "show", "table", GO_TABLE]);
+    assert!(
+        !go_table.contains(veth_host.as_str()),
+        "the Go pod route in the Go VRF's table left behind: {go_table}"
+    );
     assert!(
         rows.get(&ifindex, 0).is_err(),
         "the Go ifindex_vrf_table row left behind"
