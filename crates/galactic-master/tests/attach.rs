@@ -422,8 +422,10 @@ fn check_fails_when_only_the_ipam_allocation_is_missing_or_different() {
         msg.contains("fd6e:1::") || msg.contains("allocation"),
         "{msg}"
     );
-    // A different allocation for the same attachment (the next slot of each pool).
-    let other = ipam_call(&host, &list, "ADD", &att);
+    // A different allocation for the same attachment. Asked for nothing, IPAM would give the
+    // attachment its released addresses back (what restart and reload rely on): ask for another
+    // IPv4 address instead.
+    let other = ipam_call(&host, &list, "ADD", &att.clone().arg("IP", "10.110.0.200"));
     assert_ne!(
         other["ips"], result["ips"],
         "IPAM handed out other addresses"
