@@ -54,6 +54,10 @@ pub const SUITES: &[Suite] = &[
     },
     Suite {
         package: "galactic-master",
+        test: "vrf_domains",
+    },
+    Suite {
+        package: "galactic-master",
         test: "bad_input",
     },
     Suite {
@@ -75,6 +79,10 @@ pub const SUITES: &[Suite] = &[
     Suite {
         package: "galactic-bgp",
         test: "nat66",
+    },
+    Suite {
+        package: "galactic-bgp",
+        test: "adopted",
     },
 ];
 
