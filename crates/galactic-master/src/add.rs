@@ -112,12 +112,12 @@ impl<'a> Add<'a> {
         let record = self.record()?;
         // Held until the ADD (or its rollback) is over: two containers racing for one VPC
         // attachment are serialised, and the second one's claim sees the first one's record.
-        // A node config whose routing domains cannot work here refuses before anything changes.
-        let choice = self.choose_backend()?;
         let _lock = self
             .records
             .lock(&self.host_ifname)
             .map_err(MasterError::lock)?;
+        // A node config whose routing domains cannot work here refuses before anything changes.
+        let choice = self.choose_backend()?;
         self.claim(&record)?;
         let mut rb = Rollback::new();
         let result = self.steps(&record, choice, &mut rb);

@@ -42,6 +42,13 @@ impl<'a> Add<'a> {
             .domains
             .ensure(&self.host, &self.conf.ids.vpc, choice.backend)
             .map_err(MasterError::node("set up the routing domain"))?;
+        if let Err(e) = self.domains.remember(&choice) {
+            // Only a cache: the next ADD probes again.
+            log::warn(
+                "ADD: could not remember the kernel's VRF support",
+                json!({"err": e.to_string()}),
+            );
+        }
         match change {
             Change::Unchanged => {}
             Change::Healed(restored) => log::warn(

@@ -21,6 +21,9 @@ pub struct Choice {
     pub backend: Backend,
     /// Why.
     pub reason: Reason,
+    /// Whether the kernel was probed for this answer (nothing remembered yet, or a remembered
+    /// "no VRF" that would refuse): [`remember`] then keeps it.
+    pub probed: bool,
 }
 
 /// Why a backend is in force.
@@ -88,10 +91,11 @@ impl fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 /// The backend for `mode` and `publisher` on this kernel. The kernel's VRF support is probed
-/// once (creating and deleting a scratch VRF) and remembered in `cache`; a remembered "no VRF"
-/// is probed again whenever it would refuse, so loading the module is enough to recover. No
-/// lock is needed: the probe's device name is the process's own, and the file is replaced
-/// atomically.
+/// (creating and deleting a scratch VRF) unless `cache` remembers it; a remembered "no VRF" is
+/// probed again whenever it would refuse, so loading the module is enough to recover. Nothing
+/// is written: a refused or failing ADD, and STATUS, leave the node as they found it; the ADD
+/// that creates a domain keeps the answer ([`remember`]). No lock is needed: the probe's device
+/// name is the process's own.
 pub fn choose(
     nl: &Netlink,
     cache: &Path,
@@ -103,46 +107,46 @@ pub fn choose(
             return Ok(Choice {
                 backend: Backend::Table,
                 reason: Reason::ConfiguredTable,
+                probed: false,
             })
         }
         (RoutingDomainMode::Vrf, _) => Some(Refusal::VrfWithoutVrf),
         (RoutingDomainMode::Auto, Publisher::Kubernetes) => Some(Refusal::KubernetesWithoutVrf),
         (RoutingDomainMode::Auto, Publisher::Local) => None,
     };
-    let has_vrf = match read_json::<Backend>(cache)? {
-        Some(Backend::Vrf) => true,
-        Some(Backend::Table) if refusal.is_none() => false,
-        _ => probe(nl, cache)?,
+    let (has_vrf, probed) = match read_json::<Backend>(cache)? {
+        Some(Backend::Vrf) => (true, false),
+        Some(Backend::Table) if refusal.is_none() => (false, false),
+        _ => (probe(nl)?, true),
     };
-    match (has_vrf, mode, refusal) {
-        (true, RoutingDomainMode::Vrf, _) => Ok(Choice {
-            backend: Backend::Vrf,
-            reason: Reason::ConfiguredVrf,
-        }),
-        (true, _, _) => Ok(Choice {
-            backend: Backend::Vrf,
-            reason: Reason::AutoFoundVrf,
-        }),
-        (false, _, Some(refusal)) => Err(NetError::Refused(refusal)),
-        (false, _, None) => Ok(Choice {
-            backend: Backend::Table,
-            reason: Reason::AutoWithoutVrfLocal,
-        }),
-    }
+    let (backend, reason) = match (has_vrf, mode, refusal) {
+        (true, RoutingDomainMode::Vrf, _) => (Backend::Vrf, Reason::ConfiguredVrf),
+        (true, _, _) => (Backend::Vrf, Reason::AutoFoundVrf),
+        (false, _, Some(refusal)) => return Err(NetError::Refused(refusal)),
+        (false, _, None) => (Backend::Table, Reason::AutoWithoutVrfLocal),
+    };
+    Ok(Choice {
+        backend,
+        reason,
+        probed,
+    })
 }
 
-/// Probes the kernel and remembers the answer ("vrf" or "table", the file's historical values).
-fn probe(nl: &Netlink, cache: &Path) -> Result<bool, NetError> {
+/// Keeps a probed answer in `cache` ("vrf" or "table", the file's historical values): every
+/// answer [`choose`] gives without refusing says whether the kernel has VRF by its backend.
+pub fn remember(cache: &Path, choice: &Choice) -> Result<(), NetError> {
+    if choice.probed {
+        write_json(cache, &choice.backend)?;
+    }
+    Ok(())
+}
+
+/// Whether the kernel can create VRF devices, logged.
+fn probe(nl: &Netlink) -> Result<bool, NetError> {
     let has_vrf = vrf::supported(nl)?;
-    let answer = if has_vrf {
-        Backend::Vrf
-    } else {
-        Backend::Table
-    };
     crate::log::info(
         "routing domain: probed the kernel's VRF support",
         serde_json::json!({"vrf": has_vrf}),
     );
-    write_json(cache, &answer)?;
     Ok(has_vrf)
 }

@@ -137,6 +137,12 @@ impl Domains {
         backend::choose(nl, &self.dir.join("backend"), mode, publisher)
     }
 
+    /// Keeps the kernel's VRF support, if `choice` probed it ([`backend::remember`]). Call
+    /// with the lock held, once the choice is in use.
+    pub fn remember(&self, choice: &Choice) -> Result<(), NetError> {
+        backend::remember(&self.dir.join("backend"), choice)
+    }
+
     /// Adds `gateways` to the VPC's domain (table mode: local routes and reply rules). Refuses a
     /// gateway another VPC on this node already uses: without per-VPC marks, table mode cannot
     /// tell the two apart. Returns the gateways this call added. Call with the lock held.
