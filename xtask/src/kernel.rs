@@ -58,6 +58,10 @@ pub const SUITES: &[Suite] = &[
     },
     Suite {
         package: "galactic-master",
+        test: "domains",
+    },
+    Suite {
+        package: "galactic-master",
         test: "bad_input",
     },
     Suite {
