@@ -17,7 +17,6 @@ use galactic_core::cni::{Command, Request};
 use galactic_core::config::{NodeConfig, Publisher, RoutingDomainMode};
 use galactic_core::log;
 use galactic_core::net::domain::Domains;
-use galactic_core::net::netlink::Netlink;
 use serde_json::json;
 use std::path::Path;
 
@@ -39,8 +38,7 @@ pub fn status(kind: Kind, req: &Request) -> Result<(), MasterError> {
 
 /// The backend new routing domains get, logged with why.
 fn routing_domains(node: &NodeConfig) -> Result<(), galactic_core::net::NetError> {
-    let nl = Netlink::current()?;
-    let choice = Domains::new(&node.state_dir).choose(&nl, node.routing_domain, node.publisher)?;
+    let choice = Domains::new(&node.state_dir).choose(node.routing_domain, node.publisher)?;
     log::info(
         "STATUS: routing domain backend",
         json!({"backend": choice.backend, "routingDomain": mode_name(node.routing_domain),

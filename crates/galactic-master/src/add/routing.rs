@@ -19,11 +19,7 @@ impl<'a> Add<'a> {
     /// refused: see `galactic_core::net::domain::backend`).
     pub(super) fn choose_backend(&self) -> Result<Choice, MasterError> {
         self.domains
-            .choose(
-                &self.host,
-                self.req.node.routing_domain,
-                self.req.node.publisher,
-            )
+            .choose(self.req.node.routing_domain, self.req.node.publisher)
             .map_err(MasterError::node("choose the routing domain backend"))
     }
 

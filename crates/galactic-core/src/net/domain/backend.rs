@@ -6,7 +6,6 @@
 //! pods that never reach other nodes. `auto` without VRF is therefore refused there (and so is
 //! `vrf` without VRF, everywhere); only an explicit `routing_domain: table` accepts table mode.
 
-use super::super::netlink::Netlink;
 use super::super::NetError;
 use super::{vrf, Backend};
 use crate::config::{Publisher, RoutingDomainMode, DEFAULT_NODE_CONFIG, NODE_CONFIG_ENV};
@@ -91,13 +90,12 @@ impl fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 /// The backend for `mode` and `publisher` on this kernel. The kernel's VRF support is probed
-/// (creating and deleting a scratch VRF) unless `cache` remembers it; a remembered "no VRF" is
+/// (creating a VRF in a scratch network namespace: [`vrf::supported`]) unless `cache` remembers it; a remembered "no VRF" is
 /// probed again whenever it would refuse, so loading the module is enough to recover. Nothing
 /// is written: a refused or failing ADD, and STATUS, leave the node as they found it; the ADD
-/// that creates a domain keeps the answer ([`remember`]). No lock is needed: the probe's device
-/// name is the process's own.
+/// that creates a domain keeps the answer ([`remember`]). No lock is needed: the probe's
+/// namespace is the process's own.
 pub fn choose(
-    nl: &Netlink,
     cache: &Path,
     mode: RoutingDomainMode,
     publisher: Publisher,
@@ -117,7 +115,7 @@ pub fn choose(
     let (has_vrf, probed) = match read_json::<Backend>(cache)? {
         Some(Backend::Vrf) => (true, false),
         Some(Backend::Table) if refusal.is_none() => (false, false),
-        _ => (probe(nl)?, true),
+        _ => (probe()?, true),
     };
     let (backend, reason) = match (has_vrf, mode, refusal) {
         (true, RoutingDomainMode::Vrf, _) => (Backend::Vrf, Reason::ConfiguredVrf),
@@ -142,8 +140,8 @@ pub fn remember(cache: &Path, choice: &Choice) -> Result<(), NetError> {
 }
 
 /// Whether the kernel can create VRF devices, logged.
-fn probe(nl: &Netlink) -> Result<bool, NetError> {
-    let has_vrf = vrf::supported(nl)?;
+fn probe() -> Result<bool, NetError> {
+    let has_vrf = vrf::supported()?;
     crate::log::info(
         "routing domain: probed the kernel's VRF support",
         serde_json::json!({"vrf": has_vrf}),

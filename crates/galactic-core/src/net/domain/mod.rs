@@ -130,11 +130,10 @@ impl Domains {
     /// The backend new domains of this node get, and why ([`backend::choose`]).
     pub fn choose(
         &self,
-        nl: &Netlink,
         mode: RoutingDomainMode,
         publisher: Publisher,
     ) -> Result<Choice, NetError> {
-        backend::choose(nl, &self.dir.join("backend"), mode, publisher)
+        backend::choose(&self.dir.join("backend"), mode, publisher)
     }
 
     /// Keeps the kernel's VRF support, if `choice` probed it ([`backend::remember`]). Call

@@ -10,6 +10,7 @@
 //! recreated behind the record with another table is adopted again.
 
 use super::super::netlink::{Link, Netlink};
+use super::super::netns;
 use super::super::sysctl;
 use super::super::NetError;
 use super::table;
@@ -18,22 +19,23 @@ use crate::ident::{vrf_name, VpcId};
 use crate::ip::Family;
 use std::collections::BTreeSet;
 
-/// A scratch table id for the probe; the probe device never carries routes.
+/// A table id for the probe device (in its own namespace, it never carries routes).
 const PROBE_TABLE: u32 = 0x7fff_fff0;
 /// Tables a VRF must never be bound to for us to use it: unspecified, default, main, local.
 const RESERVED_TABLES: [u32; 4] = [0, 253, 254, 255];
 
-/// Whether the kernel can create VRF devices (creates and deletes a scratch one).
-pub fn supported(nl: &Netlink) -> Result<bool, NetError> {
-    let name = format!("Gprobe{}", std::process::id() % 100_000);
-    match nl.create_vrf(&name, PROBE_TABLE) {
-        Ok(()) => {
-            nl.delete_link(&name)?;
-            Ok(true)
+/// Whether the kernel can create VRF devices: creates one in a scratch network namespace, so
+/// the node keeps nothing (not even the l3mdev rules the kernel adds with a namespace's first
+/// VRF); loading the `vrf` module on demand is the only lasting effect.
+pub fn supported() -> Result<bool, NetError> {
+    netns::run_in_scratch(|| {
+        let nl = Netlink::current()?;
+        match nl.create_vrf("Gprobe", PROBE_TABLE) {
+            Ok(()) => Ok(true),
+            Err(NetError::Unsupported { .. }) => Ok(false),
+            Err(e) => Err(e),
         }
-        Err(NetError::Unsupported { .. }) => Ok(false),
-        Err(e) => Err(e),
-    }
+    })?
 }
 
 /// The VPC's VRF device, if a link of that name exists; a link of another kind is a conflict
