@@ -56,6 +56,14 @@ pub const SUITES: &[Suite] = &[
     },
     Suite {
         package: "galactic-master",
+        test: "vrf_domains",
+    },
+    Suite {
+        package: "galactic-master",
+        test: "domains",
+    },
+    Suite {
+        package: "galactic-master",
         test: "bad_input",
     },
     Suite {
@@ -77,6 +85,10 @@ pub const SUITES: &[Suite] = &[
     Suite {
         package: "galactic-bgp",
         test: "nat66",
+    },
+    Suite {
+        package: "galactic-bgp",
+        test: "adopted",
     },
 ];
 

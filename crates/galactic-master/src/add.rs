@@ -1,8 +1,10 @@
 //! ADD for both masters.
 //!
-//! Order: validate (stanza, delegate present, NAD chain) → IPAM delegate ADD → attachment record →
-//! routing domain → host interface → sysctls → forward rules → domain membership → guest →
-//! VPC gateways → host gateway.
+//! Order: validate (stanza, delegate present, NAD chain, routing domain backend) → IPAM delegate
+//! ADD → attachment record → routing domain (created, adopted or repaired: [`routing`]) → host
+//! interface → sysctls → forward rules → domain membership → guest → VPC gateways → host gateway.
+
+mod routing;
 
 use super::addressing;
 use super::conf::MasterConf;
@@ -14,18 +16,16 @@ use galactic_core::attachment::{Kind, Record, Records};
 use galactic_core::cni::delegate::{self, Delegate};
 use galactic_core::cni::{CniResult, Command, Interface, Request};
 use galactic_core::failpoint;
-use galactic_core::ident::VpcId;
 use galactic_core::ip::Assignment;
 use galactic_core::ip::Family;
 use galactic_core::log;
-use galactic_core::net::domain::{self, Domain, Domains};
+use galactic_core::net::domain::{self, Choice, Domains};
 use galactic_core::net::netlink::{Link, Netlink};
 use galactic_core::net::netns::Netns;
 use galactic_core::net::sysctl;
-use galactic_core::net::{firewall, tap, NetError};
+use galactic_core::net::{firewall, tap};
 use galactic_core::rollback::Rollback;
 use serde_json::json;
-use std::net::IpAddr;
 
 /// Everything one ADD works with.
 struct Add<'a> {
@@ -120,9 +120,11 @@ impl<'a> Add<'a> {
             .records
             .lock(&self.host_ifname)
             .map_err(MasterError::lock)?;
+        // A node config whose routing domains cannot work here refuses before anything changes.
+        let choice = self.choose_backend()?;
         self.claim(&record)?;
         let mut rb = Rollback::new();
-        let result = self.steps(&record, &mut rb);
+        let result = self.steps(&record, choice, &mut rb);
         match result {
             Ok(out) => {
                 rb.commit();
@@ -133,7 +135,12 @@ impl<'a> Add<'a> {
     }
 
     /// Every step, each pushing its undo onto `rb` right after it succeeds.
-    fn steps(&'a self, record: &Record, rb: &mut Rollback<'a>) -> Result<CniResult, MasterError> {
+    fn steps(
+        &'a self,
+        record: &Record,
+        choice: Choice,
+        rb: &mut Rollback<'a>,
+    ) -> Result<CniResult, MasterError> {
         // IPAM first: a configuration only the delegate can judge (or a full disk) then fails
         // before anything on the node changed; its undo is the delegate's DEL.
         let assigned = self.delegate_ipam(rb)?;
@@ -147,7 +154,7 @@ impl<'a> Add<'a> {
         });
         failpoint::hit("after-record")?;
 
-        let domain = self.ensure_domain(rb)?;
+        let domain = self.ensure_domain(choice, rb)?;
         failpoint::hit("after-domain")?;
 
         let host = self.create_host_interface()?;
@@ -159,8 +166,7 @@ impl<'a> Add<'a> {
         }
         failpoint::hit("after-interface")?;
 
-        self.host_sysctls()
-            .map_err(MasterError::node("set host interface sysctls"))?;
+        self.host_sysctls()?;
         firewall::allow(&self.host_ifname).map_err(MasterError::node("allow forwarding"))?;
         rb.push("forward rules", move || firewall::remove(&self.host_ifname));
         failpoint::hit("after-firewall")?;
@@ -241,31 +247,6 @@ impl<'a> Add<'a> {
         }
     }
 
-    fn ensure_domain(&'a self, rb: &mut Rollback<'a>) -> Result<Domain, MasterError> {
-        let _lock = self
-            .domains
-            .lock()
-            .map_err(MasterError::node("lock the routing domains"))?;
-        let backend = self
-            .domains
-            .backend(&self.host, self.req.node.routing_domain)
-            .map_err(MasterError::node("choose the routing domain backend"))?;
-        let (domain, created) = self
-            .domains
-            .ensure(&self.host, &self.conf.ids.vpc, backend)
-            .map_err(MasterError::node("set up the routing domain"))?;
-        if created {
-            log::info(
-                "ADD: routing domain created",
-                json!({"vpc": domain.vpc, "table": domain.table, "backend": domain.backend}),
-            );
-            rb.push("routing domain", move || {
-                release_if_unused(self, &self.conf.ids.vpc)
-            });
-        }
-        Ok(domain)
-    }
-
     fn create_host_interface(&self) -> Result<Link, MasterError> {
         if let Some(link) = self
             .host
@@ -339,25 +320,29 @@ impl<'a> Add<'a> {
     /// Forwarding on, reverse-path filter off, proxy ARP/NDP on (as upstream), and IPv6
     /// `force_forwarding` where the kernel has it (per-interface `forwarding` alone does not
     /// forward IPv6 while `all.forwarding` is 0).
-    fn host_sysctls(&self) -> Result<(), NetError> {
+    fn host_sysctls(&self) -> Result<(), MasterError> {
         let name = &self.host_ifname;
-        sysctl::set_interface(Family::V4, name, "forwarding", "1")?;
-        sysctl::set_interface(Family::V4, name, "rp_filter", "0")?;
-        sysctl::set_interface(Family::V6, name, "forwarding", "1")?;
+        let set = |family, key| {
+            sysctl::set_interface(family, name, key, "1")
+                .map_err(MasterError::node("set host interface sysctls"))
+        };
+        set(Family::V4, "forwarding")?;
+        sysctl::set_interface(Family::V4, name, "rp_filter", "0")
+            .map_err(MasterError::node("set host interface sysctls"))?;
+        set(Family::V6, "forwarding")?;
         if self.kind == Kind::Veth {
-            sysctl::set_interface(Family::V4, name, "proxy_arp", "1")?;
-            sysctl::set_interface(Family::V6, name, "proxy_ndp", "1")?;
+            set(Family::V4, "proxy_arp")?;
+            set(Family::V6, "proxy_ndp")?;
         }
         if sysctl::interface_key_exists(Family::V6, "force_forwarding") {
-            sysctl::set_interface(Family::V6, name, "force_forwarding", "1")?;
-        } else if sysctl::get_global("ipv6.conf.all.forwarding")? != "1" {
-            return Err(NetError::Unsupported {
-                what: "IPv6 forwarding: this kernel lacks net.ipv6.conf.*.force_forwarding (< 6.17) and \
-                       net.ipv6.conf.all.forwarding is 0; set it to 1 on this node"
-                    .into(),
-            });
+            return set(Family::V6, "force_forwarding");
         }
-        Ok(())
+        let all = sysctl::get_global("ipv6.conf.all.forwarding")
+            .map_err(MasterError::node("read net.ipv6.conf.all.forwarding"))?;
+        match all.as_str() {
+            "1" => Ok(()),
+            _ => Err(MasterError::Ipv6ForwardingOff),
+        }
     }
 
     fn delegate_ipam(&'a self, rb: &mut Rollback<'a>) -> Result<Vec<Assignment>, MasterError> {
@@ -400,32 +385,6 @@ impl<'a> Add<'a> {
             .require_link(ifname)
             .map(Some)
             .map_err(MasterError::node("read the container interface"))
-    }
-
-    fn add_gateways(
-        &'a self,
-        assigned: &[Assignment],
-        rb: &mut Rollback<'a>,
-    ) -> Result<(), MasterError> {
-        let gateways = addressing::gateways(assigned);
-        if gateways.is_empty() {
-            return Ok(());
-        }
-        let added = {
-            let _lock = self
-                .domains
-                .lock()
-                .map_err(MasterError::node("lock the routing domains"))?;
-            self.domains
-                .add_gateways(&self.host, &self.conf.ids.vpc, &gateways)
-                .map_err(MasterError::node("add the VPC gateways"))?
-        };
-        if !added.is_empty() {
-            rb.push("VPC gateways", move || {
-                remove_gateways_if_unused(self, &added)
-            });
-        }
-        Ok(())
     }
 
     fn result(&self, host: &Link, guest: Option<&Link>, assigned: &[Assignment]) -> CniResult {
@@ -484,32 +443,4 @@ fn owner_alive(record: &Record) -> bool {
         .netns
         .as_deref()
         .is_some_and(|p| std::path::Path::new(p).exists())
-}
-
-/// Tears the VPC's domain down when no other attachment record refers to it.
-fn release_if_unused(add: &Add<'_>, vpc: &VpcId) -> Result<(), NetError> {
-    let _lock = add.domains.lock()?;
-    if others_use_vpc(add, vpc)? {
-        return Ok(());
-    }
-    add.domains.remove(&add.host, vpc)
-}
-
-/// Removes gateways this ADD added, unless another attachment of the VPC exists (it may rely on
-/// them; GC removes them with the domain).
-fn remove_gateways_if_unused(add: &Add<'_>, gateways: &[IpAddr]) -> Result<(), NetError> {
-    let _lock = add.domains.lock()?;
-    if others_use_vpc(add, &add.conf.ids.vpc)? {
-        return Ok(());
-    }
-    add.domains
-        .remove_gateways(&add.host, &add.conf.ids.vpc, gateways)
-}
-
-fn others_use_vpc(add: &Add<'_>, vpc: &VpcId) -> Result<bool, NetError> {
-    Ok(add
-        .records
-        .all()?
-        .iter()
-        .any(|r| r.vpc == vpc.raw() && r.host_ifname != add.host_ifname))
 }

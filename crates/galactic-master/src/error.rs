@@ -51,6 +51,10 @@ pub enum MasterError {
         #[source]
         source: NetError,
     },
+    /// IPv6 would not be forwarded for the pod: the kernel has no `force_forwarding` (before
+    /// 6.17) and the node's `net.ipv6.conf.all.forwarding` is 0 (code 5).
+    #[error("IPv6 forwarding is off for pods: this kernel has no net.ipv6.conf.*.force_forwarding (it arrived in 6.17) and net.ipv6.conf.all.forwarding is 0 in the plugins' network namespace; set net.ipv6.conf.all.forwarding=1 on this node (e.g. in /etc/sysctl.d/)")]
+    Ipv6ForwardingOff,
     /// The IPAM delegate or the NAD helper failed (its code, passed through).
     #[error(transparent)]
     Delegate(#[from] DelegateError),
@@ -151,6 +155,9 @@ pub enum NotReady {
     /// The IPAM delegate is not installed.
     #[error("{}", .0.message())]
     Delegate(#[source] DelegateError),
+    /// No routing domain backend works as the node config says (or its probe failed).
+    #[error("routing domains: {0}")]
+    RoutingDomain(#[source] NetError),
 }
 
 impl MasterError {
@@ -196,6 +203,7 @@ impl ErrorCode for MasterError {
             Self::Node { source, .. } => node_code(source),
             Self::Delegate(e) => e.code(),
             Self::NoAddresses { .. } => Code::DECODE,
+            Self::Ipv6ForwardingOff => Code::IO,
             Self::CheckFailed(_) => Code::CHECK_FAILED,
             Self::NotReady(_) => Code::NOT_AVAILABLE,
             Self::Incomplete { failures, .. } => {
@@ -238,7 +246,8 @@ fn node_code(err: &NetError) -> Code {
     match err {
         NetError::Busy(_) => Code::TRY_AGAIN_LATER,
         e if e.is_disk_full() => Code::TRY_AGAIN_LATER,
-        NetError::Conflict(_) => Code::INVALID_CONFIG,
+        NetError::Conflict(_) | NetError::Refused(_) => Code::INVALID_CONFIG,
+        NetError::Injected(_) => Code::INTERNAL,
         _ => Code::IO,
     }
 }

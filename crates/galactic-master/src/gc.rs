@@ -15,7 +15,7 @@ use galactic_core::ident::VpcId;
 use galactic_core::ip::Family;
 use galactic_core::log;
 use galactic_core::net::domain::table::ATTACH_PRIORITY;
-use galactic_core::net::domain::Domains;
+use galactic_core::net::domain::{Domains, Removal};
 use galactic_core::net::netlink::Netlink;
 use galactic_core::net::{firewall, NetError};
 use serde_json::json;
@@ -163,11 +163,17 @@ fn remove_unused_domains(
             continue;
         }
         if let Ok(vpc) = VpcId::parse(&d.vpc) {
-            domains.remove(host, &vpc)?;
-            log::info(
-                "GC: removed unused routing domain",
-                json!({"vpc": d.vpc, "table": d.table}),
-            );
+            match domains.remove(host, &vpc)? {
+                Removal::Removed => log::info(
+                    "GC: removed unused routing domain",
+                    json!({"vpc": d.vpc, "table": d.table}),
+                ),
+                Removal::LeftInPlace(enslaved) => log::warn(
+                    "GC: forgot an unused routing domain but left its VRF and table: interfaces \
+                     without an attachment record (another chain's pods) are enslaved to it",
+                    json!({"vpc": d.vpc, "table": d.table, "enslaved": enslaved}),
+                ),
+            }
         }
     }
     Ok(())

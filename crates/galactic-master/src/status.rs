@@ -1,5 +1,12 @@
 //! STATUS for both masters: ready when the kernel side works (netlink; /dev/net/tun for taps),
-//! the state directory is writable and the IPAM delegate (if any) is found and ready itself.
+//! the state directory is writable, a routing domain backend works as the node config says, and
+//! the IPAM delegate (if any) is found and ready itself.
+//!
+//! A successful STATUS prints nothing (CNI 1.1), so which routing domain backend is in force,
+//! and why, goes to the log: one `info` line, "STATUS: routing domain backend", with `backend`,
+//! `routingDomain`, `publisher` and `reason`. When none can be used (`auto` with the Kubernetes
+//! publisher and no VRF, or `vrf` without VRF) STATUS fails with code 50 and the same message
+//! ADD would refuse with.
 
 use crate::conf::MasterConf;
 use crate::error::MasterError;
@@ -7,6 +14,10 @@ use crate::error::NotReady;
 use galactic_core::attachment::Kind;
 use galactic_core::cni::delegate::Delegate;
 use galactic_core::cni::{Command, Request};
+use galactic_core::config::{NodeConfig, Publisher, RoutingDomainMode};
+use galactic_core::log;
+use galactic_core::net::domain::Domains;
+use serde_json::json;
 use std::path::Path;
 
 /// STATUS of a master of `kind`.
@@ -15,6 +26,7 @@ pub fn status(kind: Kind, req: &Request) -> Result<(), MasterError> {
     if kind == Kind::Tap && !Path::new("/dev/net/tun").exists() {
         return Err(NotReady::NoTun.into());
     }
+    routing_domains(&req.node).map_err(NotReady::RoutingDomain)?;
     let conf = MasterConf::parse(&req.conf.raw)?;
     let Some(plugin_type) = conf.ipam_type.as_deref() else {
         return Ok(());
@@ -22,4 +34,30 @@ pub fn status(kind: Kind, req: &Request) -> Result<(), MasterError> {
     let delegate = Delegate::new(plugin_type, &req.env.path);
     delegate.find().map_err(NotReady::Delegate)?;
     Ok(delegate.call(Command::Status, &req.stdin)?)
+}
+
+/// The backend new routing domains get, logged with why.
+fn routing_domains(node: &NodeConfig) -> Result<(), galactic_core::net::NetError> {
+    let choice = Domains::new(&node.state_dir).choose(node.routing_domain, node.publisher)?;
+    log::info(
+        "STATUS: routing domain backend",
+        json!({"backend": choice.backend, "routingDomain": mode_name(node.routing_domain),
+               "publisher": publisher_name(node.publisher), "reason": choice.reason.to_string()}),
+    );
+    Ok(())
+}
+
+fn mode_name(mode: RoutingDomainMode) -> &'static str {
+    match mode {
+        RoutingDomainMode::Vrf => "vrf",
+        RoutingDomainMode::Table => "table",
+        RoutingDomainMode::Auto => "auto",
+    }
+}
+
+fn publisher_name(publisher: Publisher) -> &'static str {
+    match publisher {
+        Publisher::Kubernetes => "kubernetes",
+        Publisher::Local => "local",
+    }
 }

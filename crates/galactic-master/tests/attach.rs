@@ -443,6 +443,7 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
     }
     let failpoints = [
         "after-record",
+        "after-domain-record",
         "after-domain",
         "after-interface",
         "after-firewall",

@@ -54,9 +54,15 @@ struct Cluster {
 
 impl Cluster {
     fn new(tag: &str, nad: &Value) -> Self {
+        // With the Kubernetes publisher `auto` refuses a kernel without VRF, so this cluster's
+        // node names its backend: the tier's (the production-kernel tier forces vrf), else an
+        // explicit table for the development kernel.
+        let routing_domain =
+            std::env::var(galactic_testkit::ROUTING_DOMAIN_ENV).unwrap_or_else(|_| "table".into());
         let host = Host::new(
             tag,
-            json!({"publisher": "kubernetes", "node_name": "node-a", "namespace": NS}),
+            json!({"publisher": "kubernetes", "node_name": "node-a", "namespace": NS,
+                   "routing_domain": routing_domain}),
             &["galactic-ipam", "galactic-route", "galactic-bgp"],
         );
         let server = host.start_apiserver();

@@ -371,6 +371,8 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
     };
     let failpoints = [
         "after-record",
+        "after-domain-record",
+        "after-vrf-device",
         "after-domain",
         "after-interface",
         "after-firewall",

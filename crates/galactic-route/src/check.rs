@@ -1,7 +1,9 @@
 //! CHECK: every termination, both families, against the live VPC table. A termination passes
 //! when a unicast route to its canonical destination goes out of the host interface with the
 //! configured next hop (see `plan` for why `onlink` is not compared), and the route is recorded
-//! as this plugin's (otherwise GC could not clean it up). Every failure names the route.
+//! as this plugin's (otherwise GC could not clean it up). Every failure names the route. With
+//! terminations to check, the VPC's routing domain itself is checked against its record too
+//! (the VRF device and its table; table mode's closing routes and gateway rules).
 
 use crate::add::device_name;
 use crate::chain::Target;
@@ -11,7 +13,7 @@ use crate::plan::{self, State};
 use crate::record::{Ledger, VpcRoutes};
 use galactic_core::cni::Request;
 use galactic_core::ip::Family;
-use galactic_core::net::domain::Domains;
+use galactic_core::net::domain::{self, Domains};
 use galactic_core::net::netlink::{Link, Netlink};
 
 /// Runs CHECK; `Err(CheckFailed)` lists every difference.
@@ -38,6 +40,13 @@ pub fn check(req: &Request) -> Result<(), RouteError> {
     };
     let record = Ledger::new(&req.node.state_dir).get(vpc)?;
     let mut problems = Vec::new();
+    // Terminations live in the VPC table: a table no device (or rule set) routes through any
+    // more is reported as such, with what restores it, not only as missing routes.
+    if !target.conf.terminations.is_empty() {
+        problems.extend(
+            domain::problems(&nl, &domain, vpc).map_err(net("check the VPC's routing domain"))?,
+        );
+    }
     for family in Family::ALL {
         let terminations: Vec<&Termination> = target
             .conf

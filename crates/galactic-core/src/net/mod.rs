@@ -62,6 +62,12 @@ pub enum NetError {
     /// A state file of this node.
     #[error(transparent)]
     State(#[from] crate::state::StateError),
+    /// The node config's `routing_domain` cannot work on this node as configured.
+    #[error(transparent)]
+    Refused(#[from] domain::backend::Refusal),
+    /// A failure point armed by a test (debug builds only).
+    #[error(transparent)]
+    Injected(#[from] crate::failpoint::Injected),
 }
 
 impl NetError {

@@ -6,7 +6,7 @@
 //! the Go CNI `pkg/ns`).
 
 use super::NetError;
-use nix::sched::{setns, CloneFlags};
+use nix::sched::{setns, unshare, CloneFlags};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -62,6 +62,25 @@ pub fn run_in<T: Send>(ns: &Netns, work: impl FnOnce() -> T + Send) -> Result<T,
             .spawn(|| {
                 setns(ns.file(), CloneFlags::CLONE_NEWNET).map_err(|e| NetError::Io {
                     what: format!("enter network namespace {}", ns.path().display()),
+                    source: e.into(),
+                })?;
+                Ok(work())
+            })
+            .join()
+            .map_err(|_| NetError::Conflict("a namespace worker thread panicked".into()))?
+    })
+}
+
+/// Runs `work` in a new, empty network namespace of its own on a fresh thread, joined before
+/// returning; the namespace, and whatever `work` created in it, is gone with the thread. For
+/// probing what the kernel can do without leaving anything on the node (a first VRF device adds
+/// the node's l3mdev rules for good). Needs `CAP_SYS_ADMIN`, as every plugin run has.
+pub fn run_in_scratch<T: Send>(work: impl FnOnce() -> T + Send) -> Result<T, NetError> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                unshare(CloneFlags::CLONE_NEWNET).map_err(|e| NetError::Io {
+                    what: "create a scratch network namespace".into(),
                     source: e.into(),
                 })?;
                 Ok(work())

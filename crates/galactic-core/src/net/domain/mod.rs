@@ -11,18 +11,27 @@
 //! ```text
 //! routing/
 //!   lock                 flock: serialises domain creation, table allocation, teardown
-//!   backend              "vrf" | "table": the result of the one-time `auto` probe
-//!   vpc-<hex>.json       {"vpc","backend","table","gateways":[...]}: one per domain we created
+//!   backend              "vrf" | "table": whether the kernel can create VRF devices (probed once)
+//!   vpc-<hex>.json       {"vpc","backend","table","gateways":[...]}: one per domain we hold
 //! ```
-//! A table id is only ever taken from ids no route, rule or VRF on the node uses, and only a table
-//! recorded here is ever flushed.
+//! A table id is only ever taken from ids no route, rule or VRF on the node uses, or adopted with
+//! the VPC's existing VRF device; only a table recorded here is ever flushed. The record is
+//! written before the kernel objects, and every ADD brings the objects back into agreement with
+//! it ([`Domains::ensure`], in [`converge`]), so a crash, a reboot or a device removed behind the
+//! record is repaired by the next ADD of the VPC.
 
+pub mod backend;
+mod converge;
 pub mod table;
 mod vrf;
 
+pub use backend::{Choice, Reason, Refusal};
+pub use converge::{Change, Ensured};
+pub use vrf::Removal;
+
 use super::netlink::{Link, Netlink};
 use super::NetError;
-use crate::config::RoutingDomainMode;
+use crate::config::{Publisher, RoutingDomainMode};
 use crate::ident::VpcId;
 use crate::lockfile::{self, LockGuard};
 use crate::state::{self, read_json, write_json};
@@ -118,57 +127,19 @@ impl Domains {
         Ok(state::remove(&self.record_path(vpc))?)
     }
 
-    /// The backend for `mode`: `auto` probes once (creating and deleting a scratch VRF) and
-    /// remembers the answer. Call with the lock held.
-    pub fn backend(&self, nl: &Netlink, mode: RoutingDomainMode) -> Result<Backend, NetError> {
-        match mode {
-            RoutingDomainMode::Vrf => return Ok(Backend::Vrf),
-            RoutingDomainMode::Table => return Ok(Backend::Table),
-            RoutingDomainMode::Auto => {}
-        }
-        let path = self.dir.join("backend");
-        if let Some(known) = read_json::<Backend>(&path)? {
-            return Ok(known);
-        }
-        let probed = if vrf::supported(nl)? {
-            Backend::Vrf
-        } else {
-            Backend::Table
-        };
-        crate::log::info(
-            "routing domain backend probed",
-            serde_json::json!({"backend": probed}),
-        );
-        write_json(&path, &probed)?;
-        Ok(probed)
+    /// The backend new domains of this node get, and why ([`backend::choose`]).
+    pub fn choose(
+        &self,
+        mode: RoutingDomainMode,
+        publisher: Publisher,
+    ) -> Result<Choice, NetError> {
+        backend::choose(&self.dir.join("backend"), mode, publisher)
     }
 
-    /// Returns the VPC's domain, creating it (table allocation, backend objects) on first use.
-    /// `created` tells whether this call created it. Call with the lock held.
-    pub fn ensure(
-        &self,
-        nl: &Netlink,
-        vpc: &VpcId,
-        backend: Backend,
-    ) -> Result<(Domain, bool), NetError> {
-        if let Some(domain) = self.get(vpc)? {
-            // Created before: its objects are verified by CHECK, not rebuilt on every ADD (that
-            // would put node-wide work on every attachment's path).
-            return Ok((domain, false));
-        }
-        let table = self.free_table(nl)?;
-        match backend {
-            Backend::Vrf => vrf::ensure(nl, vpc, table)?,
-            Backend::Table => table::ensure(nl, table)?,
-        }
-        let domain = Domain {
-            vpc: vpc.raw().to_owned(),
-            backend,
-            table,
-            gateways: BTreeSet::new(),
-        };
-        self.save(vpc, &domain)?;
-        Ok((domain, true))
+    /// Keeps the kernel's VRF support, if `choice` probed it ([`backend::remember`]). Call
+    /// with the lock held, once the choice is in use.
+    pub fn remember(&self, choice: &Choice) -> Result<(), NetError> {
+        backend::remember(&self.dir.join("backend"), choice)
     }
 
     /// Adds `gateways` to the VPC's domain (table mode: local routes and reply rules). Refuses a
@@ -191,11 +162,7 @@ impl Domains {
             .filter(|g| !domain.gateways.contains(g))
             .collect();
         if new.is_empty() {
-            if domain.backend == Backend::Table {
-                for gw in &domain.gateways {
-                    table::add_gateway(nl, domain.table, *gw)?;
-                }
-            }
+            // Recorded ones are already restored by `ensure` when missing.
             return Ok(Vec::new());
         }
         if domain.backend == Backend::Table {
@@ -242,16 +209,21 @@ impl Domains {
     }
 
     /// Tears the VPC's domain down: its table, rules, VRF and record. Only for a domain with no
-    /// attachment left (the caller checks, under the lock).
-    pub fn remove(&self, nl: &Netlink, vpc: &VpcId) -> Result<(), NetError> {
+    /// attachment left (the caller checks, under the lock). A VRF that interfaces of someone
+    /// else are still enslaved to stays, with its table; the record goes either way.
+    pub fn remove(&self, nl: &Netlink, vpc: &VpcId) -> Result<Removal, NetError> {
         let Some(domain) = self.get(vpc)? else {
-            return Ok(());
+            return Ok(Removal::Removed);
         };
-        match domain.backend {
+        let removal = match domain.backend {
             Backend::Vrf => vrf::remove(nl, vpc, domain.table)?,
-            Backend::Table => table::remove(nl, &domain)?,
-        }
-        self.forget(vpc)
+            Backend::Table => {
+                table::remove(nl, &domain)?;
+                Removal::Removed
+            }
+        };
+        self.forget(vpc)?;
+        Ok(removal)
     }
 
     /// Lowest table id in [`FIRST_TABLE`, `LAST_TABLE`] that no route, rule, VRF or record uses.
@@ -281,15 +253,28 @@ pub fn detach(nl: &Netlink, domain: &Domain, host_ifname: &str) -> Result<(), Ne
     }
 }
 
-/// What is wrong with the domain and the host interface's membership; empty when healthy.
+/// How the domain's kernel objects differ from its record (the device and its table, the table's
+/// closing routes, table mode's gateway routes and rules); empty when they agree. Each message
+/// says what restores it.
+pub fn problems(nl: &Netlink, domain: &Domain, vpc: &VpcId) -> Result<Vec<String>, NetError> {
+    match domain.backend {
+        Backend::Vrf => vrf::problems(nl, vpc, domain.table),
+        Backend::Table => table::problems(nl, domain, vpc),
+    }
+}
+
+/// What is wrong with the domain ([`problems`]) and the host interface's membership; empty
+/// when healthy.
 pub fn check(
     nl: &Netlink,
     domain: &Domain,
     vpc: &VpcId,
     host: &Link,
 ) -> Result<Vec<String>, NetError> {
-    match domain.backend {
-        Backend::Vrf => vrf::check(nl, vpc, domain.table, host),
-        Backend::Table => table::check(nl, domain, host),
-    }
+    let mut found = problems(nl, domain, vpc)?;
+    found.extend(match domain.backend {
+        Backend::Vrf => vrf::membership(nl, vpc, host)?,
+        Backend::Table => table::membership(nl, domain.table, host)?,
+    });
+    Ok(found)
 }

@@ -17,6 +17,7 @@ use super::super::netlink::{Link, Netlink, RouteKind, RouteSpec, RuleSpec};
 use super::super::sysctl;
 use super::super::NetError;
 use super::Domain;
+use crate::ident::VpcId;
 use crate::ip::Family;
 use ipnetwork::IpNetwork;
 use std::collections::BTreeSet;
@@ -86,66 +87,114 @@ fn gateway_route(nl: &Netlink, table: u32, gw: IpAddr) -> Result<RouteSpec, NetE
 }
 
 /// Node-wide preparation, idempotent: moves the local rule, sets the ICMP source sysctl and the
-/// host-service filter.
-pub fn prepare_node(nl: &Netlink) -> Result<(), NetError> {
-    move_local_rule(nl)?;
+/// host-service filter. Returns whether the local rule had to be moved.
+pub fn prepare_node(nl: &Netlink) -> Result<bool, NetError> {
+    let moved = move_local_rule(nl)?;
     sysctl::set_global("ipv4.icmp_errors_use_inbound_ifaddr", "1")?;
-    firewall::protect_host_services()
+    firewall::protect_host_services()?;
+    Ok(moved)
 }
 
 /// Moves the `local` rule from priority 0 to [`LOCAL_PRIORITY`] (both families; the new rule is
-/// added before the old one is deleted, so the host is never without it). Idempotent. Both
-/// backends need it: a VRF's l3mdev rule (priority 1000) comes after priority 0 too, so with the
-/// rule at 0 every host address is local to pods of every VPC.
-pub fn move_local_rule(nl: &Netlink) -> Result<(), NetError> {
+/// added before the old one is deleted, so the host is never without it). Idempotent; returns
+/// whether anything changed. Both backends need it: a VRF's l3mdev rule (priority 1000) comes
+/// after priority 0 too, so with the rule at 0 every host address is local to pods of every VPC.
+pub fn move_local_rule(nl: &Netlink) -> Result<bool, NetError> {
+    let mut changed = false;
     for family in Family::ALL {
         let rules = nl.rules(family)?;
         if !rules.contains(&local_rule(family, LOCAL_PRIORITY)) {
             nl.add_rule(&local_rule(family, LOCAL_PRIORITY))?;
+            changed = true;
         }
         if rules.contains(&local_rule(family, 0)) {
             nl.delete_rule(&local_rule(family, 0))?;
+            changed = true;
         }
     }
-    Ok(())
+    Ok(changed)
 }
 
-/// `unreachable default` in `table`, both families: a lookup in the VPC table never falls
-/// through to later rules (`main`, or `local` once moved). Both backends need it.
-pub fn close_table(nl: &Netlink, table: u32) -> Result<(), NetError> {
+/// `unreachable default` in `table` for each family whose table has no default route: a lookup
+/// in the VPC table never falls through to later rules (`main`, or `local` once moved). A
+/// default route already there (galactic-router's, in an adopted table) is left alone: the route
+/// is added with `NLM_F_EXCL`. Returns the families it was added to. Both backends need it.
+pub fn close_table(nl: &Netlink, table: u32) -> Result<Vec<Family>, NetError> {
+    let mut added = Vec::new();
     for family in Family::ALL {
-        nl.replace_route(&unreachable_default(family, table))?;
+        match nl.add_route(&unreachable_default(family, table)) {
+            Ok(()) => added.push(family),
+            Err(e) if e.is_exists() => {}
+            Err(e) => return Err(e),
+        }
     }
-    Ok(())
+    Ok(added)
 }
 
-/// Creates (or repairs) the VPC table's base routes.
-pub fn ensure(nl: &Netlink, table: u32) -> Result<(), NetError> {
-    prepare_node(nl)?;
-    close_table(nl, table)
+/// The families whose `table` has no default route ([`close_table`] would add one to each).
+pub fn open_families(nl: &Netlink, table: u32) -> Result<Vec<Family>, NetError> {
+    let mut open = Vec::new();
+    for family in Family::ALL {
+        if !has_default(&nl.routes(family, table)?) {
+            open.push(family);
+        }
+    }
+    Ok(open)
+}
+
+/// Removes the `unreachable default` [`close_table`] added to `family` (undo of an adoption).
+pub fn reopen(nl: &Netlink, table: u32, family: Family) -> Result<(), NetError> {
+    nl.delete_route(&unreachable_default(family, table))
+}
+
+fn has_default(routes: &[RouteSpec]) -> bool {
+    routes.iter().any(|r| r.dst.prefix() == 0)
+}
+
+/// Creates (or repairs) the VPC's table: node-wide preparation, the table's closing routes and
+/// the recorded gateways' routes and rules. Returns what was missing (for the log).
+pub fn ensure(nl: &Netlink, domain: &Domain) -> Result<Vec<String>, NetError> {
+    let mut restored = Vec::new();
+    if prepare_node(nl)? {
+        restored.push("moved the local rule after the VPC rules".to_owned());
+    }
+    for family in close_table(nl, domain.table)? {
+        restored.push(format!(
+            "{} 'unreachable default' in table {}",
+            family.label(),
+            domain.table
+        ));
+    }
+    let rules = [nl.rules(Family::V4)?, nl.rules(Family::V6)?].concat();
+    for gw in &domain.gateways {
+        if !rules.contains(&gateway_rule(domain.table, *gw)) {
+            restored.push(format!("the routes and rule of gateway {gw}"));
+        }
+        add_gateway(nl, domain.table, *gw)?;
+    }
+    Ok(restored)
 }
 
 /// Differences from what isolates a VPC on either backend ([`move_local_rule`],
-/// [`close_table`]) for one family.
+/// [`close_table`]) for one family; each says what restores it.
 pub fn isolation_problems(
     nl: &Netlink,
     family: Family,
     table: u32,
+    vpc: &VpcId,
 ) -> Result<Vec<String>, NetError> {
     let mut problems = Vec::new();
     if nl.rules(family)?.contains(&local_rule(family, 0)) {
         problems.push(format!(
-            "{} local table rule is still at priority 0 (leaks across VPCs)",
+            "{} local table rule is still at priority 0 (leaks across VPCs); the next ADD on this \
+             node moves it",
             family.label()
         ));
     }
-    if !nl
-        .routes(family, table)?
-        .iter()
-        .any(|r| r.kind == RouteKind::Unreachable && r.dst.prefix() == 0)
-    {
+    if !has_default(&nl.routes(family, table)?) {
         problems.push(format!(
-            "{} 'unreachable default' is missing from table {table}",
+            "{} 'unreachable default' is missing from table {table} (VPC {vpc}'s packets fall \
+             through to the main table); the next ADD of the VPC on this node restores it",
             family.label()
         ));
     }
@@ -180,20 +229,13 @@ pub fn detach(nl: &Netlink, table: u32, ifname: &str) -> Result<(), NetError> {
     Ok(())
 }
 
-/// Differences from the recipe for this domain and host interface.
-pub fn check(nl: &Netlink, domain: &Domain, host: &Link) -> Result<Vec<String>, NetError> {
+/// How the VPC's table and rules differ from the record; each message says what restores it.
+pub fn problems(nl: &Netlink, domain: &Domain, vpc: &VpcId) -> Result<Vec<String>, NetError> {
     let mut problems = Vec::new();
+    let restores = format!("the next ADD of VPC {vpc} on this node restores it");
     for family in Family::ALL {
+        problems.extend(isolation_problems(nl, family, domain.table, vpc)?);
         let rules = nl.rules(family)?;
-        if !rules.contains(&attach_rule(family, domain.table, &host.name)) {
-            problems.push(format!(
-                "{} rule 'iif {} lookup {}' is missing",
-                family.label(),
-                host.name,
-                domain.table
-            ));
-        }
-        problems.extend(isolation_problems(nl, family, domain.table)?);
         let routes = nl.routes(family, domain.table)?;
         for gw in domain.gateways.iter().filter(|g| Family::of(**g) == family) {
             if !routes
@@ -201,16 +243,35 @@ pub fn check(nl: &Netlink, domain: &Domain, host: &Link) -> Result<Vec<String>, 
                 .any(|r| r.kind == RouteKind::Local && r.dst.ip() == *gw)
             {
                 problems.push(format!(
-                    "local route for gateway {gw} is missing from table {}",
+                    "local route for gateway {gw} is missing from table {}; {restores}",
                     domain.table
                 ));
             }
             if !rules.contains(&gateway_rule(domain.table, *gw)) {
                 problems.push(format!(
-                    "rule 'iif lo from {gw} lookup {}' is missing",
+                    "rule 'iif lo from {gw} lookup {}' is missing; {restores}",
                     domain.table
                 ));
             }
+        }
+    }
+    Ok(problems)
+}
+
+/// Whether the host interface's rules steer it into the table.
+pub fn membership(nl: &Netlink, table: u32, host: &Link) -> Result<Vec<String>, NetError> {
+    let mut problems = Vec::new();
+    for family in Family::ALL {
+        if !nl
+            .rules(family)?
+            .contains(&attach_rule(family, table, &host.name))
+        {
+            problems.push(format!(
+                "{} rule 'iif {} lookup {table}' is missing: add the attachment again (ADD, or DEL \
+                 then ADD) to restore it",
+                family.label(),
+                host.name,
+            ));
         }
     }
     Ok(problems)

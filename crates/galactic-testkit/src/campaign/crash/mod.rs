@@ -34,8 +34,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// Every named failpoint of the chain's ADD (master, then galactic-route).
-const FAILPOINTS: [(&str, &str); 11] = [
+const FAILPOINTS: [(&str, &str); 12] = [
     ("galactic-cni", "after-record"),
+    ("galactic-cni", "after-domain-record"),
     ("galactic-cni", "after-domain"),
     ("galactic-cni", "after-interface"),
     ("galactic-cni", "after-firewall"),

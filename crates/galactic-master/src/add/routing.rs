@@ -1,0 +1,135 @@
+//! ADD's routing-domain steps: the backend (before anything changes), the VPC's domain
+//! (created, adopted or repaired, see `galactic_core::net::domain`), the VPC gateways, and their
+//! undos.
+
+use super::Add;
+use crate::addressing;
+use crate::error::MasterError;
+use galactic_core::ident::VpcId;
+use galactic_core::ip::Assignment;
+use galactic_core::log;
+use galactic_core::net::domain::{Change, Choice, Domain, Ensured};
+use galactic_core::net::NetError;
+use galactic_core::rollback::Rollback;
+use serde_json::json;
+use std::net::IpAddr;
+
+impl<'a> Add<'a> {
+    /// The backend new routing domains get (`auto` with the Kubernetes publisher and no VRF is
+    /// refused: see `galactic_core::net::domain::backend`).
+    pub(super) fn choose_backend(&self) -> Result<Choice, MasterError> {
+        self.domains
+            .choose(self.req.node.routing_domain, self.req.node.publisher)
+            .map_err(MasterError::node("choose the routing domain backend"))
+    }
+
+    /// The VPC's domain, created, adopted or repaired under the node-wide lock; pushes the undo
+    /// of what this call created or adopted (a repair stays: the record says it belongs).
+    pub(super) fn ensure_domain(
+        &'a self,
+        choice: Choice,
+        rb: &mut Rollback<'a>,
+    ) -> Result<Domain, MasterError> {
+        let _lock = self
+            .domains
+            .lock()
+            .map_err(MasterError::node("lock the routing domains"))?;
+        let Ensured { domain, change } = self
+            .domains
+            .ensure(&self.host, &self.conf.ids.vpc, choice.backend)
+            .map_err(MasterError::node("set up the routing domain"))?;
+        if let Err(e) = self.domains.remember(&choice) {
+            // Only a cache: the next ADD probes again.
+            log::warn(
+                "ADD: could not remember the kernel's VRF support",
+                json!({"err": e.to_string()}),
+            );
+        }
+        match change {
+            Change::Unchanged => {}
+            Change::Healed(restored) => log::warn(
+                "ADD: routing domain repaired: objects were missing behind its record",
+                json!({"vpc": domain.vpc, "table": domain.table, "restored": restored}),
+            ),
+            Change::Created => {
+                log::info(
+                    "ADD: routing domain created",
+                    json!({"vpc": domain.vpc, "table": domain.table, "backend": domain.backend,
+                           "reason": choice.reason.to_string()}),
+                );
+                rb.push("routing domain", move || {
+                    release_if_unused(self, &self.conf.ids.vpc)
+                });
+            }
+            Change::Adopted { opened } => {
+                log::info(
+                    "ADD: adopted the VPC's existing VRF with its table",
+                    json!({"vpc": domain.vpc, "table": domain.table}),
+                );
+                rb.push("adopted routing domain", move || {
+                    let _lock = self.domains.lock()?;
+                    if others_use_vpc(self, &self.conf.ids.vpc)? {
+                        return Ok(());
+                    }
+                    self.domains
+                        .undo_adoption(&self.host, &self.conf.ids.vpc, &opened)
+                });
+            }
+        }
+        Ok(domain)
+    }
+
+    pub(super) fn add_gateways(
+        &'a self,
+        assigned: &[Assignment],
+        rb: &mut Rollback<'a>,
+    ) -> Result<(), MasterError> {
+        let gateways = addressing::gateways(assigned);
+        if gateways.is_empty() {
+            return Ok(());
+        }
+        let added = {
+            let _lock = self
+                .domains
+                .lock()
+                .map_err(MasterError::node("lock the routing domains"))?;
+            self.domains
+                .add_gateways(&self.host, &self.conf.ids.vpc, &gateways)
+                .map_err(MasterError::node("add the VPC gateways"))?
+        };
+        if !added.is_empty() {
+            rb.push("VPC gateways", move || {
+                remove_gateways_if_unused(self, &added)
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Tears the VPC's domain down when no other attachment record refers to it.
+fn release_if_unused(add: &Add<'_>, vpc: &VpcId) -> Result<(), NetError> {
+    let _lock = add.domains.lock()?;
+    if others_use_vpc(add, vpc)? {
+        return Ok(());
+    }
+    add.domains.remove(&add.host, vpc).map(|_| ())
+}
+
+/// Removes gateways this ADD added, unless another attachment of the VPC exists (it may rely on
+/// them; GC removes them with the domain).
+fn remove_gateways_if_unused(add: &Add<'_>, gateways: &[IpAddr]) -> Result<(), NetError> {
+    let _lock = add.domains.lock()?;
+    if others_use_vpc(add, &add.conf.ids.vpc)? {
+        return Ok(());
+    }
+    add.domains
+        .remove_gateways(&add.host, &add.conf.ids.vpc, gateways)
+}
+
+fn others_use_vpc(add: &Add<'_>, vpc: &VpcId) -> Result<bool, NetError> {
+    Ok(add
+        .records
+        .all()?
+        .iter()
+        .any(|r| r.vpc == vpc.raw() && r.host_ifname != add.host_ifname))
+}
