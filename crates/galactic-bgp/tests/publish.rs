@@ -78,7 +78,8 @@ struct Cluster {
 
 fn router(name: &str, node: &str, srv6: bool) -> Value {
     let mut spec = json!({"targetRef": {"kind": "Node", "name": node}, "roles": ["tenant"],
-                          "localASN": 65000, "routerID": "10.0.2.1"});
+                          "localASN": 65000, "routerID": "10.0.2.1",
+                          "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}]});
     if srv6 {
         spec["srv6Locator"] = json!("2001:db8:ff03::/48");
         spec["nodeID"] = json!(1);
