@@ -58,9 +58,6 @@ pub enum BgpError {
         /// Namespace.
         namespace: String,
     },
-    /// The node's BGPRouter has a local ASN outside 32 bits (code 7).
-    #[error("BGPRouter localASN {0} is not a 32-bit ASN")]
-    RouterAsn(i64),
     /// Every VRF id of the router is taken (code 999).
     #[error("router {router} has no free VRF id in 1..4095 (all {used} in use)")]
     VrfIdsExhausted {
@@ -171,7 +168,6 @@ impl ErrorCode for BgpError {
             | Self::Chain(_)
             | Self::NoRouter { .. }
             | Self::AmbiguousRouter { .. }
-            | Self::RouterAsn(_)
             | Self::Usid(_) => Code::INVALID_CONFIG,
             Self::PrevResult(_) => Code::DECODE,
             Self::Protocol(e) => e.code,

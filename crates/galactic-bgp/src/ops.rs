@@ -130,7 +130,7 @@ fn verify_chain(req: &Request, plan: &Plan) -> Result<(), BgpError> {
 }
 
 fn vrf_route_target(router: &Router, stanza: &Stanza) -> Option<String> {
-    router.asn.map(|asn| route_target(asn, &stanza.vpc))
+    Some(route_target(router.asn, &stanza.vpc))
 }
 
 fn usid_of(router: &Router, vrf_id: u32) -> Result<Option<Usid>, BgpError> {

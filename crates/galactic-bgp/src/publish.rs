@@ -5,6 +5,7 @@ use crate::annotations;
 use crate::error::BgpError;
 use crate::prev::Facts;
 use crate::store::{meta_str, Kind, ObjectStore, StoreError};
+use galactic_core::ident::speaking_asn;
 use galactic_core::kube::BGPRouter;
 use galactic_core::log;
 use serde_json::{json, Map, Value};
@@ -21,8 +22,8 @@ pub const MAX_ATTEMPTS: u32 = 8;
 pub struct Router {
     /// The name VRF instances and advertisements refer to.
     pub name: String,
-    /// Local ASN; `None` when no BGPRouter document exists (local backend only): route
-    /// targets and communities are then left out.
+    /// The ASN the router speaks; `None` when no BGPRouter document exists (local backend
+    /// only): route targets then take their ASN-free form.
     pub asn: Option<u32>,
     /// `(srv6Locator, nodeID)` when both are set.
     pub srv6: Option<(String, i64)>,
@@ -60,8 +61,13 @@ pub fn lookup_router(
         }),
         1 => {
             let spec = &matches[0].spec;
-            let asn =
-                u32::try_from(spec.local_asn).map_err(|_| BgpError::RouterAsn(spec.local_asn))?;
+            let asn = speaking_asn(spec.local_asn);
+            if i64::from(asn) != spec.local_asn {
+                log::warn(
+                    "BGP: the router's localASN exceeds 32 bits; it speaks, and route targets use, the low 32",
+                    json!({"localASN": spec.local_asn, "asn": asn}),
+                );
+            }
             let srv6 = match (&spec.srv6_locator, spec.node_id) {
                 (Some(locator), Some(id)) if !locator.is_empty() && id != 0 => {
                     Some((locator.clone(), i64::from(id)))
