@@ -3,7 +3,10 @@
 //! address (addressing fields at the top level, as in the upstream NADs) cannot land.
 //!
 //! Sources: every `*.yaml`/`*.yml` document of kind `NetworkAttachmentDefinition` (its
-//! `spec.config`) and every `*.conflist` file. Checks, per conflist:
+//! `spec.config`) and every `*.conflist` file. Every YAML object of the workspace's CRDs (BGP
+//! resources such as the lab's BGPRouters, and the NADs) must also be one the API server would
+//! store: the test API server checks it against the CRD's schema and CEL rules. Checks, per
+//! conflist:
 //!
 //! 1. shape: `name` (for a NAD, equal to `metadata.name`: the masters look the NAD up by it),
 //!    `cniVersion` 1.0.0 or 1.1.0, a non-empty `plugins` list;
@@ -82,6 +85,8 @@ pub struct Report {
     pub nads: usize,
     /// Conflist files read.
     pub conflists: usize,
+    /// Objects of the workspace's CRDs checked against them (NADs included).
+    pub custom_resources: usize,
     /// Every problem.
     pub findings: Vec<Finding>,
 }
@@ -114,9 +119,10 @@ pub fn run(args: &Args) -> Result<()> {
         println!("FAIL {finding}");
     }
     println!(
-        "{} NetworkAttachmentDefinition(s), {} conflist file(s): {} problem(s)",
+        "{} NetworkAttachmentDefinition(s), {} conflist file(s), {} custom resource(s): {} problem(s)",
         report.nads,
         report.conflists,
+        report.custom_resources,
         report.findings.len()
     );
     if !report.findings.is_empty() {
@@ -226,6 +232,27 @@ fn documents(text: &str) -> Vec<String> {
     docs
 }
 
+/// For an object of one of the workspace's CRDs (the BGP resources, NADs): whether the API
+/// server would store it (the test API server with those CRDs: schema and CEL rules).
+fn refused_custom_resource(value: &Value) -> Option<Result<(), String>> {
+    let api_version = value["apiVersion"].as_str()?;
+    let ours = galactic_core::kube::crds().iter().any(|(_, crd)| {
+        let group = crd["spec"]["group"].as_str().unwrap_or_default();
+        api_version.split('/').next() == Some(group)
+            && crd["spec"]["names"]["kind"] == value["kind"]
+    });
+    if !ours {
+        return None;
+    }
+    let fixture = galactic_testkit::apiserver::Fixture::new();
+    Some(
+        fixture
+            .try_insert(value.clone())
+            .map(drop)
+            .map_err(|e| e.message),
+    )
+}
+
 /// The NADs of one YAML file; problems with a NAD's envelope become findings.
 fn nads(path: &Path, text: &str, report: &mut Report) -> Vec<Source> {
     let mut out = Vec::new();
@@ -244,6 +271,15 @@ fn nads(path: &Path, text: &str, report: &mut Report) -> Vec<Source> {
                 continue;
             }
         };
+        if let Some(refused) = refused_custom_resource(&value) {
+            report.custom_resources += 1;
+            if let Err(message) = refused {
+                report.findings.push(Finding {
+                    origin: origin.clone(),
+                    message,
+                });
+            }
+        }
         if value["kind"] != "NetworkAttachmentDefinition" {
             continue;
         }

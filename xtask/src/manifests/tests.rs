@@ -54,6 +54,26 @@ fn every_manifest_under_deploy_passes() {
         report.conflists
     );
     assert!(report.nads >= 6, "tenant NADs: {}", report.nads);
+    assert!(
+        report.custom_resources >= report.nads + 4,
+        "NADs and the lab's BGPRouters: {}",
+        report.custom_resources
+    );
+}
+
+#[test]
+fn a_bgp_router_the_api_server_would_refuse_fails() {
+    let router = "apiVersion: network.datumapis.com/v1alpha1\nkind: BGPRouter\nmetadata: {name: r, namespace: galactic-system}\nspec:\n  targetRef: {kind: Node, name: n}\n  localASN: 65001\n  routerID: 10.254.1.1\n";
+    let msg = only_finding(&lint_fixture("routers.yaml", router));
+    assert!(
+        msg.contains("spec.addressFamilies: Required value"),
+        "{msg}"
+    );
+    let good = format!("{router}  addressFamilies: [{{afi: l2vpn, safi: evpn}}]\n");
+    assert!(lint_fixture("routers.yaml", &good).findings.is_empty());
+    let bad_locator = format!("{good}  srv6Locator: 10.0.0.0/8\n");
+    let msg = only_finding(&lint_fixture("routers.yaml", &bad_locator));
+    assert!(msg.contains("srv6Locator must be an IPv6 CIDR"), "{msg}");
 }
 
 #[test]
