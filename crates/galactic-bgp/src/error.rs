@@ -58,6 +58,9 @@ pub enum BgpError {
         /// Namespace.
         namespace: String,
     },
+    /// A BGPRouter document of the local backend does not parse (code 7).
+    #[error("invalid BGPRouter document: {0}")]
+    BadRouter(#[source] StoreError),
     /// Every VRF id of the router is taken (code 999).
     #[error("router {router} has no free VRF id in 1..4095 (all {used} in use)")]
     VrfIdsExhausted {
@@ -168,6 +171,7 @@ impl ErrorCode for BgpError {
             | Self::Chain(_)
             | Self::NoRouter { .. }
             | Self::AmbiguousRouter { .. }
+            | Self::BadRouter(_)
             | Self::Usid(_) => Code::INVALID_CONFIG,
             Self::PrevResult(_) => Code::DECODE,
             Self::Protocol(e) => e.code,
