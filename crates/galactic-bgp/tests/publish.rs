@@ -181,10 +181,12 @@ fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
         .get("bgpadvertisements", NS, "1-1")
         .expect("BGPAdvertisement 1-1");
     let key = "c".repeat(41);
+    // A /proc netns path: the router's GC cannot judge it, so it is not under netns.*
+    // (decision 0016; /run/netns paths are, see tests/router_gc.rs of galactic-master).
     assert_eq!(
         adv["metadata"]["annotations"],
         json!({
-            format!("galactic.datum.net/netns.{key}"): live_netns(),
+            format!("galactic.datum.net/netns-path.{key}"): live_netns(),
             format!("galactic.datum.net/allocated-subnet-ipv6.{key}"): "fd20:10:ff01::100:0/96",
             format!("galactic.datum.net/allocated-subnet-ipv4.{key}"): "172.21.1.2",
         })
@@ -548,15 +550,29 @@ fn bad_input_and_missing_cluster_state_get_clear_codes() {
         c.server.fixture().list("bgpvrfinstances", None).is_empty(),
         "nothing written"
     );
-    // A tap attachment without addresses: VRF instance only, no empty advertisement.
+    // A tap attachment without addresses: its advertisement originates from its host interface
+    // (decision 0016: the router keeps the VPC's VRF only while an advertisement exists).
     let tap = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}]});
     add_ok(&c.node, "tap", &live_netns(), None, &stanza("1", "1", &tap));
     assert!(c.get("bgpvrfinstances", NS, "1-node-a").is_some());
-    assert!(c
-        .server
-        .fixture()
-        .list("bgpadvertisements", None)
-        .is_empty());
+    let adv = c
+        .get("bgpadvertisements", NS, "1-1")
+        .expect("an advertisement");
+    assert_eq!(
+        adv["spec"],
+        json!({"routerRef": {"name": "router-a"}, "addressFamily": {"afi": "l2vpn", "safi": "evpn"},
+        "originateFrom": {"type": "interface", "interfaceName": "G000000001001H"},
+        "communities": ["65000:1"], "vrfID": 1, "function": "End.DT46"})
+    );
+    call(
+        &c.node,
+        "CHECK",
+        "tap",
+        &live_netns(),
+        None,
+        &stanza("1", "1", &tap),
+    )
+    .expect_quiet_success();
 }
 
 #[test]
@@ -582,14 +598,16 @@ fn the_local_backend_writes_the_same_documents_to_disk() {
     let root = node.dir.path().join("state").join("bgp");
     let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
     let conf = stanza("1", "1", &prev);
-    // Without a BGPRouter document publication still works (no route targets, no SRv6).
+    // Without a BGPRouter document publication still works: no SRv6, and the route target's
+    // ASN-free form (decision 0015; the API requires route targets).
     add_ok(&node, "one", &live_netns(), Some("p1"), &conf);
     let read = |rel: &str| -> Value {
         serde_json::from_slice(&std::fs::read(root.join(rel)).unwrap()).unwrap()
     };
     assert_eq!(
         read("galactic-system/bgpvrfinstances/1-node-a.json")["spec"],
-        json!({"routerRef": {"name": "node-a"}, "vrfID": 1})
+        json!({"routerRef": {"name": "node-a"}, "vrfID": 1,
+        "importRouteTargets": [{"value": "0.0.0.0:1"}], "exportRouteTargets": [{"value": "0.0.0.0:1"}]})
     );
 
     std::fs::write(
@@ -648,5 +666,76 @@ fn the_local_backend_writes_the_same_documents_to_disk() {
         leftovers,
         ["1-1.json", "2-1.json"],
         "no temporary files left behind"
+    );
+}
+
+/// Every JSON document under `dir`, recursively.
+fn documents_under(dir: &Path) -> Vec<(std::path::PathBuf, Value)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(documents_under(&path));
+        } else if path.extension().is_some_and(|x| x == "json") {
+            out.push((
+                path.clone(),
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_local_document_is_one_the_api_server_stores_and_a_bad_router_file_is_refused() {
+    let node = TestNode::new(json!({"publisher": "local", "node_name": "node-a", "namespace": NS}));
+    let root = node.dir.path().join("state").join("bgp");
+    let routers = root.join(NS).join("bgprouters");
+    std::fs::create_dir_all(&routers).unwrap();
+    std::fs::write(
+        routers.join("router-a.json"),
+        router("router-a", "node-a", true).to_string(),
+    )
+    .unwrap();
+    let dual = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    add_ok(
+        &node,
+        "one",
+        &live_netns(),
+        Some("p1"),
+        &stanza("1", "1", &dual),
+    );
+    let tap = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}]});
+    add_ok(&node, "tap", &live_netns(), None, &stanza("2", "1", &tap));
+    let v4 = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}],
+        "ips": [{"address": "10.7.0.2/24", "interface": 0}]});
+    add_ok(&node, "v4", &live_netns(), None, &stanza("3Zz", "1", &v4));
+    let fixture = galactic_testkit::apiserver::Fixture::new();
+    let docs = documents_under(&root);
+    assert!(docs.len() >= 7, "{docs:?}");
+    for (path, doc) in docs {
+        if let Err(e) = fixture.try_insert(doc) {
+            panic!("{} would be refused: {e}", path.display());
+        }
+    }
+    // A router document without addressFamilies is no BGPRouter: code 7, naming the problem.
+    let mut bad = router("router-a", "node-a", true);
+    bad["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("addressFamilies");
+    std::fs::write(routers.join("router-a.json"), bad.to_string()).unwrap();
+    let msg = call(
+        &node,
+        "ADD",
+        "one",
+        &live_netns(),
+        Some("p1"),
+        &stanza("1", "1", &dual),
+    )
+    .expect_error(7);
+    assert!(
+        msg.contains("BGPRouter") && msg.contains("addressFamilies"),
+        "{msg}"
     );
 }
