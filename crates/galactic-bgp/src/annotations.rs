@@ -106,6 +106,28 @@ pub fn place_netns(annotations: &mut Annotations) {
     }
 }
 
+/// Removes this container's records (under either netns key) and places the rest as
+/// [`place_netns`] does; returns whether there were any.
+pub fn forget(annotations: &mut Annotations, cid: &str) -> bool {
+    let key = cid41(cid);
+    let mut found = false;
+    for prefix in [NETNS, NETNS_HELD, SUBNET_V6, SUBNET_V4] {
+        found |= annotations.remove(&format!("{prefix}{key}")).is_some();
+    }
+    place_netns(annotations);
+    found
+}
+
+/// The container-id parts of every container the annotations record.
+pub fn recorded(annotations: &Annotations) -> Vec<String> {
+    netns_records(annotations).into_keys().collect()
+}
+
+/// How many containers the annotations record.
+pub fn containers(annotations: &Annotations) -> usize {
+    netns_records(annotations).len()
+}
+
 /// Removes the records of every container whose netns is not alive; returns their key suffixes.
 pub fn prune_dead(annotations: &mut Annotations, alive: impl Fn(&str) -> bool) -> Vec<String> {
     let dead: Vec<String> = netns_records(annotations)

@@ -212,9 +212,17 @@ fn store_code(err: &StoreError) -> Code {
         StoreError::Lock(LockError::Timeout { .. }) | StoreError::Conflict { .. } => {
             Code::TRY_AGAIN_LATER
         }
+        // Nothing could be recorded: a DEL must be retried, not forgotten.
+        StoreError::State(e) if e.is_disk_full() => Code::TRY_AGAIN_LATER,
+        StoreError::Io { source, .. } if is_disk_full(source) => Code::TRY_AGAIN_LATER,
         StoreError::Io { .. } | StoreError::Lock(_) | StoreError::State(_) => Code::IO,
         _ => Code::INTERNAL,
     }
+}
+
+fn is_disk_full(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{QuotaExceeded, StorageFull};
+    matches!(e.kind(), StorageFull | QuotaExceeded)
 }
 
 /// Transient failures that outlived the retries are code 11; configuration problems code 7

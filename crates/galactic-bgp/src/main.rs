@@ -8,6 +8,7 @@
 //! `galactic-bgp nad …` performs the masters' NetworkAttachmentDefinition calls (see `nad`).
 
 mod annotations;
+mod attachments;
 mod conf;
 mod datapath;
 mod error;
@@ -16,6 +17,7 @@ mod netns;
 mod ops;
 mod prev;
 mod publish;
+mod retract;
 mod slice;
 mod store;
 
@@ -36,7 +38,7 @@ impl Plugin for GalacticBgp {
         ops::add(req)
     }
     fn del(&self, req: &Request) -> Result<(), BgpError> {
-        ops::del(req)
+        retract::del(req)
     }
     fn check(&self, req: &Request) -> Result<(), BgpError> {
         ops::check(req)
@@ -44,10 +46,8 @@ impl Plugin for GalacticBgp {
     fn status(&self, req: &Request) -> Result<(), BgpError> {
         ops::status(req).map_err(|e| BgpError::NotReady(Box::new(e)))
     }
-    fn gc(&self, _req: &Request) -> Result<(), BgpError> {
-        // Per-attachment state is the EndpointSlice (deleted by DEL, owned by its Pod); shared
-        // per-VPC objects are reclaimed by the router's GC, as upstream.
-        Ok(())
+    fn gc(&self, req: &Request) -> Result<(), BgpError> {
+        retract::gc(req)
     }
 }
 

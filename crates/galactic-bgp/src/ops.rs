@@ -1,6 +1,7 @@
-//! ADD, DEL, CHECK and STATUS.
+//! ADD, CHECK and STATUS (DEL and GC: `retract`).
 
 use crate::annotations;
+use crate::attachments::{others_of_vpc, vpc_lock};
 use crate::conf::Stanza;
 use crate::datapath::{self, Attachment};
 use crate::error::{BgpError, NodeNameError, PrevResultError};
@@ -30,7 +31,7 @@ use std::net::Ipv6Addr;
 use std::time::Duration;
 
 /// Longest wait for the local backend's lock before code 11.
-const LOCAL_LOCK_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const LOCAL_LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// The publication backend chosen by the node config.
 pub enum Backend {
@@ -61,14 +62,14 @@ impl Backend {
         }
     }
 
-    fn is_kube(&self) -> bool {
+    pub(crate) fn is_kube(&self) -> bool {
         matches!(self, Self::Kube(_))
     }
 }
 
 /// This node's name: the node config (or `NODE_NAME`), else the Node whose InternalIP is local
 /// (Kubernetes), else the host name (local backend).
-fn node_name(node: &NodeConfig, backend: &Backend) -> Result<String, BgpError> {
+pub(crate) fn node_name(node: &NodeConfig, backend: &Backend) -> Result<String, BgpError> {
     if let Some(name) = &node.node_name {
         return Ok(name.clone());
     }
@@ -196,11 +197,20 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     let vrf_name = bgp_vrf_instance_name(plan.stanza.vpc.raw(), &node);
 
     let mut rollback = Rollback::new();
+    let held = vpc_lock(&req.node, &plan.stanza.vpc)?;
     let vrf = publish::ensure_vrf_instance(store, ns, &vrf_name, &router, &rt)?;
+    drop(held);
     if let Some(uid) = vrf.created_uid.clone() {
         let name = vrf_name.clone();
+        let ifname = req.env.ifname()?.as_str().to_owned();
+        let (cid, vpc) = (cid.clone(), plan.stanza.vpc.clone());
         rollback.push(format!("delete BGPVRFInstance {name}"), move || {
-            store.delete(Kind::VrfInstance, ns, &name, &uid)
+            // Another attachment's ADD may have found the instance meanwhile: it stays then.
+            let _vpc = vpc_lock(&req.node, &vpc)?;
+            if others_of_vpc(req, &vpc, &cid, &ifname) == 0 {
+                store.delete(Kind::VrfInstance, ns, &name, &uid)?;
+            }
+            Ok::<(), BgpError>(())
         });
     }
     let usid = usid_of(&router, vrf.vrf_id)?;
@@ -271,47 +281,6 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
         json!({"vrfInstance": vrf_name, "vrfID": vrf.vrf_id, "advertisement": adv_name, "nodeName": node}),
     );
     Ok(plan.prev)
-}
-
-/// DEL: delete the pod's EndpointSlice when it is this attachment's; shared objects stay (GC).
-/// Never fails: problems are logged.
-pub fn del(req: &Request) -> Result<(), BgpError> {
-    let Some(pod) = PodRef::from_args(&req.env.args) else {
-        log::debug(
-            "DEL: no K8S_POD_NAME/K8S_POD_NAMESPACE in CNI_ARGS; nothing to delete",
-            json!({}),
-        );
-        return Ok(());
-    };
-    let stanza = match Stanza::parse(&req.conf.raw) {
-        Ok(stanza) => stanza,
-        Err(e) => {
-            log::warn(
-                "DEL: stanza invalid; EndpointSlice left to its owner reference",
-                json!({"err": e.to_string()}),
-            );
-            return Ok(());
-        }
-    };
-    let tenant = tenant_identifier(&stanza.vpc, &stanza.att);
-    let outcome = Backend::open(&req.node, ClientOptions::default())
-        .and_then(|b| slice::delete_owned(b.store(), &pod, &tenant));
-    match outcome {
-        Ok(true) => log::info(
-            "DEL: EndpointSlice deleted",
-            json!({"pod": format!("{}/{}", pod.namespace, pod.name)}),
-        ),
-        Ok(false) => {}
-        Err(e) => log::error(
-            "DEL: failed to delete EndpointSlice, cleanup deferred to GC and its owner reference",
-            json!({"err": e.to_string()}),
-        ),
-    }
-    log::info(
-        "DEL: skipping shared resource cleanup (handled by GC)",
-        json!({}),
-    );
-    Ok(())
 }
 
 fn check_vrf(

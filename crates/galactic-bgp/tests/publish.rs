@@ -265,18 +265,56 @@ fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
         "another VPC gets the next id"
     );
 
-    // DEL removes only the pod's EndpointSlice; twice is fine.
+    // DEL retracts the pod's EndpointSlice and its advertisement (it was the only container);
+    // the VPC's VRF instance stays for the VPC's other attachment on the node. Twice is fine.
     for _ in 0..2 {
         call(&c.node, "DEL", &cid, &live_netns(), Some("p1"), &conf).expect_quiet_success();
     }
     assert!(c.get("endpointslices", "pods", "p1").is_none());
     assert!(c.get("endpointslices", "pods", "p2").is_some());
-    assert!(
-        c.get("bgpadvertisements", NS, "1-1").is_some()
-            && c.get("bgpvrfinstances", NS, "1-node-a").is_some()
-    );
+    assert!(c.get("bgpadvertisements", NS, "1-1").is_none());
+    assert!(c.get("bgpadvertisements", NS, "1-2").is_some());
+    assert!(c.get("bgpvrfinstances", NS, "1-node-a").is_some());
     let msg = call(&c.node, "CHECK", &cid, &live_netns(), Some("p1"), &conf).expect_error(999);
-    assert!(msg.contains("EndpointSlice pods/p1"), "{msg}");
+    assert!(
+        msg.contains("BGPAdvertisement galactic-system/1-1"),
+        "{msg}"
+    );
+    // The node's masters hold their records until their own DEL, which follows galactic-bgp's.
+    c.node.forget_master("net1", &cid, "eth0");
+    // The VPC's last attachment on the node: its VRF instance goes with it.
+    call(
+        &c.node,
+        "DEL",
+        "second",
+        &live_netns(),
+        Some("p2"),
+        &stanza("1", "2", &prev2),
+    )
+    .expect_quiet_success();
+    c.node.forget_master("net1", "second", "eth0");
+    assert!(c.get("bgpadvertisements", NS, "1-2").is_none());
+    assert!(c.get("bgpvrfinstances", NS, "1-node-a").is_none());
+    assert!(
+        c.get("bgpvrfinstances", NS, "2-node-a").is_some(),
+        "VPC 2 is still here"
+    );
+    call(
+        &c.node,
+        "DEL",
+        "third",
+        &live_netns(),
+        Some("p3"),
+        &stanza("2", "1", &prev3),
+    )
+    .expect_quiet_success();
+    for plural in ["bgpadvertisements", "bgpvrfinstances", "endpointslices"] {
+        let left: Vec<Value> = ["pods", NS]
+            .iter()
+            .flat_map(|ns| c.server.fixture().list(plural, Some(ns)))
+            .collect();
+        assert_eq!(left, Vec::<Value>::new(), "no {plural} left");
+    }
 }
 
 #[test]
@@ -432,6 +470,92 @@ fn transient_errors_and_conflicts_are_retried() {
         json!(["172.21.1.2/32", "172.21.1.9/32", "fd20:10:ff01::/96"])
     );
     assert!(c.get("endpointslices", "pods", "p1").is_some());
+}
+
+#[test]
+fn del_retracts_through_conflicts_and_answers_11_while_the_api_server_fails() {
+    let c = Cluster::new("node-a");
+    c.pod("p1");
+    c.pod("p2");
+    let fx = c.server.fixture();
+    let (one, two) = (
+        veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns()),
+        veth_prev("fd20:10:ff01::300:0/96", "172.21.1.9/24", &live_netns()),
+    );
+    // Two containers of one attachment (a replacement pod started before the old one's DEL).
+    add_ok(
+        &c.node,
+        "one",
+        &live_netns(),
+        Some("p1"),
+        &stanza("1", "1", &one),
+    );
+    add_ok(
+        &c.node,
+        "two",
+        &live_netns(),
+        Some("p2"),
+        &stanza("1", "1", &two),
+    );
+    // One's DEL meets a stale write: it re-reads, and two's record survives.
+    fx.inject(Fault::on(
+        "PUT",
+        "/bgpadvertisements/1-1",
+        1,
+        FaultAction::Status(409),
+    ));
+    call(
+        &c.node,
+        "DEL",
+        "one",
+        &live_netns(),
+        Some("p1"),
+        &stanza("1", "1", &one),
+    )
+    .expect_quiet_success();
+    let adv = c.get("bgpadvertisements", NS, "1-1").unwrap();
+    assert_eq!(
+        adv["spec"]["prefixes"],
+        json!(["172.21.1.9/32", "fd20:10:ff01::/96"]),
+        "only two's prefixes"
+    );
+    assert!(
+        fx.requests().iter().any(|r| r.status == 409),
+        "the conflict was exercised"
+    );
+    // Two's DEL while the API server fails: try again later, nothing forgotten.
+    fx.inject(Fault::on(
+        "DELETE",
+        "/bgpadvertisements/1-1",
+        100,
+        FaultAction::Status(503),
+    ));
+    let msg = call(
+        &c.node,
+        "DEL",
+        "two",
+        &live_netns(),
+        Some("p2"),
+        &stanza("1", "1", &two),
+    )
+    .expect_error(11);
+    assert!(msg.contains("503") || msg.contains("unavailable"), "{msg}");
+    assert!(c.get("bgpadvertisements", NS, "1-1").is_some());
+    fx.clear_faults();
+    call(
+        &c.node,
+        "DEL",
+        "two",
+        &live_netns(),
+        Some("p2"),
+        &stanza("1", "1", &two),
+    )
+    .expect_quiet_success();
+    assert!(c.get("bgpadvertisements", NS, "1-1").is_none());
+    assert!(
+        c.get("bgpvrfinstances", NS, "1-node-a").is_none(),
+        "the VPC's last attachment on the node took its VRF instance"
+    );
 }
 
 #[test]
@@ -664,9 +788,18 @@ fn the_local_backend_writes_the_same_documents_to_disk() {
     leftovers.sort();
     assert_eq!(
         leftovers,
-        ["1-1.json", "2-1.json"],
-        "no temporary files left behind"
+        ["2-1.json"],
+        "the last container's DEL removed its advertisement; no temporary files left behind"
     );
+    assert!(
+        !root
+            .join("galactic-system/bgpvrfinstances/1-node-a.json")
+            .exists(),
+        "VPC 1's last attachment on the node is gone, and its VRF instance with it"
+    );
+    assert!(root
+        .join("galactic-system/bgpvrfinstances/2-node-a.json")
+        .exists());
 }
 
 /// Every JSON document under `dir`, recursively.

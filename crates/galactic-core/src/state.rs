@@ -136,7 +136,7 @@ fn remove_matching(dir: &Path, stale: impl Fn(&str) -> bool) -> Result<usize, St
     let mut removed = 0;
     for entry in entries.flatten() {
         if stale(&entry.file_name().to_string_lossy()) {
-            remove(&entry.path())?;
+            unlink(&entry.path())?;
             removed += 1;
         }
     }
@@ -153,8 +153,16 @@ pub fn probe_writable(dir: &Path) -> Result<(), StateError> {
         .map_err(StateError::io("write", dir))
 }
 
-/// Removes `path`; a missing file is success.
+/// Removes `path` and the temporaries of it that killed writers left (the caller holds its
+/// lock, as for a write): a state file that is never written again, such as the record of an
+/// attachment whose ADD was killed, leaves nothing behind. A missing file is success.
 pub fn remove(path: &Path) -> Result<(), StateError> {
+    remove_temporaries(path)?;
+    unlink(path)
+}
+
+/// Removes one file; a missing file is success.
+fn unlink(path: &Path) -> Result<(), StateError> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != ErrorKind::NotFound => Err(StateError::io("remove", path)(e)),
         _ => Ok(()),
@@ -230,6 +238,21 @@ mod tests {
             read_json::<serde_json::Value>(&dir.path().join("absent.json"))
                 .unwrap()
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn removing_a_file_removes_what_killed_writers_of_it_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("G1H.json");
+        // A record whose writer was killed before its rename: the file itself never appeared.
+        std::fs::write(dir.path().join("G1H.tmp.77"), b"{").unwrap();
+        std::fs::write(dir.path().join("G2H.tmp.77"), b"{").unwrap();
+        remove(&path).unwrap();
+        assert!(!dir.path().join("G1H.tmp.77").exists());
+        assert!(
+            dir.path().join("G2H.tmp.77").exists(),
+            "another file's stays"
         );
     }
 }

@@ -7,7 +7,8 @@
 //! name, which belongs to the VPC), so a table id that a new domain reuses keeps its own routes.
 //! Entries whose route is gone (the master's DEL deleted the host interface, and the kernel drops
 //! a device's routes with it; or a domain teardown flushed the table) are dropped from the
-//! record. Routes of live domains are kept: DEL leaves them on purpose (see `main`).
+//! record. Routes of live domains are kept: the routes go with their host interface, and DEL
+//! (`del`) already removed the entries of attachments that were torn down.
 //!
 //! GC does not read `cni.dev/valid-attachments`: a termination route belongs to the VPC table,
 //! and its lifetime is bounded by its host interface, which the master's DEL and GC remove.

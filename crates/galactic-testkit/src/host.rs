@@ -63,7 +63,7 @@ impl Host {
             vec!["-4", "route", "show", "table", "all"],
             vec!["-6", "route", "show", "table", "all"],
         ] {
-            out.push(self.netns.ip(&args));
+            out.push(without_link_local(&self.netns.ip(&args)));
         }
         let nft = self.netns.exec(&["nft", "list", "ruleset"]);
         out.push(String::from_utf8_lossy(&nft.stdout).into_owned());
@@ -203,4 +203,14 @@ fn files(dir: &Path) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// A route dump without the kernel's IPv6 link-local and multicast entries: the kernel adds them
+/// some time after a link comes up (after duplicate address detection), so a snapshot taken right
+/// after an ADD may or may not hold them. No plugin writes them; links themselves are compared.
+fn without_link_local(dump: &str) -> String {
+    dump.lines()
+        .filter(|l| !(l.contains("fe80:") || l.starts_with("multicast ff00::/8")))
+        .map(|l| format!("{l}\n"))
+        .collect()
 }

@@ -103,6 +103,20 @@ impl TestNode {
             .expect("write the attachment record");
     }
 
+    /// Removes what [`TestNode::record_master`] recorded for (network, container, interface), as
+    /// the master's DEL would.
+    pub fn forget_master(&self, network: &str, cid: &str, ifname: &str) {
+        let records = galactic_core::attachment::Records::new(&self.dir.path().join("state"));
+        if let Some(record) = records
+            .find(network, cid, ifname)
+            .expect("read the records")
+        {
+            records
+                .remove(&record.host_ifname)
+                .expect("remove the attachment record");
+        }
+    }
+
     /// The IPAM store directory (the node config's `ipam_data_dir`).
     pub fn ipam_dir(&self) -> PathBuf {
         self.dir.path().join("ipam")

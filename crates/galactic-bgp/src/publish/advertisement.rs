@@ -32,14 +32,26 @@ pub struct AdvertisementInput<'a> {
     pub facts: &'a Facts,
 }
 
-/// The spec for the recorded `prefixes`. Without any (an attachment without addresses), the
-/// routes originate from the attachment's host interface: the API requires one of prefixes,
-/// redistribute or originateFrom, and the router must still see an advertisement for the VPC
-/// on this node, or its GC reclaims the VPC's VRF instance and VRF device (decision 0016).
+/// What an advertisement with the recorded `prefixes` originates: the prefixes, or without any
+/// (an attachment without addresses) the routes of the attachment's host interface. The API
+/// requires one of prefixes, redistribute or originateFrom, and the router must still see an
+/// advertisement for the VPC on this node, or its GC reclaims the VPC's VRF instance and VRF
+/// device (decision 0016).
+pub(super) fn routes(
+    prefixes: Vec<String>,
+    host_ifname: Option<&str>,
+) -> (Vec<String>, Option<OriginateFrom>) {
+    let originate_from = if prefixes.is_empty() {
+        host_ifname.map(OriginateFrom::interface)
+    } else {
+        None
+    };
+    (prefixes, originate_from)
+}
+
+/// The spec for the recorded `prefixes`.
 fn spec(input: &AdvertisementInput<'_>, prefixes: Vec<String>) -> BGPAdvertisementSpec {
-    let originate_from = prefixes
-        .is_empty()
-        .then(|| OriginateFrom::interface(&input.facts.host_ifname));
+    let (prefixes, originate_from) = routes(prefixes, Some(&input.facts.host_ifname));
     BGPAdvertisementSpec {
         address_family: AddressFamily::L2VPN_EVPN,
         communities: vec![input.route_target.to_owned()],

@@ -1,12 +1,14 @@
 //! The publish algorithm, over any [`ObjectStore`](crate::store::ObjectStore) and in the typed
 //! resources of `galactic_core::kube`: this node's router, the VPC's VRF instance (VRF id
-//! allocation), and the attachment's advertisement.
+//! allocation), the attachment's advertisement, and their retraction.
 
 mod advertisement;
+mod retract;
 mod router;
 mod vrf;
 
 pub use advertisement::{publish_advertisement, AdvertisementInput};
+pub use retract::{retire_vrf_instance, retract_advertisement};
 pub use router::{lookup_router, Router};
 pub use vrf::ensure_vrf_instance;
 

@@ -1,7 +1,7 @@
 //! The Kubernetes backend: every operation is one API call through [`KubeClient`] (per-call
 //! timeout, transient retry); objects travel as `DynamicObject`s of the typed resources.
 
-use super::{Kind, ObjectStore, StoreError};
+use super::{meta_str, Kind, ObjectStore, StoreError};
 use galactic_core::kube::{KubeClient, RetryPolicy};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
@@ -135,11 +135,49 @@ impl ObjectStore for KubeStore {
     }
 
     fn delete(&self, kind: Kind, namespace: &str, name: &str, uid: &str) -> Result<(), StoreError> {
+        self.delete_with(kind, namespace, name, uid, None)
+    }
+
+    fn delete_unchanged(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        object: &Value,
+    ) -> Result<(), StoreError> {
+        let (name, uid) = (
+            meta_str(object, "name").unwrap_or_default(),
+            meta_str(object, "uid").unwrap_or_default(),
+        );
+        let version = meta_str(object, "resourceVersion");
+        self.delete_with(kind, namespace, name, uid, version)
+    }
+
+    fn probe(&self, namespace: &str) -> Result<(), StoreError> {
+        let what = format!("STATUS: list bgprouters in {namespace}");
+        self.client
+            .call_with(&what, RetryPolicy::once(), |c| {
+                let api = self.api(c, Kind::Router, namespace);
+                async move { api.list(&ListParams::default().limit(1)).await.map(drop) }
+            })
+            .map_err(StoreError::Kube)
+    }
+}
+
+impl KubeStore {
+    /// DELETE with a uid (and optionally a resourceVersion) precondition; 404 is success.
+    fn delete_with(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        version: Option<&str>,
+    ) -> Result<(), StoreError> {
         let what = format!("delete {} {namespace}/{name}", kind.kind());
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(uid.to_owned()),
-                resource_version: None,
+                resource_version: version.map(str::to_owned),
             }),
             ..DeleteParams::default()
         };
@@ -151,15 +189,5 @@ impl ObjectStore for KubeStore {
             Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(StoreError::from_kube(e, false)),
         }
-    }
-
-    fn probe(&self, namespace: &str) -> Result<(), StoreError> {
-        let what = format!("STATUS: list bgprouters in {namespace}");
-        self.client
-            .call_with(&what, RetryPolicy::once(), |c| {
-                let api = self.api(c, Kind::Router, namespace);
-                async move { api.list(&ListParams::default().limit(1)).await.map(drop) }
-            })
-            .map_err(StoreError::Kube)
     }
 }

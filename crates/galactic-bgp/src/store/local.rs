@@ -46,6 +46,22 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StoreError {
 }
 
 impl LocalStore {
+    /// Removes every temporary under the store that a killed writer left (GC): the store's
+    /// lock is held, so none is a live writer's. Returns how many went.
+    pub fn sweep_temporaries(&self) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        for ns in std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for kind in std::fs::read_dir(ns.path()).into_iter().flatten().flatten() {
+                removed += galactic_core::state::sweep_temporaries(&kind.path())?;
+            }
+        }
+        Ok(removed)
+    }
+
     /// Opens `<state_dir>/bgp`, waiting at most `wait` for the lock.
     pub fn open(state_dir: &Path, wait: Duration) -> Result<Self, StoreError> {
         let root = state_dir.join(DIR);
@@ -188,7 +204,15 @@ impl ObjectStore for LocalStore {
     }
 
     fn get(&self, kind: Kind, namespace: &str, name: &str) -> Result<Option<Value>, StoreError> {
-        Self::read(&self.path(kind, namespace, name))
+        let path = self.path(kind, namespace, name);
+        let found = Self::read(&path)?;
+        if found.is_none() {
+            // A writer killed before its rename leaves only a temporary, which no later write of
+            // this document may come to remove (a DEL finds nothing to rewrite). The store's lock
+            // is held: it is no live writer's.
+            galactic_core::state::remove_temporaries(&path)?;
+        }
+        Ok(found)
     }
 
     fn create(&self, kind: Kind, namespace: &str, object: &Value) -> Result<Value, StoreError> {
@@ -263,10 +287,31 @@ impl ObjectStore for LocalStore {
             Some(current) if meta_str(&current, "uid") != Some(uid) => Err(StoreError::Conflict {
                 what: format!("delete {} (uid changed)", Self::what(kind, namespace, name)),
             }),
-            Some(_) => {
-                std::fs::remove_file(&path).map_err(io(format!("remove {}", path.display())))
-            }
+            Some(_) => Ok(galactic_core::state::remove(&path)?),
         }
+    }
+
+    fn delete_unchanged(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        object: &Value,
+    ) -> Result<(), StoreError> {
+        let name = Self::name_of(kind, object)?;
+        let path = self.path(kind, namespace, &name);
+        let Some(current) = Self::read(&path)? else {
+            return Ok(());
+        };
+        let same = |field| meta_str(&current, field) == meta_str(object, field);
+        if !(same("uid") && same("resourceVersion")) {
+            return Err(StoreError::Conflict {
+                what: format!(
+                    "delete {} (changed since read)",
+                    Self::what(kind, namespace, &name)
+                ),
+            });
+        }
+        Ok(galactic_core::state::remove(&path)?)
     }
 
     fn probe(&self, _namespace: &str) -> Result<(), StoreError> {

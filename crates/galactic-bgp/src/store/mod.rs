@@ -174,6 +174,14 @@ pub trait ObjectStore {
     ) -> Result<Value, StoreError>;
     /// Deletes an object if its uid is `uid`; an absent object is fine.
     fn delete(&self, kind: Kind, namespace: &str, name: &str, uid: &str) -> Result<(), StoreError>;
+    /// Deletes `object` only if it is still exactly as read (its uid and resourceVersion):
+    /// [`StoreError::Conflict`] when another writer changed it since. An absent object is fine.
+    fn delete_unchanged(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        object: &Value,
+    ) -> Result<(), StoreError>;
     /// Readiness: the backend can be written (STATUS).
     fn probe(&self, namespace: &str) -> Result<(), StoreError>;
 }
@@ -244,6 +252,12 @@ pub trait Documents {
         name: &str,
         patch: &P,
     ) -> Result<D, StoreError>;
+    /// Deletes `object` only if it is still exactly as read (its uid and resourceVersion).
+    fn delete_unchanged_typed<D: Document>(
+        &self,
+        namespace: &str,
+        object: &D,
+    ) -> Result<(), StoreError>;
 }
 
 impl<S: ObjectStore + ?Sized> Documents for S {
@@ -281,5 +295,13 @@ impl<S: ObjectStore + ?Sized> Documents for S {
             why: e.to_string(),
         })?;
         parse(self.merge_patch(D::KIND, namespace, name, &patch)?)
+    }
+
+    fn delete_unchanged_typed<D: Document>(
+        &self,
+        namespace: &str,
+        object: &D,
+    ) -> Result<(), StoreError> {
+        self.delete_unchanged(D::KIND, namespace, &document(object)?)
     }
 }

@@ -180,6 +180,11 @@ impl Fixture {
         lock(&self.shared.faults).push(fault);
     }
 
+    /// Drops every queued fault (the API server recovers).
+    pub fn clear_faults(&self) {
+        lock(&self.shared.faults).clear();
+    }
+
     /// Every request received so far.
     pub fn requests(&self) -> Vec<Seen> {
         lock(&self.shared.seen).clone()

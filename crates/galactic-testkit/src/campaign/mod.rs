@@ -148,6 +148,49 @@ impl Lab {
         ))
     }
 
+    /// What the plugins' state says about containers that are not in `live`: master records,
+    /// route record entries and advertisement records (each names its container), one line per
+    /// item. Empty when every plugin's state lives exactly as long as its attachment.
+    pub fn state_of_others(&self, live: &BTreeSet<String>) -> Vec<String> {
+        let mut out = Vec::new();
+        let state = self.state_dir();
+        for (path, doc) in json_docs(&state.join("attachments")) {
+            let cid = doc["containerId"].as_str().unwrap_or_default();
+            if !live.contains(cid) {
+                out.push(format!("attachment record {path} of {cid}"));
+            }
+        }
+        for (path, doc) in json_docs(&state.join("routes")) {
+            for entry in doc["routes"].as_array().into_iter().flatten() {
+                let cid = entry["containerId"].as_str().unwrap_or_default();
+                if !live.contains(cid) {
+                    out.push(format!("route entry {} in {path} of {cid}", entry["dst"]));
+                }
+            }
+        }
+        let short: BTreeSet<String> = live.iter().map(|c| c.chars().take(41).collect()).collect();
+        let namespaces = std::fs::read_dir(state.join("bgp"))
+            .into_iter()
+            .flatten()
+            .flatten();
+        let ads = namespaces.flat_map(|ns| json_docs(&ns.path().join("bgpadvertisements")));
+        for (path, doc) in ads {
+            let annotations = doc["metadata"]["annotations"].as_object();
+            for key in annotations.into_iter().flat_map(|a| a.keys()) {
+                // Under either netns key (decision 0016).
+                let cid = key
+                    .strip_prefix("galactic.datum.net/netns.")
+                    .or_else(|| key.strip_prefix("galactic.datum.net/netns-path."));
+                if let Some(cid) = cid {
+                    if !short.contains(cid) {
+                        out.push(format!("advertisement {path} records {cid}"));
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// The host's interfaces but `lo`, by name.
     pub fn host_links(&self) -> BTreeSet<String> {
         let links = self.host.netns.ip_json(&["link", "show"]);
@@ -192,6 +235,21 @@ fn node_extra() -> Value {
     json!({"log_level": "info", "routing_domain": "auto"})
 }
 
+/// The `*.json` documents of `dir` (none when it does not exist), by file name.
+fn json_docs(dir: &Path) -> Vec<(String, Value)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .filter_map(|e| {
+            let doc = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
+            Some((e.file_name().to_string_lossy().into_owned(), doc))
+        })
+        .collect()
+}
+
 /// An item of `ip -j` output without the fields that change on their own (counters, ifindex).
 fn stable(item: &Value) -> String {
     let mut item = item.clone();
@@ -210,10 +268,10 @@ fn stable(item: &Value) -> String {
     item.to_string()
 }
 
-/// Files under `dir`, relative to `root`, except the IPAM store (checked by `verify`), lock files
-/// (node-wide, created once, owned by nobody by design) and the published per-VPC-attachment
-/// BGPAdvertisement and per-VPC BGPVRFInstance objects: DEL leaves those by design, for the
-/// router's GC (docs/kubernetes.md, "Operations"). The per-pod EndpointSlices are checked.
+/// Files under `dir`, relative to `root`, except the IPAM store (checked by `verify`) and lock
+/// files (a fixed set per node and VPC, created once, owned by nobody by design). Published
+/// documents (advertisements, VRF instances, EndpointSlices) are included: the last DEL of what
+/// uses them removes them.
 fn list_files(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -225,8 +283,7 @@ fn list_files(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
             .unwrap_or(&path)
             .display()
             .to_string();
-        let shared = rel.contains("bgpadvertisements") || rel.contains("bgpvrfinstances");
-        if rel.starts_with("ipam") || rel.ends_with("lock") || shared {
+        if rel.starts_with("ipam") || rel.ends_with("lock") || rel.starts_with("locks") {
             continue;
         }
         if path.is_dir() {

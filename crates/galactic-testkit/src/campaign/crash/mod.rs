@@ -6,8 +6,9 @@
 //! runtime would: a failed or killed ADD is followed by the chain's DEL (no cached result) or, at
 //! random, left to the next GC with the runtime's list of live attachments; a killed DEL is
 //! retried or left to GC. After every recovery: the IPAM store verifies clean and holds exactly
-//! the live attachments, no two live attachments share an address, and no host interface or
-//! attachment record exists for an attachment that is not live. At the end every attachment is
+//! the live attachments, no two live attachments share an address, and no host interface,
+//! attachment record, route record entry or advertisement record exists for an attachment that
+//! is not live. At the end every attachment is
 //! deleted, GC runs with an empty list, and the host namespace (links, rules, routes of every
 //! table, nft ruleset) and the state directory must equal their state after the warm-up cycle.
 //!
@@ -444,6 +445,10 @@ impl Campaign<'_> {
                         .push(format!("{when}: {addr} held by {other} and {}", a.cid));
                 }
             }
+        }
+        let live: BTreeSet<String> = self.live.iter().map(|a| a.cid.clone()).collect();
+        for item in self.lab.state_of_others(&live) {
+            self.report.leaks.push(format!("{when}: {item}"));
         }
         let expected: BTreeSet<String> = self
             .live

@@ -1,0 +1,156 @@
+//! Retracting what ADD published: DEL for one attachment, GC for what a killed ADD or a lost
+//! DEL left. With the Kubernetes publisher, objects a crash left in the cluster are also
+//! reclaimed by the galactic-router's GC (as upstream); with the local publisher nothing else
+//! would ever reclaim them, so GC here does.
+
+use crate::annotations;
+use crate::attachments::{held, others_of_vpc, published_ids, vpc_lock};
+use crate::error::BgpError;
+use crate::netns;
+use crate::ops::{node_name, Backend};
+use crate::publish;
+use crate::slice::{self, PodRef};
+use crate::store::Documents;
+use galactic_core::cni::Request;
+use galactic_core::ident::{
+    bgp_advertisement_name, bgp_vrf_instance_name, tenant_identifier, ChainIds,
+};
+use galactic_core::kube::{BGPAdvertisement, BGPVRFInstance, ClientOptions};
+use galactic_core::log;
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// DEL: retracts what ADD published for this container: its EndpointSlice, its records on the
+/// attachment's advertisement (the advertisement itself when no live container is left), and the
+/// VPC's BGPVRFInstance of this node when no other attachment of the VPC is left here. What to
+/// retract is named by the master's record of the attachment (what ADD worked from), or by the
+/// stanza when there is none. Transient failures are code 11 (the runtime retries); anything
+/// else is logged and DEL succeeds (the dispatcher's rule for DEL).
+pub fn del(req: &Request) -> Result<(), BgpError> {
+    let (Ok(cid), Ok(ifname)) = (req.env.container_id(), req.env.ifname()) else {
+        log::info(
+            "DEL: no container id or interface name; nothing published",
+            json!({}),
+        );
+        return Ok(());
+    };
+    let Some(ids) = published_ids(req, cid.as_str(), ifname.as_str()) else {
+        log::warn(
+            "DEL: no attachment record and the stanza names no VPC attachment; nothing to retract",
+            json!({}),
+        );
+        return Ok(());
+    };
+    let backend = Backend::open(&req.node, ClientOptions::default())?;
+    let store = backend.store();
+    let ns = req.node.namespace.as_str();
+    let tenant = tenant_identifier(&ids.vpc, &ids.att);
+    if let Some(pod) = PodRef::from_args(&req.env.args) {
+        if slice::delete_owned(store, &pod, &tenant)? {
+            log::info(
+                "DEL: EndpointSlice deleted",
+                json!({"pod": format!("{}/{}", pod.namespace, pod.name)}),
+            );
+        }
+    }
+    let adv_name = bgp_advertisement_name(ids.vpc.raw(), ids.att.raw());
+    let host = ids.host_ifname();
+    let retraction = publish::retract_advertisement(
+        store,
+        ns,
+        &adv_name,
+        &[cid.as_str()],
+        Some(&host),
+        &netns::alive,
+    )?;
+    let _vpc = vpc_lock(&req.node, &ids.vpc)?;
+    let retired = match others_of_vpc(req, &ids.vpc, cid.as_str(), ifname.as_str()) {
+        0 => {
+            let node = node_name(&req.node, &backend)?;
+            let vrf_name = bgp_vrf_instance_name(ids.vpc.raw(), &node);
+            publish::retire_vrf_instance(store, ns, &vrf_name)?.then_some(vrf_name)
+        }
+        _ => None,
+    };
+    log::info(
+        "DEL: BGP publication retracted",
+        json!({"advertisement": adv_name, "retraction": retraction.as_str(),
+               "vrfInstanceDeleted": retired}),
+    );
+    Ok(())
+}
+
+/// GC (local publisher): retracts, from every advertisement, the containers no master on the
+/// node holds an attachment for (and deletes advertisements left without one), and deletes this
+/// node's VRF instances of VPCs without an attachment here. Kubernetes objects are left to the
+/// router's GC: an advertisement there is shared with other nodes, whose containers this node
+/// cannot judge.
+pub fn gc(req: &Request) -> Result<(), BgpError> {
+    let backend = Backend::open(&req.node, ClientOptions::default())?;
+    if backend.is_kube() {
+        log::info(
+            "GC: published Kubernetes objects are reclaimed by the router's GC",
+            json!({}),
+        );
+        return Ok(());
+    }
+    if let Backend::Local(local) = &backend {
+        local.sweep_temporaries()?;
+    }
+    let store = backend.store();
+    let ns = req.node.namespace.as_str();
+    let records = held(&req.node)?;
+    let live: BTreeSet<String> = records
+        .iter()
+        .map(|r| annotations::cid41(&r.container_id).to_owned())
+        .collect();
+    // The host interface of each attachment the masters hold, by its advertisement's name.
+    let hosts: BTreeMap<String, String> = records
+        .iter()
+        .filter_map(|r| {
+            let ids = ChainIds::of(&json!({"vpc": r.vpc, "vpcattachment": r.attachment})).ok()?;
+            Some((
+                bgp_advertisement_name(&r.vpc, &r.attachment),
+                ids.host_ifname(),
+            ))
+        })
+        .collect();
+    let mut retracted = 0;
+    for adv in store.list_typed::<BGPAdvertisement>(ns)? {
+        // A document that is no BGPAdvertisement is not ours to judge.
+        let Ok(adv) = adv else { continue };
+        let name = adv.metadata.name.clone().unwrap_or_default();
+        let recorded = annotations::recorded(&adv.metadata.annotations.unwrap_or_default());
+        let gone: Vec<&str> = recorded
+            .iter()
+            .map(String::as_str)
+            .filter(|cid| !live.contains(*cid))
+            .collect();
+        if gone.is_empty() {
+            continue;
+        }
+        let host = hosts.get(&name).map(String::as_str);
+        publish::retract_advertisement(store, ns, &name, &gone, host, &netns::alive)?;
+        retracted += gone.len();
+    }
+    let node = node_name(&req.node, &backend)?;
+    let wanted: BTreeSet<String> = records
+        .iter()
+        .map(|r| bgp_vrf_instance_name(&r.vpc, &node))
+        .collect();
+    let suffix = format!("-{node}");
+    let mut retired = 0;
+    for vrf in store.list_typed::<BGPVRFInstance>(ns)? {
+        let Ok(vrf) = vrf else { continue };
+        let name = vrf.metadata.name.clone().unwrap_or_default();
+        if name.ends_with(&suffix) && !wanted.contains(&name) {
+            store.delete_unchanged_typed(ns, &vrf)?;
+            retired += 1;
+        }
+    }
+    log::info(
+        "GC: stale publications retracted",
+        json!({"containers": retracted, "vrfInstances": retired}),
+    );
+    Ok(())
+}
