@@ -106,15 +106,14 @@ pub fn place_netns(annotations: &mut Annotations) {
     }
 }
 
-/// Removes this container's records (under either netns key) and places the rest as
-/// [`place_netns`] does; returns whether there were any.
+/// Removes this container's records (under either netns key); returns whether there were any.
+/// The rest stay where they are until [`place_netns`] (which [`prune_dead`] ends with).
 pub fn forget(annotations: &mut Annotations, cid: &str) -> bool {
     let key = cid41(cid);
     let mut found = false;
     for prefix in [NETNS, NETNS_HELD, SUBNET_V6, SUBNET_V4] {
         found |= annotations.remove(&format!("{prefix}{key}")).is_some();
     }
-    place_netns(annotations);
     found
 }
 
