@@ -3,13 +3,14 @@
 use crate::annotations;
 use crate::attachments::{others_of_vpc, vpc_lock};
 use crate::conf::Stanza;
+use crate::crds;
 use crate::datapath::{self, Attachment};
 use crate::error::{BgpError, NodeNameError, PrevResultError};
 use crate::netns;
 use crate::prev::{self, Facts};
 use crate::publish::{self, AdvertisementInput, Router};
 use crate::slice::{self, PodRef, SliceInput};
-use crate::store::kube::KubeStore;
+use crate::store::kube::{InstalledCrd, KubeStore};
 use crate::store::local::LocalStore;
 use crate::store::{Documents, Kind, ObjectStore, StoreError};
 use galactic_core::attachment::ChainPosition;
@@ -401,5 +402,34 @@ pub fn status(req: &Request) -> Result<(), BgpError> {
     };
     let backend = Backend::open(&req.node, options)?;
     backend.store().probe(&req.node.namespace)?;
+    if let Backend::Kube(kube) = &backend {
+        installed_crds_suffice(kube)?;
+    }
+    Ok(())
+}
+
+/// The installed CRDs have every property and enum value galactic-bgp reads or writes
+/// ([`crds::NEEDED`]). A node whose RBAC may not read CRDs cannot judge: logged, not refused.
+fn installed_crds_suffice(kube: &KubeStore) -> Result<(), BgpError> {
+    for (name, needed) in crds::NEEDED {
+        let crd = match kube.installed_crd(name)? {
+            InstalledCrd::Found(crd) => crd,
+            InstalledCrd::Missing => return Err(BgpError::CrdMissing((*name).to_owned())),
+            InstalledCrd::Forbidden => {
+                log::warn(
+                    "STATUS: may not read the installed CRDs (RBAC); their fields are not checked",
+                    json!({"crd": name}),
+                );
+                return Ok(());
+            }
+        };
+        let lacking = crds::lacking(&crd, needed);
+        if !lacking.is_empty() {
+            return Err(BgpError::CrdLacks {
+                crd: (*name).to_owned(),
+                lacking,
+            });
+        }
+    }
     Ok(())
 }

@@ -7,6 +7,7 @@
 mod cluster;
 
 use cluster::*;
+use galactic_testkit::apiserver::{Fault, FaultAction};
 use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};
 
@@ -92,4 +93,54 @@ fn a_missing_crd_is_a_404_naming_the_resource_and_del_still_succeeds() {
     );
     let msg = runtime(&c.node).status(&list).unwrap_err().expect_error(50);
     assert!(msg.contains("404") && msg.contains("bgprouters"), "{msg}");
+}
+
+fn bgp_only() -> Conflist {
+    Conflist::new(
+        "1.1.0",
+        "n",
+        vec![json!({"type": "galactic-bgp", "vpc": "1", "vpcattachment": "1"})],
+    )
+}
+
+#[test]
+fn status_reports_an_installed_crd_that_lacks_what_the_plugin_writes() {
+    let c = Cluster::new("node-a");
+    let status = || runtime(&c.node).status(&bgp_only());
+    status().unwrap();
+    // An older Galactic API: no originateFrom.interfaceName, and no End.DT46.
+    let mut older = crd(&c, ADVERTISEMENTS);
+    let spec = &mut older["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    spec["properties"]["originateFrom"]["properties"]
+        .as_object_mut()
+        .unwrap()
+        .remove("interfaceName");
+    spec["properties"]["function"]["enum"] = json!(["End.DT4", "End.DT6"]);
+    c.server.fixture().insert(older);
+    let msg = status().unwrap_err().expect_error(50);
+    assert!(
+        msg.contains(ADVERTISEMENTS)
+            && msg.contains("spec.originateFrom.interfaceName")
+            && msg.contains("spec.function value End.DT46"),
+        "{msg}"
+    );
+    // A node whose RBAC may not read CRDs cannot judge them: STATUS answers from the probe.
+    c.server.fixture().inject(Fault::on(
+        "GET",
+        "/customresourcedefinitions/",
+        1,
+        FaultAction::Status(403),
+    ));
+    status().unwrap();
+    // The VRF instance CRD not installed at all.
+    c.server.fixture().remove(
+        "customresourcedefinitions",
+        None,
+        "bgpvrfinstances.network.datumapis.com",
+    );
+    let msg = status().unwrap_err().expect_error(50);
+    assert!(
+        msg.contains("bgpvrfinstances.network.datumapis.com is not installed"),
+        "{msg}"
+    );
 }
