@@ -14,6 +14,8 @@
 mod guest;
 mod provision;
 
+pub use provision::find_program;
+
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

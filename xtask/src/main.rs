@@ -15,6 +15,7 @@ mod demo;
 mod fuzz;
 mod kernel;
 mod manifests;
+mod podman;
 mod smoke;
 mod soak;
 mod stage;
@@ -47,6 +48,8 @@ enum Command {
     Test(test::Args),
     /// The routing-domain suites and the demo with VRF on Debian 12's 6.1 kernel in a VM
     TestKernel(kernel::Args),
+    /// Containers of Debian 12's Podman (CNI backend) attached through the example conflists
+    TestPodman(podman::Args),
     /// Full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
     BenchChain(bench_chain::Args),
     /// IPAM ADD/CHECK/DEL at several occupancies, galactic-ipam vs. host-local
@@ -71,6 +74,7 @@ fn main() -> std::process::ExitCode {
     // `--help`, a bad flag or a stray argument ends here: clap prints and exits (0 for help,
     // 2 for a usage error) before any command does anything.
     let cli = Cli::parse();
+    forget_cargo_run_env();
     match dispatch(cli.command) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -87,6 +91,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Smoke(args) => smoke::run(&args),
         Command::Test(args) => test::run(&args),
         Command::TestKernel(args) => kernel::run(&args),
+        Command::TestPodman(args) => podman::run(&args),
         Command::BenchChain(args) => bench_chain::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),
@@ -100,6 +105,26 @@ fn dispatch(command: Command) -> Result<()> {
 }
 
 /// The workspace root (xtask lives one level below it).
+/// `cargo run` describes this package to this process (CARGO_PKG_*, CARGO_MANIFEST_DIR, ...);
+/// the cargo runs it starts must not inherit that: ring's build script tracks those variables,
+/// so it would rerun, and everything above it rebuild, each time `cargo xtask` and a cargo it
+/// starts take turns (some 25 s a run on two cores). `CARGO` and `CARGO_HOME` stay.
+fn forget_cargo_run_env() {
+    const SET_BY_CARGO_RUN: &[&str] = &[
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+    ];
+    let names = std::env::vars_os()
+        .filter_map(|(name, _)| name.into_string().ok())
+        .filter(|name| name.starts_with("CARGO_PKG_") || SET_BY_CARGO_RUN.contains(&name.as_str()));
+    for name in names.collect::<Vec<_>>() {
+        std::env::remove_var(name);
+    }
+}
+
 pub fn workspace_root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)

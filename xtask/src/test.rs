@@ -1,5 +1,6 @@
-//! `test`: every test of the workspace, privileged ones included, then the production-kernel
-//! tier (`test-kernel`: the routing-domain suites with VRF on an LTS kernel in a VM).
+//! `test`: every test of the workspace, privileged ones included, then the Podman tier
+//! (`test-podman`: the chain under Debian 12's Podman) and the production-kernel tier
+//! (`test-kernel`: the routing-domain suites with VRF on an LTS kernel in a VM).
 //!
 //! Privileged tests need root, `ip` (iproute2) and network namespaces. Under `CI=true` a missing
 //! capability is a hard failure here, before any test runs, so nothing is skipped silently.
@@ -10,7 +11,8 @@ use std::process::Command;
 /// `cargo xtask test [CARGO_TEST_ARGS]... [-- TEST_BINARY_ARGS...]`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Only the native suites: leave out the production-kernel tier's VM (the quick local loop)
+    /// Only the native suites: leave out the Podman tier and the production-kernel tier's VM (the
+    /// quick local loop)
     #[arg(long)]
     pub native: bool,
     /// Passed on to `cargo test --workspace --all-targets` as given, e.g. `--no-fail-fast` or
@@ -39,7 +41,15 @@ pub fn run(args: &Args) -> Result<()> {
     let args = args.cargo_test_tail();
     preflight()?;
     if !native_only {
-        crate::kernel::preflight()?;
+        // Both tiers' missing tools at once, so one install command fixes the machine.
+        let missing: Vec<String> = [crate::podman::preflight(), crate::kernel::preflight()]
+            .into_iter()
+            .filter_map(Result::err)
+            .map(|e| format!("{e:#}"))
+            .collect();
+        if !missing.is_empty() {
+            bail!("{}", missing.join("\n"));
+        }
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
@@ -52,6 +62,7 @@ pub fn run(args: &Args) -> Result<()> {
         bail!("tests failed ({status})");
     }
     if !native_only {
+        crate::podman::run(&crate::podman::Args::default())?;
         crate::kernel::run(&crate::kernel::Args::default())?;
     }
     Ok(())

@@ -8,12 +8,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 
 /// Every command the README and docs name; `--help` must list at least these.
-const KNOWN: [&str; 14] = [
+const KNOWN: [&str; 15] = [
     "build-and-stage",
     "demo",
     "smoke",
     "test",
     "test-kernel",
+    "test-podman",
     "bench-chain",
     "bench-ipam",
     "bench-startup",
@@ -256,5 +257,42 @@ fn test_without_the_vm_tools_names_them_before_running_anything() {
         sandbox.traces(),
         vec!["calls/ip".to_owned()],
         "nothing is built or run but the native preflight's `ip -V` probe"
+    );
+}
+
+#[test]
+fn test_without_podman_names_it_with_the_vm_tools_before_running_anything() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.xtask(&["test"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("the Podman tier cannot run"), "{stderr}");
+    for missing in ["podman", "runc", "conmon", "busybox", "qemu-system-x86_64"] {
+        assert!(
+            stderr.contains(&format!("`{missing}`")),
+            "{missing}: {stderr}"
+        );
+    }
+    assert!(
+        stderr.contains("apt-get install --no-install-recommends podman runc busybox-static"),
+        "{stderr}"
+    );
+    assert_eq!(sandbox.traces(), vec!["calls/ip".to_owned()]);
+}
+
+#[test]
+fn test_podman_names_what_is_missing_before_building() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.xtask(&["test-podman"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("`podman` (Debian package podman)"),
+        "{stderr}"
+    );
+    assert_eq!(
+        sandbox.traces(),
+        Vec::<String>::new(),
+        "nothing may be built"
     );
 }

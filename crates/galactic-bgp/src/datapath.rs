@@ -169,7 +169,11 @@ fn attach(pin_dir: &Path, ifname: &str, priority: u16) -> Result<(), BgpError> {
         ),
         outcome => log::debug(
             "ADD: usid_egress attached",
-            json!({"ifname": ifname, "priority": priority, "outcome": format!("{outcome:?}")}),
+            json!({
+                "ifname": ifname,
+                "priority": priority,
+                "filter": if outcome == AttachOutcome::Replaced { "replaced" } else { "created" },
+            }),
         ),
     }
     Ok(())

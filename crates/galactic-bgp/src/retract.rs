@@ -66,6 +66,7 @@ pub fn del(req: &Request) -> Result<(), BgpError> {
     let _vpc = vpc_lock(&req.node, &ids.vpc)?;
     let retired = match others_of_vpc(req, &ids.vpc, cid.as_str(), ifname.as_str()) {
         0 => {
+            galactic_core::failpoint::hit("bgp-before-vrf-retire")?;
             let node = node_name(&req.node, &backend)?;
             let vrf_name = bgp_vrf_instance_name(ids.vpc.raw(), &node);
             publish::retire_vrf_instance(store, ns, &vrf_name)?.then_some(vrf_name)

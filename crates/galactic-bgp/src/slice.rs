@@ -176,7 +176,7 @@ pub fn check(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<(), BgpE
     if address != Some(input.address.to_string().as_str()) {
         return Err(BgpError::Check(format!(
             "{name} publishes {}, the pod has {}",
-            address.unwrap_or("no address"),
+            shown(address),
             input.address
         )));
     }
@@ -188,8 +188,8 @@ pub fn check(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<(), BgpE
             .map(String::as_str);
         if value != Some(input.tenant) {
             return Err(BgpError::Check(format!(
-                "{name} {what} {TENANT_ID} is {}, want {}",
-                value.unwrap_or("absent"),
+                "{name} {what} {TENANT_ID} is {}, want \"{}\"",
+                shown(value),
                 input.tenant
             )));
         }
@@ -203,9 +203,14 @@ pub fn check(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<(), BgpE
     if sid != want.as_deref() {
         return Err(BgpError::Check(format!(
             "{name} annotation {SRV6_SID} is {}, want {}",
-            sid.unwrap_or("absent"),
-            want.as_deref().unwrap_or("none")
+            shown(sid),
+            shown(want.as_deref())
         )));
     }
     Ok(())
+}
+
+/// A published value for a message: quoted, or `absent`.
+fn shown(value: Option<&str>) -> String {
+    value.map_or_else(|| "absent".to_owned(), |v| format!("\"{v}\""))
 }

@@ -8,6 +8,7 @@ mod cluster;
 
 use cluster::*;
 use galactic_testkit::apiserver::{Fault, FaultAction};
+use galactic_testkit::runtime::Attachment;
 use galactic_testkit::{Outcome, TestNode};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -723,5 +724,51 @@ fn every_local_document_is_one_the_api_server_stores_and_a_bad_router_file_is_re
     assert!(
         msg.contains("BGPRouter") && msg.contains("addressFamilies"),
         "{msg}"
+    );
+}
+
+/// The VPC's last attachment leaving while another arrives: DEL decides "no other attachment of
+/// the VPC here" and deletes the VRF instance, while the other ADD reuses the instance. The DEL is
+/// held between its decision and the delete (failpoint pause), and the ADD runs in that window:
+/// the per-VPC lock makes it wait, so it recreates the instance instead of reusing one that is
+/// about to go. (The local publisher serialises whole processes; the API server does not.)
+#[test]
+fn a_vrf_instance_retired_while_another_attachment_arrives_is_never_lost() {
+    let c = Cluster::new("node-a");
+    let node = &c.node;
+    let vrf = || c.get("bgpvrfinstances", NS, "1-node-a");
+    let prev_a = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    let prev_b = veth_prev("fd20:10:ff01::200:0/96", "172.21.1.3/24", &live_netns());
+    let (a, b) = (stanza("1", "1", &prev_a), stanza("1", "2", &prev_b));
+    c.pod("pa");
+    c.pod("pb");
+    add_ok(node, "a", &live_netns(), Some("pa"), &a);
+    assert!(vrf().is_some());
+    std::thread::scope(|s| {
+        let leaving = s.spawn(|| {
+            let att = Attachment::new("a", &live_netns(), "eth0")
+                .arg("K8S_POD_NAMESPACE", "pods")
+                .arg("K8S_POD_NAME", "pa");
+            runtime(node)
+                .env(galactic_core::bpf::maps::DATAPATH_ENV, "off")
+                .env("GALACTIC_FAILPOINTS", "bgp-before-vrf-retire:pause")
+                .plugin(&a.list, 0, "DEL", &att, a.prev.as_ref())
+        });
+        // Well inside the DEL's pause: it has decided, and holds the VPC's lock.
+        std::thread::sleep(galactic_core::failpoint::PAUSE / 2);
+        add_ok(node, "b", &live_netns(), Some("pb"), &b);
+        leaving.join().unwrap().expect_quiet_success();
+    });
+    node.forget_master("net1", "a", "eth0");
+    assert!(
+        vrf().is_some(),
+        "attachment b is live: its VRF instance must exist"
+    );
+    call(node, "CHECK", "b", &live_netns(), Some("pb"), &b).expect_quiet_success();
+    call(node, "DEL", "b", &live_netns(), Some("pb"), &b).expect_quiet_success();
+    node.forget_master("net1", "b", "eth0");
+    assert!(
+        vrf().is_none(),
+        "the VPC's last attachment took its instance"
     );
 }

@@ -21,7 +21,7 @@ pub struct LockGuard {
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Another process held it for the whole wait.
-    #[error("lock {path} is held by another process; gave up after {waited:?}")]
+    #[error("lock {path} is held by another process; gave up after {:.1} s", .waited.as_secs_f64())]
     Timeout {
         /// The lock file.
         path: PathBuf,

@@ -1,6 +1,7 @@
 //! The crate's errors, mapped to CNI codes here and nowhere else.
 
 use crate::config::ConfigError;
+use crate::request::RequestError;
 use crate::store::StoreError;
 use galactic_core::cni::{CniError, Code, ErrorCode};
 
@@ -10,6 +11,9 @@ pub enum IpamError {
     /// The `ipam` block is invalid.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// The runtime's address request cannot be granted.
+    #[error(transparent)]
+    Request(#[from] RequestError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -37,7 +41,11 @@ pub enum IpamError {
 impl ErrorCode for IpamError {
     fn code(&self) -> Code {
         match self {
-            Self::Config(_) => Code::INVALID_CONFIG,
+            Self::Config(_) | Self::Request(_) => Code::INVALID_CONFIG,
+            // What the runtime asked for is not to be had: only another request cures it.
+            Self::Store(StoreError::InUse { .. } | StoreError::Holds { .. }) => {
+                Code::INVALID_CONFIG
+            }
             // Nothing could be recorded: a DEL that cannot record its release must be retried,
             // never forgotten.
             Self::Store(StoreError::Busy { .. } | StoreError::Full { .. }) => Code::TRY_AGAIN_LATER,

@@ -3,6 +3,7 @@
 
 use crate::config::{self, Context, IpamConfig, Mode, StoreSettings};
 use crate::error::IpamError;
+use crate::request;
 use crate::result;
 use crate::store::{AttachmentKey, DelKey, GcScope, Store};
 use galactic_core::cni::{CniResult, Plugin, Request};
@@ -25,18 +26,21 @@ impl Plugin for IpamPlugin {
     fn add(&self, req: &Request) -> Result<CniResult, IpamError> {
         let cfg = parse(req)?;
         let key = attachment_key(req)?;
+        let requested = request::requested(&req.env.args, &req.conf.raw)?;
         let (assigned, routes) = match &cfg.mode {
-            Mode::Addresses(list) => (list.clone(), true),
-            Mode::Static(ip) => (result::static_ip(*ip), false),
+            Mode::Addresses(list) => (configured(list.clone(), &requested)?, true),
+            Mode::Static(ip) => (configured(result::static_ip(*ip), &requested)?, false),
             Mode::Pools(pools) => {
+                let wants = request::wants(pools, &requested)?;
                 let store_settings = StoreSettings::of(&req.node);
                 let mut store = open(&store_settings)?;
-                let alloc = store.allocate(&key, pools, &store_settings.legacy_dir)?;
+                let alloc = store.allocate_wants(&key, &wants, &store_settings.legacy_dir)?;
                 log::info(
                     "ADD: allocation",
                     json!({
                         "new": alloc.created,
                         "addresses": alloc.leases.iter().map(|l| l.address.to_string()).collect::<Vec<_>>(),
+                        "requested": requested.iter().map(ToString::to_string).collect::<Vec<_>>(),
                         "pools": pools.iter().map(|p| p.key()).collect::<Vec<_>>(),
                     }),
                 );
@@ -135,6 +139,15 @@ impl Plugin for IpamPlugin {
         );
         Ok(())
     }
+}
+
+/// Pre-decided addressing, provided every request names one of its addresses.
+fn configured(
+    assigned: Vec<Assignment>,
+    requested: &[std::net::IpAddr],
+) -> Result<Vec<Assignment>, IpamError> {
+    request::check_configured(requested, &assigned)?;
+    Ok(assigned)
 }
 
 fn parse(req: &Request) -> Result<IpamConfig, IpamError> {

@@ -60,6 +60,17 @@ impl Span {
     }
 }
 
+/// `10.0.0.4` for a single address, `10.0.0.4-10.0.0.7` for a range.
+impl std::fmt::Display for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let first = self.family.addr(self.first);
+        match self.first == self.last {
+            true => write!(f, "{first}"),
+            false => write!(f, "{first}-{}", self.family.addr(self.last)),
+        }
+    }
+}
+
 /// Why a pool cannot be built. The config layer adds the field name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PoolError {
@@ -88,6 +99,47 @@ pub enum PoolError {
     /// Nothing is left once reserved slots are taken out.
     #[error("leaves no allocatable /{0} once the gateway's prefix and the reserved addresses are taken out")]
     NoCapacity(u8),
+}
+
+/// Why a requested address cannot be an endpoint of a pool (the caller names the address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The address is not inside the pool.
+    #[error("is outside the pool {pool}")]
+    Outside {
+        /// The pool CIDR.
+        pool: IpNetwork,
+    },
+    /// The address is the pool's gateway.
+    #[error("is the gateway of the pool {pool}")]
+    Gateway {
+        /// The pool CIDR.
+        pool: IpNetwork,
+    },
+    /// The address lies in the endpoint prefix that holds the gateway (never handed out).
+    #[error("lies in {slot}, the prefix of the pool {pool} that holds its gateway {gateway}")]
+    GatewayPrefix {
+        /// The pool CIDR.
+        pool: IpNetwork,
+        /// The reserved prefix.
+        slot: IpNetwork,
+        /// The gateway.
+        gateway: IpAddr,
+    },
+    /// The pool's first or last address (network/broadcast, IPv6 anycast).
+    #[error("is the first or last address of the pool {pool}, which are reserved")]
+    Edge {
+        /// The pool CIDR.
+        pool: IpNetwork,
+    },
+    /// The all-zeros address of a multi-address endpoint prefix (its subnet-router anycast).
+    #[error(
+        "is the subnet-router anycast address of its prefix {slot}; use a host address inside it"
+    )]
+    SlotAnycast {
+        /// The prefix.
+        slot: IpNetwork,
+    },
 }
 
 /// A validated pool.
@@ -237,6 +289,45 @@ impl Pool {
         reserved.sort_unstable();
         reserved.dedup();
         count - reserved.len() as u128
+    }
+
+    /// The slot a runtime-requested endpoint address `ip` occupies, or why it cannot be handed
+    /// out. Any host address of an allocatable slot can be requested; it keeps the slot's prefix
+    /// length ([`Pool::requested_endpoint`]).
+    pub fn requested_slot(&self, ip: IpAddr) -> Result<u128, Refusal> {
+        let pool = self.network;
+        let index = self.index_of(ip).ok_or(Refusal::Outside { pool })?;
+        if ip == self.gateway {
+            return Err(Refusal::Gateway { pool });
+        }
+        if self.is_reserved(index) {
+            return Err(match self.index_of(self.gateway) {
+                Some(g) if g == index => Refusal::GatewayPrefix {
+                    pool,
+                    slot: self.slot_network(index),
+                    gateway: self.gateway,
+                },
+                _ => Refusal::Edge { pool },
+            });
+        }
+        let slot = self.slot(index);
+        if slot.first != slot.last && value_of(ip) == slot.first {
+            return Err(Refusal::SlotAnycast {
+                slot: self.slot_network(index),
+            });
+        }
+        Ok(index)
+    }
+
+    /// The endpoint handed out for a requested address: the address with its slot's prefix.
+    pub fn requested_endpoint(&self, ip: IpAddr) -> IpNetwork {
+        IpNetwork::new(ip, self.slot_len).unwrap_or(self.network)
+    }
+
+    /// Slot `index` as a prefix.
+    fn slot_network(&self, index: u128) -> IpNetwork {
+        let first = self.family().addr(self.slot(index).first);
+        IpNetwork::new(first, self.slot_len).unwrap_or(self.network)
     }
 
     /// The endpoint address inside slot `index`, with the slot's prefix length.

@@ -89,3 +89,57 @@ fn batch_allocation_matches_single_allocation_and_releases_by_key() {
     assert!(store.lookup(&key("n", "c7")).unwrap().is_none());
     assert_eq!(store.verify().unwrap().attachments, 500);
 }
+
+/// A store written before revision 1 (no `released.holder`): the first write of this build
+/// upgrades it in place, and what was released before still returns to the queue.
+#[test]
+fn a_store_of_the_first_revision_is_upgraded_by_the_first_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let legacy = Path::new("/nonexistent/legacy");
+    let p = pool("10.0.0.0/24", 32);
+    {
+        let mut store = Store::open_or_create(dir.path(), Duration::from_secs(5)).unwrap();
+        store
+            .allocate(&key("n", "old"), std::slice::from_ref(&p), legacy)
+            .unwrap();
+    }
+    let db = dir.path().join(galactic_ipam::store::DB_FILE);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "DROP INDEX released_by_slot; DROP INDEX released_by_holder;
+         ALTER TABLE released DROP COLUMN holder;
+         DELETE FROM meta WHERE key = 'schema-revision';",
+    )
+    .unwrap();
+    drop(conn);
+
+    let mut store = Store::open_existing(dir.path(), Duration::from_secs(5))
+        .unwrap()
+        .unwrap();
+    // A read needs no upgrade and does not make one.
+    assert!(store.lookup(&key("n", "old")).unwrap().is_some());
+    let first = store
+        .allocate(&key("n", "c1"), std::slice::from_ref(&p), legacy)
+        .unwrap();
+    store
+        .release(&DelKey::Exact(key("n", "c1")), legacy)
+        .unwrap();
+    let again = store
+        .allocate(&key("n", "c1"), std::slice::from_ref(&p), legacy)
+        .unwrap();
+    assert_eq!(first.leases, again.leases, "the released slot came back");
+    drop(store);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let revision: String = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema-revision'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(revision, "1");
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 1, "older builds of schema 1 still open it");
+}

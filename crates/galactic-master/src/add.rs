@@ -6,6 +6,7 @@
 
 use super::addressing;
 use super::conf::MasterConf;
+use super::mac::{self, Mac};
 use super::nad::Nad;
 use super::{gateway, guest};
 use crate::error::MasterError;
@@ -31,6 +32,8 @@ struct Add<'a> {
     req: &'a Request,
     kind: Kind,
     conf: MasterConf,
+    /// The MAC the runtime asked for: the container interface's (veth) or the tap's.
+    mac: Option<Mac>,
     host_ifname: String,
     host: Netlink,
     pod: Option<(Netns, Netlink)>,
@@ -89,6 +92,7 @@ impl<'a> Add<'a> {
             req,
             kind,
             conf,
+            mac: mac::requested(&req.env.args, &req.conf.raw)?,
             pod,
             nad,
         })
@@ -269,7 +273,7 @@ impl<'a> Add<'a> {
             .map_err(MasterError::node("look up the host interface"))?
         {
             self.verify_existing(&link)?;
-            return Ok(link);
+            return self.tap_mac(link);
         }
         let name = &self.host_ifname;
         match (&self.pod, self.kind) {
@@ -299,9 +303,21 @@ impl<'a> Add<'a> {
                 }
             }
         }
-        self.host
+        let link = self
+            .host
             .require_link(name)
-            .map_err(MasterError::node("read the host interface"))
+            .map_err(MasterError::node("read the host interface"))?;
+        self.tap_mac(link)
+    }
+
+    /// The tap carries the requested MAC (a veth's goes to its container end).
+    fn tap_mac(&self, link: Link) -> Result<Link, MasterError> {
+        match (self.kind, self.mac) {
+            (Kind::Tap, Some(mac)) => {
+                mac::apply(&self.host, &link, mac).map_err(MasterError::node("set the tap's MAC"))
+            }
+            _ => Ok(link),
+        }
     }
 
     /// A retried ADD finds its own interface; it must be of the right kind.
@@ -371,9 +387,13 @@ impl<'a> Add<'a> {
             return Ok(None);
         };
         let ifname = self.req.env.ifname()?.as_str();
-        let guest = pod_nl
+        let mut guest = pod_nl
             .require_link(ifname)
             .map_err(MasterError::node("find the container interface"))?;
+        if let Some(mac) = self.mac {
+            guest = mac::apply(pod_nl, &guest, mac)
+                .map_err(MasterError::node("set the container interface's MAC"))?;
+        }
         guest::configure(pod_nl, &guest, assigned)
             .map_err(MasterError::node("configure the container interface"))?;
         pod_nl

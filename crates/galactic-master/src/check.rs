@@ -153,6 +153,17 @@ fn guest_side(req: &Request, prev: &CniResult) -> Result<Vec<String>, MasterErro
                 guest.mtu
             ));
         }
+        if let Some(want) = recorded.mac.as_deref().filter(|m| {
+            !guest
+                .mac
+                .as_deref()
+                .is_some_and(|g| g.eq_ignore_ascii_case(m))
+        }) {
+            problems.push(format!(
+                "{ifname} has MAC {}, the result says {want}",
+                guest.mac.as_deref().unwrap_or("none")
+            ));
+        }
     }
     problems.extend(
         guest::differences(&nl, &guest, &addressing::from_result(prev))

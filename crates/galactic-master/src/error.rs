@@ -25,6 +25,9 @@ pub enum MasterError {
     /// CHECK without the ADD's result (code 7).
     #[error("CHECK needs the prevResult of the ADD (the runtime's cached result)")]
     NoPrevResult,
+    /// The MAC the runtime asked for is not usable (code 7).
+    #[error(transparent)]
+    Mac(#[from] crate::mac::MacError),
     /// The request as the protocol layer judged it: a missing variable, an undecodable
     /// `prevResult` or GC list (its own code).
     #[error(transparent)]
@@ -180,6 +183,7 @@ impl ErrorCode for MasterError {
     fn code(&self) -> Code {
         match self {
             Self::Stanza(_)
+            | Self::Mac(_)
             | Self::NotFirst
             | Self::Delegated
             | Self::NoPrevResult

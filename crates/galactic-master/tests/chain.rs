@@ -139,9 +139,14 @@ fn the_chain_publishes_to_the_cluster_and_cleans_up_in_reverse() {
         cluster.get("endpointslices", "pods", "p1").is_none(),
         "EndpointSlice deleted"
     );
+    // The VPC's only attachment on the node is gone: DEL retracted what it published.
     assert!(
-        cluster.get("bgpvrfinstances", NS, "4d2-node-a").is_some(),
-        "shared objects stay for GC"
+        cluster.get("bgpvrfinstances", NS, "4d2-node-a").is_none(),
+        "the VPC's last attachment on the node took the VRF instance"
+    );
+    assert!(
+        cluster.get("bgpadvertisements", NS, "4d2-2a").is_none(),
+        "no live container is left on the advertisement"
     );
     assert!(
         !cluster

@@ -55,6 +55,18 @@ pub struct MapDef {
     pub flags: u32,
 }
 
+/// `map_type: 1, key_size: 4, value_size: 8, max_entries: 1024, map_flags: 0x1`, in the
+/// kernel's (and bpftool's) terms; the name is the pin path's.
+impl std::fmt::Display for MapDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "map_type: {}, key_size: {}, value_size: {}, max_entries: {}, map_flags: {:#x}",
+            self.map_type, self.key_size, self.value_size, self.max_entries, self.flags
+        )
+    }
+}
+
 const fn def<K, V>(name: &'static str, map_type: u32, max_entries: u32, flags: u32) -> MapDef {
     MapDef {
         name,
@@ -251,5 +263,14 @@ mod tests {
                 w
             );
         }
+    }
+
+    #[test]
+    fn a_definition_reads_as_its_numbers_in_messages() {
+        let text = MAP_DEFS[4].to_string();
+        assert_eq!(
+            text,
+            "map_type: 11, key_size: 25, value_size: 32, max_entries: 32768, map_flags: 0x1"
+        );
     }
 }

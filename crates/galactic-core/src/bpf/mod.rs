@@ -47,7 +47,7 @@ pub enum BpfError {
         source: Box<aya::pin::PinError>,
     },
     /// A map is pinned with a different definition than the ABI's.
-    #[error("{} is pinned with definition {found:?}, want {want:?}; remove it or fix the loader", path.display())]
+    #[error("{} is pinned with definition ({found}), want ({want}); remove it or fix the loader", path.display())]
     Incompatible {
         /// The pin path.
         path: PathBuf,

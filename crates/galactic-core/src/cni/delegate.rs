@@ -289,7 +289,9 @@ fn spawn_retrying(
 ) -> Result<std::process::Child, DelegateError> {
     let mut attempt = 0;
     loop {
-        let spawned = Process::new(binary)
+        let mut process = Process::new(binary);
+        die_with_caller(&mut process);
+        let spawned = process
             .args(args)
             .env("CNI_COMMAND", command.as_str())
             .env(DEPTH_ENV, (depth() + 1).to_string())
@@ -311,6 +313,29 @@ fn spawn_retrying(
                 })
             }
         }
+    }
+}
+
+/// Makes the delegate die (SIGKILL) when this process dies. The delegate runs in a process group
+/// of its own (so the timeout can kill everything it started), which a runtime killing the
+/// plugin's group no longer reaches: without this, a delegate of a killed master would go on and
+/// allocate after the runtime's recovery DEL or GC had already run, leaking the allocation until
+/// the next GC. The caller's thread waits for the delegate, so the signal cannot come early.
+fn die_with_caller(process: &mut Process) {
+    let caller = std::process::id();
+    // SAFETY: the closure runs in the child between fork and exec and makes only
+    // async-signal-safe system calls (prctl, getppid); it allocates nothing.
+    unsafe {
+        process.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The caller died before the signal was armed: nobody is left to answer to.
+            if u32::try_from(libc::getppid()).ok() != Some(caller) {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
     }
 }
 

@@ -244,7 +244,7 @@ impl KubeClient {
                         attempts,
                     })
                 }
-                Err(_elapsed) => format!("no answer within {timeout:?}"),
+                Err(_elapsed) => format!("no answer within {:.1} s", timeout.as_secs_f64()),
             };
             attempt += 1;
             let wait = policy.backoff(attempt);

@@ -53,7 +53,7 @@ pub enum KubeError {
         source: kube::Error,
     },
     /// A call did not answer in time (after retries).
-    #[error("{what}: no answer within {timeout:?} ({attempts} attempts)")]
+    #[error("{what}: no answer within {:.1} s ({attempts} attempts)", .timeout.as_secs_f64())]
     Timeout {
         /// What was being done.
         what: String,

@@ -199,3 +199,63 @@ fn spans_of_different_families_never_overlap() {
     assert!(!a.overlaps(&b));
     assert!(a.overlaps(&a));
 }
+
+#[test]
+fn a_requested_address_takes_its_slot_and_keeps_the_slot_prefix_in_both_families() {
+    let v6 = Pool::new(net("fd66:a::/64"), 96, None).unwrap();
+    let v4 = Pool::new(net("10.66.0.0/24"), 32, None).unwrap();
+    assert_eq!(v6.requested_slot(ip("fd66:a::9:0:5")), Ok(9));
+    assert_eq!(
+        v6.requested_endpoint(ip("fd66:a::9:0:5")).to_string(),
+        "fd66:a::9:0:5/96"
+    );
+    assert_eq!(v4.requested_slot(ip("10.66.0.77")), Ok(77));
+    assert_eq!(
+        v4.requested_endpoint(ip("10.66.0.77")).to_string(),
+        "10.66.0.77/32"
+    );
+}
+
+#[test]
+fn a_requested_address_the_pool_never_hands_out_is_refused_with_the_reason() {
+    let v6 = Pool::new(net("fd66:a::/64"), 96, None).unwrap();
+    let v4 = Pool::new(net("10.66.0.0/24"), 32, None).unwrap();
+    let cases: [(&Pool, &str, &str); 8] = [
+        (&v6, "fd66:b::1:0:1", "is outside the pool fd66:a::/64"),
+        (&v4, "10.67.0.5", "is outside the pool 10.66.0.0/24"),
+        (&v6, "10.66.0.5", "is outside the pool fd66:a::/64"),
+        (&v6, "fd66:a::1", "is the gateway of the pool fd66:a::/64"),
+        (&v4, "10.66.0.1", "is the gateway of the pool 10.66.0.0/24"),
+        (
+            &v6,
+            "fd66:a::7",
+            "lies in fd66:a::/96, the prefix of the pool fd66:a::/64 that holds its gateway fd66:a::1",
+        ),
+        (&v4, "10.66.0.255", "is the first or last address of the pool 10.66.0.0/24, which are reserved"),
+        (
+            &v6,
+            "fd66:a::9:0:0",
+            "is the subnet-router anycast address of its prefix fd66:a::9:0:0/96; use a host address inside it",
+        ),
+    ];
+    for (pool, address, want) in cases {
+        let refusal = pool.requested_slot(ip(address)).unwrap_err();
+        assert_eq!(refusal.to_string(), want, "{address}");
+    }
+    assert!(matches!(
+        v4.requested_slot(ip("10.66.0.0")),
+        Err(Refusal::Edge { .. })
+    ));
+}
+
+#[test]
+fn spans_read_as_addresses_in_messages() {
+    let v6 = Pool::new(net("fd00:10:ff01::/64"), 96, None).unwrap();
+    let v4 = Pool::new(net("10.66.0.0/24"), 32, None).unwrap();
+    assert_eq!(
+        v6.slot(1).to_string(),
+        "fd00:10:ff01::1:0:0-fd00:10:ff01::1:ffff:ffff"
+    );
+    assert_eq!(v4.slot(7).to_string(), "10.66.0.7");
+    assert_eq!(Span::single(ip("fd00::5")).to_string(), "fd00::5");
+}

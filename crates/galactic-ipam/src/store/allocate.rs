@@ -1,13 +1,27 @@
-//! ADD and the STATUS probe: taking one free slot per pool, fresh slots from the pool's
-//! round-robin cursor first, then released slots oldest first.
+//! ADD and the STATUS probe: taking one slot per pool. In order: the slot holding the address
+//! the runtime asked for (it must be free); else the slot this attachment released last, while
+//! it is still free (a restart keeps its addresses); else fresh slots from the pool's round-robin
+//! cursor, then released slots oldest first.
 
-use super::attachment::{find_exact, insert_attachment, AttachmentKey};
+use super::attachment::{find_exact, holder, insert_attachment, AttachmentKey};
 use super::lease::{self, leases_of, overlapping, Lease};
 use super::span_codec::{decode_index, encode, encode_index};
 use super::{legacy, sqlite, Store, StoreError};
 use crate::pool::{Pool, Span};
+use galactic_core::ip::Family;
 use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
+use std::net::IpAddr;
 use std::path::Path;
+
+/// One pool of an ADD and the address the runtime asked for in it, if any (checked against the
+/// pool with [`Pool::requested_slot`] by the caller).
+#[derive(Debug, Clone, Copy)]
+pub struct Want<'a> {
+    /// The pool.
+    pub pool: &'a Pool,
+    /// The requested endpoint address and its slot.
+    pub requested: Option<(IpAddr, u128)>,
+}
 
 /// An attachment's leases (IPv6 first) and whether this call created them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,19 +42,50 @@ impl Store {
         pools: &[Pool],
         legacy_dir: &Path,
     ) -> Result<Allocation, StoreError> {
+        let wants: Vec<Want<'_>> = pools
+            .iter()
+            .map(|pool| Want {
+                pool,
+                requested: None,
+            })
+            .collect();
+        self.allocate_wants(key, &wants, legacy_dir)
+    }
+
+    /// ADD with the runtime's requests: as [`Store::allocate`], but a pool with a requested
+    /// address hands out exactly that address, which must be free (`InUse` otherwise). A
+    /// retried ADD of an attachment that already holds its allocation returns it, provided every
+    /// request names what it holds (`Holds` otherwise).
+    pub fn allocate_wants(
+        &mut self,
+        key: &AttachmentKey,
+        wants: &[Want<'_>],
+        legacy_dir: &Path,
+    ) -> Result<Allocation, StoreError> {
         self.write(|tx, path| {
             legacy::ensure_markers_imported(tx, path, legacy_dir)?;
             if let Some(id) = find_exact(tx, path, key)? {
                 let leases = leases_of(tx, path, id)?;
+                held_as_requested(&leases, wants)?;
                 return Ok(Allocation {
                     leases,
                     created: false,
                 });
             }
             let id = insert_attachment(tx, path, key)?;
+            let digest = holder(key);
             let mut leases = Vec::new();
-            for pool in pools {
-                leases.push(allocate_in(tx, path, pool, id)?);
+            for want in wants {
+                let lease = match want.requested {
+                    Some((address, index)) => {
+                        take_requested(tx, path, want.pool, address, index, id)?
+                    }
+                    None => match reclaim(tx, path, want.pool, &digest)? {
+                        Some(index) => insert_lease(tx, path, want.pool, index, id)?,
+                        None => allocate_in(tx, path, want.pool, id)?,
+                    },
+                };
+                leases.push(lease);
             }
             Ok(Allocation {
                 leases,
@@ -125,6 +170,97 @@ fn allocate_in(
         })?,
     };
     insert_lease(tx, path, pool, index, owner)
+}
+
+/// A retried ADD's requests must each name the address its attachment holds in that family.
+fn held_as_requested(leases: &[Lease], wants: &[Want<'_>]) -> Result<(), StoreError> {
+    for (requested, _) in wants.iter().filter_map(|w| w.requested) {
+        let held = leases
+            .iter()
+            .find(|l| Family::of(l.address.ip()) == Family::of(requested));
+        match held {
+            Some(lease) if lease.address.ip() == requested => {}
+            // Nothing of that family (its pools changed since) is as much a mismatch.
+            other => {
+                return Err(StoreError::Holds {
+                    requested,
+                    held: other.map(|l| l.address),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Takes the slot of a requested address for attachment `owner`, when nothing occupies it.
+fn take_requested(
+    tx: &Transaction<'_>,
+    path: &Path,
+    pool: &Pool,
+    address: IpAddr,
+    index: u128,
+    owner: i64,
+) -> Result<Lease, StoreError> {
+    if overlapping(tx, path, &pool.slot(index))?.is_some() {
+        return Err(StoreError::InUse { address });
+    }
+    forget_released(tx, path, pool, index)?;
+    let lease = Lease {
+        address: pool.requested_endpoint(address),
+        gateway: Some(pool.gateway()),
+        pool: Some(pool.key()),
+        span: pool.slot(index),
+    };
+    lease::insert(tx, path, &lease, owner)?;
+    Ok(lease)
+}
+
+/// The slot of `pool` this attachment (by its `holder` digest) released last, if it is still
+/// free; it leaves the release queue. A remembered slot that is taken meanwhile is forgotten.
+fn reclaim(
+    tx: &Transaction<'_>,
+    path: &Path,
+    pool: &Pool,
+    holder: &[u8; 16],
+) -> Result<Option<u128>, StoreError> {
+    let key = pool.key();
+    let row: Option<Vec<u8>> = tx
+        .prepare_cached(
+            "SELECT slot FROM released WHERE holder = ?1 AND pool = ?2 ORDER BY id DESC LIMIT 1",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![&holder[..], key], |r| r.get(0))
+                .optional()
+        })
+        .map_err(|e| sqlite(path, e))?;
+    let Some(index) = row.as_deref().and_then(decode_index) else {
+        return Ok(None);
+    };
+    tx.prepare_cached("DELETE FROM released WHERE holder = ?1 AND pool = ?2")
+        .and_then(|mut s| s.execute(params![&holder[..], key]))
+        .map_err(|e| sqlite(path, e))?;
+    let usable = index < pool.slot_count()
+        && !pool.is_reserved(index)
+        && overlapping(tx, path, &pool.slot(index))?.is_none();
+    if !usable {
+        return Ok(None);
+    }
+    forget_released(tx, path, pool, index)?;
+    Ok(Some(index))
+}
+
+/// Drops every release-queue entry of slot `index`: a slot taken out of turn must not be handed
+/// out again from the queue, and the queue keeps at most one entry per slot.
+fn forget_released(
+    tx: &Transaction<'_>,
+    path: &Path,
+    pool: &Pool,
+    index: u128,
+) -> Result<(), StoreError> {
+    tx.prepare_cached("DELETE FROM released WHERE pool = ?1 AND slot = ?2")
+        .and_then(|mut s| s.execute(params![pool.key(), &encode_index(index)[..]]))
+        .map(drop)
+        .map_err(|e| sqlite(path, e))
 }
 
 fn index_after(pool: &Pool, blocker: &Span) -> u128 {

@@ -39,6 +39,45 @@ impl DelKey {
     }
 }
 
+/// The digest that marks a slot released by DEL as this attachment's (`released.holder`): the
+/// first 16 bytes of SHA-256 over network, container id and interface name, each ended by a NUL
+/// byte (none of them can contain one). Only the same attachment can match it, and the store
+/// keeps no readable trace of a container that is gone.
+pub(super) fn holder(key: &AttachmentKey) -> [u8; 16] {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in [&key.network, &key.container_id, &key.ifname] {
+        hasher.update(part.as_bytes());
+        hasher.update([0u8]);
+    }
+    let digest = hasher.finalize();
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&digest[..16]);
+    out
+}
+
+/// The key of attachment row `id` (`None` for imported rows, which have no network).
+pub(super) fn key_of(
+    tx: &Transaction<'_>,
+    path: &Path,
+    id: i64,
+) -> Result<Option<AttachmentKey>, StoreError> {
+    let row: Option<(String, String, String)> = tx
+        .prepare_cached("SELECT network, container_id, ifname FROM attachment WHERE id = ?1")
+        .and_then(|mut s| {
+            s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()
+        })
+        .map_err(|e| sqlite(path, e))?;
+    Ok(row
+        .filter(|(network, _, _)| !network.is_empty())
+        .map(|(network, container_id, ifname)| AttachmentKey {
+            network,
+            container_id,
+            ifname,
+        }))
+}
+
 /// Upstream annotation keys keep only this many characters of the container id.
 pub(crate) const LEGACY_ID_LEN: usize = 41;
 

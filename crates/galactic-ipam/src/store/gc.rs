@@ -4,7 +4,7 @@
 
 use super::attachment::{AttachmentKey, LEGACY_ID_LEN};
 use super::lease::leases_of;
-use super::release::release_attachment;
+use super::release::{release_attachment, Remember};
 use super::{legacy, rows, sqlite, Store, StoreError};
 use crate::pool::Pool;
 use rusqlite::Transaction;
@@ -37,7 +37,7 @@ impl Store {
             let mut doomed = stale_native(tx, path, scope)?;
             doomed.extend(stale_imported(tx, path, scope)?);
             for (id, _) in &doomed {
-                release_attachment(tx, path, *id)?;
+                release_attachment(tx, path, *id, Remember::Nobody)?;
             }
             Ok(doomed.into_iter().map(|(_, k)| k).collect())
         })

@@ -19,9 +19,16 @@
 //!       spans never partially overlap: a new span is checked against its predecessor by `start`
 //!       (one index probe), so ADD cost does not grow with the number of leases
 //!   pool(key PK, family, first, last, slot_len, next)  next = round-robin cursor (fresh slots)
-//!   released(id PK, pool, slot) INDEX(pool, id)        FIFO of released slots, reused only after
-//!                                                      the cursor has walked the whole pool
+//!   released(id PK, pool, slot, holder)                FIFO of released slots, reused only after
+//!       INDEX(pool, id)                                the cursor has walked the whole pool
+//!       INDEX(pool, slot)                              a slot taken on request leaves the FIFO
+//!       INDEX(holder, pool) WHERE holder IS NOT NULL   holder: 16-byte digest of the attachment
+//!                                                      key that released the slot by DEL; its
+//!                                                      next ADD gets the slot back while free
 //! ```
+//!
+//! Schema 1 grows by additive revisions (`meta('schema-revision')`, schema.rs): revision 1 added
+//! `released.holder` and its two indexes. Older builds of schema 1 keep working on a newer store.
 //!
 //! Every ADD, DEL and GC is one `BEGIN IMMEDIATE` transaction: the write lock is taken up front,
 //! waits are bounded (short polls up to `lock_timeout_ms`, then code 11; see busy.rs), and a SIGKILL at any instant leaves the
@@ -49,7 +56,7 @@ mod schema;
 mod span_codec;
 mod verify;
 
-pub use allocate::Allocation;
+pub use allocate::{Allocation, Want};
 pub use attachment::{AttachmentKey, DelKey};
 pub use gc::GcScope;
 pub use holdings::Holding;
@@ -111,6 +118,22 @@ pub enum StoreError {
         /// The database.
         path: PathBuf,
     },
+    /// The runtime asked for an address another attachment holds (code 7). Which attachment is
+    /// not said: it may be another tenant's.
+    #[error("requested address {address} is in use by another attachment")]
+    InUse {
+        /// The requested address.
+        address: std::net::IpAddr,
+    },
+    /// A retried ADD asked for an address other than the one its attachment holds (code 7).
+    #[error("requested address {requested}, but this attachment already holds {}; DEL the attachment before asking for another address", held_text(.held, *.requested))]
+    Holds {
+        /// The requested address.
+        requested: std::net::IpAddr,
+        /// The address of that family the attachment holds (none: its allocation has no
+        /// address of that family).
+        held: Option<ipnetwork::IpNetwork>,
+    },
     /// A pool has no free slot.
     #[error("pool {pool} is exhausted: every allocatable /{slot_len} is in use")]
     Exhausted {
@@ -137,6 +160,16 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+}
+
+fn held_text(held: &Option<ipnetwork::IpNetwork>, requested: std::net::IpAddr) -> String {
+    match held {
+        Some(net) => net.to_string(),
+        None => format!(
+            "an allocation without an {} address",
+            galactic_core::ip::Family::of(requested)
+        ),
+    }
 }
 
 /// An open store.
@@ -223,7 +256,14 @@ impl Store {
             .conn
             .transaction_with_behavior(behavior)
             .map_err(|e| classify(&path, timeout, e))?;
-        let value = f(&tx, &path).map_err(|e| reclassify(e, timeout))?;
+        let upgraded = match behavior {
+            // Writers bring an older revision up to date first; readers never need to.
+            TransactionBehavior::Immediate => schema::upgrade(&tx, &path),
+            _ => Ok(()),
+        };
+        let value = upgraded
+            .and_then(|()| f(&tx, &path))
+            .map_err(|e| reclassify(e, timeout))?;
         end(tx).map_err(|e| classify(&path, timeout, e))?;
         Ok(value)
     }

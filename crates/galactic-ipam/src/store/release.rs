@@ -1,6 +1,6 @@
 //! DEL: deleting an attachment and returning its spans to the release queues of their pools.
 
-use super::attachment::{find_any_network, find_exact, find_imported, DelKey};
+use super::attachment::{find_any_network, find_exact, find_imported, holder, key_of, DelKey};
 use super::lease::{leases_of, overlapping, Lease};
 use super::span_codec::{decode_span, encode_index};
 use super::{legacy, rows, sqlite, Store, StoreError};
@@ -23,11 +23,21 @@ impl Store {
             ids.extend(find_imported(tx, path, key.container_id())?);
             let mut released = Vec::new();
             for id in ids {
-                released.extend(release_attachment(tx, path, id)?);
+                released.extend(release_attachment(tx, path, id, Remember::Holder)?);
             }
             Ok(released)
         })
     }
+}
+
+/// Whether a released slot remembers who released it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Remember {
+    /// DEL: the attachment may come back (a restart, a network reload) and gets its slots back
+    /// while they are free.
+    Holder,
+    /// GC: the runtime says the attachment is gone.
+    Nobody,
 }
 
 /// Deletes an attachment and its leases; each freed span goes to the release queue of every
@@ -36,7 +46,12 @@ pub(super) fn release_attachment(
     tx: &Transaction<'_>,
     path: &Path,
     id: i64,
+    remember: Remember,
 ) -> Result<Vec<Lease>, StoreError> {
+    let digest = match remember {
+        Remember::Holder => key_of(tx, path, id)?.map(|k| holder(&k)),
+        Remember::Nobody => None,
+    };
     let leases = leases_of(tx, path, id)?;
     let run = |sql: &str, id: i64| {
         tx.prepare_cached(sql)
@@ -47,18 +62,31 @@ pub(super) fn release_attachment(
     run("DELETE FROM attachment WHERE id = ?1", id)?;
     for lease in &leases {
         if overlapping(tx, path, &lease.span)?.is_none() {
-            enqueue(tx, path, lease)?;
+            enqueue(tx, path, lease, digest.as_ref())?;
         }
     }
     Ok(leases)
 }
 
-fn enqueue(tx: &Transaction<'_>, path: &Path, lease: &Lease) -> Result<(), StoreError> {
+fn enqueue(
+    tx: &Transaction<'_>,
+    path: &Path,
+    lease: &Lease,
+    holder: Option<&[u8; 16]>,
+) -> Result<(), StoreError> {
     for (key, first, slot_len) in pools_holding(tx, path, lease)? {
         let host_bits = u32::from(lease.span.family.bits()).saturating_sub(slot_len);
         let index = (lease.span.first - first) >> host_bits;
-        tx.prepare_cached("INSERT INTO released (pool, slot) VALUES (?1, ?2)")
-            .and_then(|mut s| s.execute(params![key, &encode_index(index)[..]]))
+        // Only the lease's own pool remembers the holder: the same attachment asks that pool.
+        let holder = holder.filter(|_| lease.pool.as_deref() == Some(key.as_str()));
+        tx.prepare_cached("INSERT INTO released (pool, slot, holder) VALUES (?1, ?2, ?3)")
+            .and_then(|mut s| {
+                s.execute(params![
+                    key,
+                    &encode_index(index)[..],
+                    holder.map(|h| &h[..])
+                ])
+            })
             .map_err(|e| sqlite(path, e))?;
     }
     Ok(())

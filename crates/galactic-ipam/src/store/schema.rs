@@ -1,4 +1,10 @@
-//! Schema version 1, how a store is born, and the checks every open makes.
+//! Schema version 1, its additive revisions, how a store is born, and the checks every open
+//! makes.
+//!
+//! A revision only adds what builds of an older revision of schema 1 ignore (a nullable column,
+//! an index), so a node can go back to an older build without losing its store: `user_version`
+//! stays 1 and `meta('schema-revision')` records the newest revision applied. The first write
+//! transaction of a newer build upgrades an older store ([`upgrade`]).
 
 use super::{sqlite, StoreError};
 use rusqlite::config::DbConfig;
@@ -10,6 +16,10 @@ use std::time::Duration;
 
 /// The schema version this build reads and writes (`PRAGMA user_version`).
 pub const SCHEMA_VERSION: i64 = 1;
+/// The newest revision of schema 1 this build writes: 1 added `released.holder` (the digest of
+/// the attachment that released a slot, so the same attachment gets it back on its next ADD)
+/// and the indexes `released_by_slot` and `released_by_holder`.
+pub const SCHEMA_REVISION: i64 = 1;
 /// `PRAGMA application_id`: "GIPA", so a foreign SQLite file is never mistaken for a store.
 pub const APPLICATION_ID: i64 = 0x4749_5041;
 /// WAL size past which a closing process checkpoints and truncates it (see [`tune`]).
@@ -57,6 +67,16 @@ CREATE TABLE released (
 CREATE INDEX released_by_pool ON released (pool, id);
 ";
 
+/// Revision 1 of schema 1 (see [`SCHEMA_REVISION`]).
+const REVISION_1: &str = "
+ALTER TABLE released ADD COLUMN holder BLOB;
+CREATE INDEX released_by_slot ON released (pool, slot);
+CREATE INDEX released_by_holder ON released (holder, pool) WHERE holder IS NOT NULL;
+";
+
+/// The `meta` key recording the revision.
+const REVISION_KEY: &str = "schema-revision";
+
 /// Builds a new store under a temporary name and links it into place, so `ipam.db` only ever
 /// appears complete. Losing a race against another creator is fine: theirs is used.
 pub fn create(dir: &Path, path: &Path) -> Result<(), StoreError> {
@@ -93,7 +113,8 @@ fn build(tmp: &Path) -> Result<(), StoreError> {
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(err)?;
     conn.execute_batch(&format!(
-        "BEGIN; {DDL} PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+        "BEGIN; {DDL} {REVISION_1} INSERT INTO meta (key, value) VALUES ('{REVISION_KEY}', '{SCHEMA_REVISION}');
+         PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
     ))
     .map_err(err)?;
     // Full durability once, at birth: the file is fsynced before it becomes visible.
@@ -106,6 +127,30 @@ fn build(tmp: &Path) -> Result<(), StoreError> {
             path: tmp.to_owned(),
             source,
         })
+}
+
+/// Brings a store of an older revision of schema 1 up to [`SCHEMA_REVISION`], inside the
+/// caller's write transaction (so two processes never both apply it). One primary-key probe
+/// when the store is current.
+pub fn upgrade(tx: &rusqlite::Transaction<'_>, path: &Path) -> Result<(), StoreError> {
+    use rusqlite::OptionalExtension;
+    let revision: Option<String> = tx
+        .prepare_cached("SELECT value FROM meta WHERE key = ?1")
+        .and_then(|mut s| s.query_row([REVISION_KEY], |r| r.get(0)).optional())
+        .map_err(|e| sqlite(path, e))?;
+    let revision = revision.and_then(|r| r.parse::<i64>().ok()).unwrap_or(0);
+    if revision >= SCHEMA_REVISION {
+        return Ok(());
+    }
+    tx.execute_batch(REVISION_1)
+        .and_then(|()| {
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)",
+                rusqlite::params![REVISION_KEY, SCHEMA_REVISION.to_string()],
+            )
+        })
+        .map(drop)
+        .map_err(|e| sqlite(path, e))
 }
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {

@@ -67,7 +67,7 @@ fn check_leases(rows: &[LeaseRow], attachments: &HashSet<i64>, report: &mut Repo
         if !attachments.contains(owner) {
             report
                 .problems
-                .push(format!("lease {span:?} belongs to no attachment ({owner})"));
+                .push(format!("lease {span} belongs to no attachment ({owner})"));
         }
         holders.insert(*owner);
         let native = pool.is_some();
@@ -76,7 +76,7 @@ fn check_leases(rows: &[LeaseRow], attachments: &HashSet<i64>, report: &mut Repo
             if prev.overlaps(&span) && (!same || native || prev_native) {
                 report
                     .problems
-                    .push(format!("leases overlap: {prev:?} and {span:?}"));
+                    .push(format!("leases overlap: {prev} and {span}"));
             }
         }
         previous = Some((span, native));

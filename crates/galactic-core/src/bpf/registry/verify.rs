@@ -37,8 +37,13 @@ pub fn verify(e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
         .map_err(map_err(maps::FUNCTION_TABLE, "read"))?
     {
         Some(v) if v.behavior == BEHAVIOR_END_DT46 => {}
-        other => problems.push(format!(
-            "function_table[{:#x}] is {other:?}, want behaviour {BEHAVIOR_END_DT46}",
+        Some(v) => problems.push(format!(
+            "function_table[{:#x}] has behaviour {}, want {BEHAVIOR_END_DT46} (End.DT46)",
+            u.function_key(),
+            v.behavior
+        )),
+        None => problems.push(format!(
+            "function_table has no entry for {:#x}",
             u.function_key()
         )),
     }
@@ -59,11 +64,16 @@ pub fn verify(e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
     };
     let row = absent_ok(m.ifindex.get(&e.host_ifindex, 0))
         .map_err(map_err(maps::IFINDEX_VRF_TABLE, "read"))?;
-    if row != Some(want) {
-        problems.push(format!(
-            "ifindex_vrf_table[{}] is {row:?}, want {want:?}",
+    match row {
+        Some(row) if row == want => {}
+        Some(row) => problems.push(format!(
+            "ifindex_vrf_table[{}] is block {:#x} argument {:#x}, want block {:#x} argument {:#x}",
+            e.host_ifindex, row.block, row.argument, want.block, want.argument
+        )),
+        None => problems.push(format!(
+            "ifindex_vrf_table has no entry for interface index {}",
             e.host_ifindex
-        ));
+        )),
     }
     if !e.nat66_sids.is_empty() {
         match exact_egress(&m.egress, &nat66_key(e.vrf_table_id))? {

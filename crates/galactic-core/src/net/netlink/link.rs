@@ -106,6 +106,19 @@ impl Netlink {
             .map_err(nl(format!("set MTU {mtu} on link {index}")))
     }
 
+    /// Sets a link's hardware address (veth and tap change it while up).
+    pub fn set_mac(&self, index: u32, mac: [u8; 6]) -> Result<(), NetError> {
+        let msg = LinkUnspec::new_with_index(index)
+            .address(mac.to_vec())
+            .build();
+        self.runtime
+            .block_on(self.handle.link().set(msg).execute())
+            .map_err(nl(format!(
+                "set MAC {} on link {index}",
+                super::format_mac(&mac)
+            )))
+    }
+
     /// Enslaves a link to a controller (VRF).
     pub fn set_controller(&self, index: u32, controller: u32) -> Result<(), NetError> {
         let msg = LinkUnspec::new_with_index(index)

@@ -1,0 +1,495 @@
+//! What the Podman tier does with its containers, step by step, each printed PASS or FAIL.
+//!
+//! Networks are the example conflists of `deploy/cni/`: `12-veth-dual-stack` (VPC C) as it is
+//! and twice more with another VPC attachment (one attachment per container and node), and
+//! `15-veth-terminations` (VPC F) as it is.
+
+use super::engine::Engine;
+use super::report::{both, diff, expect_eq, step};
+use anyhow::{bail, Context, Result};
+use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
+use galactic_testkit::host::{Host, PLUGINS};
+use galactic_testkit::runtime::Conflist;
+use serde_json::{json, Value};
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A container's network identity as Podman reports it and as the container sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    ipv6: String,
+    ipv4: String,
+    mac: String,
+}
+
+/// The tier's host, Podman and networks.
+struct Scene {
+    host: Host,
+    engine: Engine,
+    /// (network name, conflist) for VPC C attachments 1, 2, 3 and VPC F.
+    nets: Vec<Conflist>,
+}
+
+/// Runs every step; tears everything down whatever happened.
+pub fn run(plugins: &Path) -> Result<()> {
+    let scene = step(
+        "stage the plugins, Podman's configuration and the busybox image",
+        || Scene::new(plugins),
+    )?;
+    let outcome = scene.play();
+    let teardown = scene.teardown();
+    outcome.and(teardown)
+}
+
+impl Scene {
+    fn new(plugins: &Path) -> Result<Self> {
+        let host = Host::with_plugins_from(
+            "podman",
+            json!({"node_name": "podman-node", "routing_domain": "auto", "log_level": "info"}),
+            plugins,
+            &PLUGINS,
+        )?;
+        let engine = Engine::start(&host.bin_dir, &host.node.node_config, host.netns.name())?;
+        let dual = example("12-veth-dual-stack.conflist")?;
+        let nets = vec![
+            dual.clone(),
+            with_attachment(&dual, "2"),
+            with_attachment(&dual, "3"),
+            example("15-veth-terminations.conflist")?,
+        ];
+        for net in &nets {
+            engine.add_network(&net.to_value())?;
+        }
+        Ok(Self { host, engine, nets })
+    }
+
+    fn net(&self, i: usize) -> &str {
+        &self.nets[i].name
+    }
+
+    fn play(&self) -> Result<()> {
+        let baseline = self.kernel_view();
+        let started = Instant::now();
+        let [c, c2, c3, f] = [self.net(0), self.net(1), self.net(2), self.net(3)];
+        step("run c1 (VPC C, addresses from the pool)", || {
+            self.run("c1", &["--network", c])
+        })?;
+        step(
+            "run c2 (VPC C) with --ip, --ip6 and --mac-address: the ips capability and MAC=",
+            || {
+                self.run(
+                    "c2",
+                    &[
+                        "--network",
+                        c2,
+                        "--ip",
+                        "10.21.3.77",
+                        "--ip6",
+                        "fd20:10:ff03::77:5",
+                        "--mac-address",
+                        "02:00:00:00:00:42",
+                    ],
+                )
+            },
+        )?;
+        step("run f1 (VPC F) with --ip alone: IP= in CNI_ARGS", || {
+            self.run("f1", &["--network", f, "--ip", "10.21.6.50"])
+        })?;
+        let c1 = step("podman inspect shows what the plugins configured", || {
+            let c1 = self.seen("c1", c)?;
+            let c2 = self.seen("c2", c2)?;
+            let f1 = self.seen("f1", f)?;
+            expect_eq(
+                "c2",
+                (c2.ipv4.as_str(), c2.ipv6.as_str(), c2.mac.as_str()),
+                ("10.21.3.77", "fd20:10:ff03::77:5", "02:00:00:00:00:42"),
+            )?;
+            expect_eq("f1", f1.ipv4.as_str(), "10.21.6.50")?;
+            println!("       c1 {} {} {}", c1.ipv6, c1.ipv4, c1.mac);
+            println!("       c2 {} {} {}", c2.ipv6, c2.ipv4, c2.mac);
+            println!("       f1 {} {} {}", f1.ipv6, f1.ipv4, f1.mac);
+            Ok(c1)
+        })?;
+        let c2_seen = self.seen("c2", c2)?;
+        let f1_seen = self.seen("f1", f)?;
+        step(
+            "c1 and c2 (one VPC) reach each other over IPv6 and IPv4",
+            || {
+                self.reach("c1", &[&c2_seen.ipv6, &c2_seen.ipv4])?;
+                self.reach("c2", &[&c1.ipv6, &c1.ipv4])
+            },
+        )?;
+        step("f1 (another VPC) and c1 do not reach each other", || {
+            both(
+                || self.isolated("c1", &[&f1_seen.ipv6, &f1_seen.ipv4]),
+                || self.isolated("f1", &[&c1.ipv6, &c1.ipv4]),
+            )
+        })?;
+        let c1_restarted = step(
+            "podman restart keeps c1's addresses (DEL, then ADD asking nothing)",
+            || {
+                self.engine.ok(&["restart", "--time", "0", "c1"])?;
+                let after = self.seen("c1", c)?;
+                expect_eq(
+                    "c1 after restart",
+                    (&after.ipv6, &after.ipv4),
+                    (&c1.ipv6, &c1.ipv4),
+                )?;
+                self.reach("c2", &[&c1.ipv6, &c1.ipv4])?;
+                Ok(after)
+            },
+        )?;
+        step(
+            "podman network reload --all keeps every container's addresses and MAC (it asks for them back)",
+            || {
+                self.engine.ok(&["network", "reload", "--all"])?;
+                expect_eq("c1 after reload", &self.seen("c1", c)?, &c1_restarted)?;
+                expect_eq("c2 after reload", &self.seen("c2", c2)?, &c2_seen)?;
+                expect_eq("f1 after reload", &self.seen("f1", f)?, &f1_seen)?;
+                both(
+                    || self.reach("c1", &[&c2_seen.ipv6, &c2_seen.ipv4]),
+                    || self.isolated("f1", &[&c1.ipv6, &c1.ipv4]),
+                )
+            },
+        )?;
+        step(
+            "requests that cannot be granted are refused with the plugin's message",
+            || {
+                self.refused(
+                    "r1",
+                    &["--network", c3, "--ip", "10.99.0.5"],
+                    "requested address 10.99.0.5 is outside the pool 10.21.3.0/24",
+                )?;
+                self.refused(
+                    "r2",
+                    &["--network", c3, "--ip", &c1.ipv4],
+                    &format!(
+                        "requested address {} is in use by another attachment",
+                        c1.ipv4
+                    ),
+                )?;
+                self.refused(
+                    "r3",
+                    &["--network", c3, "--mac-address", "01:00:5e:00:00:01"],
+                    "requested MAC 01:00:5e:00:00:01 (from CNI_ARGS MAC) is a multicast address",
+                )?;
+                self.gone("C", "3")
+            },
+        )?;
+        step(
+            "a container that exits on its own is detached (the cleanup Podman has the node config)",
+            || {
+                let args = self.engine.run_args("e1", &["--network", c3], &["sleep", "1"]);
+                self.engine.ok(&args)?;
+                self.wait_until("e1's attachment is removed", || self.gone("C", "3").is_ok())
+            },
+        )?;
+        step(
+            "podman rm leaves no interface, rule, record, allocation or namespace",
+            || {
+                self.engine
+                    .ok(&["rm", "--force", "--time", "0", "c1", "c2", "f1", "e1"])?;
+                for (vpc, att) in [("C", "1"), ("C", "2"), ("F", "1")] {
+                    self.gone(vpc, att)?;
+                }
+                self.nothing_attached()
+            },
+        )?;
+        step(
+            "the chain's GC removes the routing domains DEL leaves: links, routes and rules are as they began",
+            || {
+                for net in &self.nets {
+                    self.host.runtime().gc(&net.with_version("1.1.0"), &[])?;
+                }
+                let now = self.kernel_view();
+                if now != baseline {
+                    bail!("the host namespace differs: {}", diff(&baseline, &now));
+                }
+                let domains = self.files("state/routing", "vpc-");
+                if !domains.is_empty() {
+                    bail!("routing domain records left: {domains:?}");
+                }
+                Ok(())
+            },
+        )?;
+        println!(
+            "[NOTE] left by design for the node's lifetime: the table backend's local rule at 32765 and \
+             the host-services chain of nftables table inet galactic (node-wide, made by the first ADD), \
+             and galactic-bgp's published BGPVRFInstances and BGPAdvertisements ({} files; reclaimed by \
+             the router's GC, not by the chain)",
+            self.files("state/bgp", "").iter().filter(|f| f.ends_with(".json")).count()
+        );
+        println!(
+            "test-podman: scenario {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    fn teardown(self) -> Result<()> {
+        let Scene { host, engine, .. } = self;
+        let engine = engine.teardown();
+        drop(host);
+        engine
+    }
+
+    fn run(&self, name: &str, flags: &[&str]) -> Result<()> {
+        self.engine
+            .ok(&self.engine.run_args(name, flags, &["sleep", "3600"]))
+            .map(drop)
+    }
+
+    /// `podman run` that must fail with `want` in its message, leaving no attachment.
+    fn refused(&self, name: &str, flags: &[&str], want: &str) -> Result<()> {
+        let out = self
+            .engine
+            .podman(&self.engine.run_args(name, flags, &["sleep", "3600"]));
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        // Podman keeps the container it could not start; it goes like any other.
+        self.engine.ok(&["rm", "--force", "--time", "0", name])?;
+        if out.status.success() {
+            bail!(
+                "podman run {} succeeded; it must be refused",
+                flags.join(" ")
+            );
+        }
+        if !stderr.contains(want) {
+            bail!(
+                "podman run {}: expected {want:?} in {stderr:?}",
+                flags.join(" ")
+            );
+        }
+        println!(
+            "       refused: {}",
+            stderr.lines().last().unwrap_or_default().trim()
+        );
+        Ok(())
+    }
+
+    /// The container's addresses and MAC as `podman inspect` shows them, checked against what
+    /// the container's own eth0 has.
+    fn seen(&self, name: &str, network: &str) -> Result<Seen> {
+        let text = self.engine.ok(&[
+            "inspect",
+            "--format",
+            "{{json .NetworkSettings.Networks}}",
+            name,
+        ])?;
+        let nets: Value = serde_json::from_str(&text).context("podman inspect output")?;
+        let net = &nets[network];
+        let field = |key: &str| net[key].as_str().unwrap_or_default().to_owned();
+        let seen = Seen {
+            ipv6: field("GlobalIPv6Address"),
+            ipv4: field("IPAddress"),
+            mac: field("MacAddress"),
+        };
+        let addrs = self
+            .engine
+            .ok(&["exec", name, "ip", "-o", "addr", "show", "dev", "eth0"])?;
+        let mac = self
+            .engine
+            .ok(&["exec", name, "cat", "/sys/class/net/eth0/address"])?;
+        for ip in [&seen.ipv6, &seen.ipv4] {
+            if ip.is_empty() || !addrs.contains(&format!(" {ip}/")) {
+                bail!("{name}: podman inspect says {ip:?}, eth0 in the container has {addrs}");
+            }
+        }
+        expect_eq(
+            &format!("{name}'s MAC (inspect, container)"),
+            &seen.mac,
+            &mac,
+        )?;
+        Ok(seen)
+    }
+
+    /// Every target answers one ping from `from` (ping stops at the first reply).
+    fn reach(&self, from: &str, targets: &[&String]) -> Result<()> {
+        for (target, answered) in self.pings(from, targets, "3") {
+            if !answered {
+                bail!("{from} does not reach {target}");
+            }
+        }
+        Ok(())
+    }
+
+    /// No target answers a ping from `from` within a second.
+    fn isolated(&self, from: &str, targets: &[&String]) -> Result<()> {
+        for (target, answered) in self.pings(from, targets, "1") {
+            if answered {
+                bail!("{from} reaches {target} in another VPC");
+            }
+        }
+        Ok(())
+    }
+
+    /// One ping from `from` to each target, all at once (a lost ping costs its whole wait).
+    fn pings<'t>(&self, from: &str, targets: &[&'t String], wait: &str) -> Vec<(&'t str, bool)> {
+        std::thread::scope(|scope| {
+            let pending: Vec<_> = targets
+                .iter()
+                .map(|target| {
+                    let args = ["exec", from, "ping", "-c", "1", "-W", wait, target.as_str()];
+                    (
+                        target.as_str(),
+                        scope.spawn(move || self.engine.podman(&args)),
+                    )
+                })
+                .collect();
+            pending
+                .into_iter()
+                .map(|(target, ping)| (target, ping.join().is_ok_and(|out| out.status.success())))
+                .collect()
+        })
+    }
+
+    /// Nothing of VPC `vpc`'s attachment `att` is on the node: no host interface, no record.
+    fn gone(&self, vpc: &str, att: &str) -> Result<()> {
+        let name = host_ifname(&VpcId::parse(vpc)?, &AttachmentId::parse(att)?);
+        if self.host.netns.try_ip(&["link", "show", &name]).0 {
+            bail!("host interface {name} is still there");
+        }
+        let record = self.host.path("state").join("attachments").join(&name);
+        if std::fs::read_dir(self.host.path("state").join("attachments"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(&name))
+        {
+            bail!("attachment record {} is still there", record.display());
+        }
+        Ok(())
+    }
+
+    /// No host interface, no rule or nftables rule naming one, no record, no allocation, no
+    /// container namespace, no libcni cache entry.
+    fn nothing_attached(&self) -> Result<()> {
+        let ns = &self.host.netns;
+        let nft = ns.exec(&["nft", "list", "ruleset"]);
+        let kernel = [
+            ns.ip(&["-o", "link", "show"]),
+            ns.ip(&["-4", "rule", "show"]),
+            ns.ip(&["-6", "rule", "show"]),
+            String::from_utf8_lossy(&nft.stdout).into_owned(),
+        ];
+        for text in &kernel {
+            if let Some(line) = text.lines().find(|l| names_host_interface(l)) {
+                bail!("the host namespace still has {line:?}");
+            }
+        }
+        // Per attachment nothing may stay; per node and per VPC only what outlives a container
+        // by design: lock files, the routing domains (GC's, next step), galactic-bgp's
+        // publications (the router's GC).
+        let state = self.host.path("state");
+        let records: Vec<String> = self
+            .files("state", "")
+            .into_iter()
+            .filter(|f| {
+                let relative = Path::new(f).strip_prefix(&state).unwrap_or(Path::new(f));
+                let first = relative.components().next().map(|c| c.as_os_str());
+                !(f.ends_with(".lock")
+                    || first
+                        .is_some_and(|c| ["locks", "routing", "bgp"].map(OsStr::new).contains(&c)))
+            })
+            .collect();
+        if !records.is_empty() {
+            bail!("records left in the state dir: {records:?}");
+        }
+        let verify = std::process::Command::new(self.host.bin_dir.join("galactic-ipam"))
+            .args(["verify", "--data-dir"])
+            .arg(self.host.node.ipam_dir())
+            .output()?;
+        let report: Value = serde_json::from_slice(&verify.stdout).unwrap_or(Value::Null);
+        if !verify.status.success() || report["attachments"] != 0 || report["leases"] != 0 {
+            bail!("the IPAM store still holds something: {report}");
+        }
+        let netns = self.engine.inside(&["ls", "/run/netns"])?;
+        let cache = self.engine.inside(&["ls", "/var/lib/cni/results"])?;
+        if !netns.trim().is_empty() || !cache.trim().is_empty() {
+            bail!(
+                "left in Podman's namespace: /run/netns [{netns}], /var/lib/cni/results [{cache}]"
+            );
+        }
+        Ok(())
+    }
+
+    fn wait_until(&self, what: &str, done: impl Fn() -> bool) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if done() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        bail!("{what}: not within 20 s")
+    }
+
+    /// The host namespace's links, routes and rules, with the local rule's priority left out
+    /// (the table backend moves it once per node, below its per-VPC rules).
+    fn kernel_view(&self) -> Vec<String> {
+        let ns = &self.host.netns;
+        let mut out = vec![
+            ns.ip(&["-o", "link", "show"]),
+            ns.ip(&["-4", "route", "show", "table", "all"]),
+            ns.ip(&["-6", "route", "show", "table", "all"]),
+        ];
+        for family in ["-4", "-6"] {
+            let rules: Vec<String> = ns
+                .ip(&[family, "rule", "show"])
+                .lines()
+                .map(|l| match l.split_once(':') {
+                    Some((_, rule)) if rule.trim() == "from all lookup local" => {
+                        rule.trim().to_owned()
+                    }
+                    _ => l.to_owned(),
+                })
+                .collect();
+            out.push(rules.join("\n"));
+        }
+        out
+    }
+
+    /// The files under the node's `dir` whose names start with `prefix`.
+    fn files(&self, dir: &str, prefix: &str) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut stack = vec![self.host.path(dir)];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if entry.file_name().to_string_lossy().starts_with(prefix)
+                    && !path.ends_with("lock")
+                {
+                    found.push(path.display().to_string());
+                }
+            }
+        }
+        found
+    }
+}
+
+/// Whether `line` names a host interface (`G` + 9 + 3 base62 digits + `H`).
+fn names_host_interface(line: &str) -> bool {
+    let bytes = line.as_bytes();
+    bytes
+        .windows(14)
+        .any(|w| w[0] == b'G' && w[13] == b'H' && w[1..13].iter().all(u8::is_ascii_alphanumeric))
+}
+
+/// An example conflist of `deploy/cni/`.
+fn example(file: &str) -> Result<Conflist> {
+    let path = crate::workspace_root().join("deploy/cni").join(file);
+    Ok(Conflist::from_file(&path)?)
+}
+
+/// `list` for another VPC attachment of the same VPC: every plugin's `vpcattachment` and the
+/// network name change.
+fn with_attachment(list: &Conflist, att: &str) -> Conflist {
+    let mut out = list.clone();
+    out.name = format!("{}-{att}", list.name);
+    for plugin in &mut out.plugins {
+        plugin["vpcattachment"] = json!(att);
+    }
+    out
+}
