@@ -1,34 +1,61 @@
 #!/bin/sh
 # Node installer of the Galactic CNI chain, run from the image by the DaemonSet.
 #
-#   install.sh install   (init container) stage the plugin binaries, the node config and the
-#                        plugins' kubeconfig onto the host, then exit
+#   install.sh install   (init container) stage the plugin binaries, the node config, the
+#                        datapath's host conflist and the plugins' kubeconfig onto the host;
+#                        take over from the upstream Go chain; then exit
 #   install.sh refresh   (long-running container) rewrite the kubeconfig whenever the service
 #                        account token changes (projected tokens rotate), every REFRESH_SECONDS
 #
-# It does what `cargo xtask build-and-stage` does after building: every file is written to a
-# temporary name in the target directory and renamed into place (a runtime never executes a
-# half-written binary), and only when its content changed (a second run changes nothing).
+# Every file is written to a temporary name in the target directory and renamed into place, and
+# only when its content changed (a second run changes nothing and prints nothing; each change
+# prints the path it changed).
+#
+# The plugins switch as one set (decision 0061): every name in /opt/cni/bin is a symlink to
+# .galactic/current/<name>, and .galactic/current is a symlink to a directory holding the whole
+# set, named by its digest. Staging writes a new set directory, then renames one symlink: a chain
+# started after the switch runs only new binaries, one started before it only old ones (the
+# pattern of the kubelet's atomic volume writer). The upstream type names galactic-veth and
+# galactic-tap are installed as copies of our masters whenever the Go binaries are there
+# (ALIASES=auto), so no NAD can run a Go master in front of our IPAM, route and bgp stages.
 #
 # Host paths are mounted under HOST_ROOT (default /host):
-#   /opt/cni/bin           the plugins (galactic-cni, galactic-tap-cni, galactic-ipam,
-#                          galactic-route, galactic-bgp; with ALIASES=true also the upstream type
-#                          names galactic-veth and galactic-tap)
+#   /opt/cni/bin            the plugins (galactic-cni, galactic-tap-cni, galactic-ipam,
+#                           galactic-route, galactic-bgp; the aliases galactic-veth, galactic-tap)
+#   /etc/cni/net.d          the upstream static conflist 10-galactic.conflist: its settings are
+#                           carried into the node config, then it is removed (a runtime could load
+#                           it as a network)
 #   /etc/galactic/node.json the node config (docs/configuration.md)
-#   /var/lib/galactic      state; kubeconfig and ca.crt for the plugins
+#   /etc/galactic/datapath  10-galactic.conflist for the datapath container (decision 0060)
+#   /var/lib/galactic       state; kubeconfig and ca.crt for the plugins; on a node the Go chain
+#                           served, ipam/legacy-annotations.json (upstream's BGPAdvertisement
+#                           annotations, exported once before the switch, Kubernetes publisher)
 #
-# Settings (environment; each must be a plain token):
-#   NODE_NAME (required, from the downward API), GALACTIC_NAMESPACE (galactic-system),
-#   GALACTIC_PUBLISHER (kubernetes), GALACTIC_ROUTING_DOMAIN (auto), GALACTIC_LOG_LEVEL (info),
-#   ALIASES (false), REFRESH_SECONDS (300), IMAGE_BIN (/galactic/bin),
-#   SA_DIR (/var/run/secrets/kubernetes.io/serviceaccount),
-#   KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT (set by the kubelet).
+# Settings (environment; an empty value is unset). The upstream installer's, by their upstream
+# names, first; each one not set falls back to the value in the upstream static conflist:
+#   NODE_NAME or GALACTIC_CNI_NODE_NAME (required; the latter wins, as upstream),
+#   GALACTIC_CNI_LOG_LEVEL (info; debug|info|warn|warning|error, anything else is info with a
+#     warning, as upstream; GALACTIC_LOG_LEVEL is this installer's older name),
+#   GALACTIC_CNI_NAT66_SHARD_SIDS (none; comma-separated IPv6 SIDs),
+#   GALACTIC_CNI_EBPF_INTERFACES (auto-detect; comma-separated interface names),
+#   GALACTIC_CNI_EBPF_FILTER_PRIORITY (1; 1-65535, anything else is the default with a warning),
+#   KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT (set by the kubelet),
+#   SA_DIR (/var/run/secrets/kubernetes.io/serviceaccount);
+# and this project's: GALACTIC_NAMESPACE (galactic-system), GALACTIC_PUBLISHER (kubernetes),
+#   GALACTIC_ROUTING_DOMAIN (auto), ALIASES (auto: alias the upstream type names where the Go
+#   binaries are installed; true: always; false: remove them), REFRESH_SECONDS (300),
+#   IMAGE_BIN (/galactic/bin).
 set -eu
 
 HOST_ROOT=${HOST_ROOT:-/host}
 IMAGE_BIN=${IMAGE_BIN:-/galactic/bin}
 SA_DIR=${SA_DIR:-/var/run/secrets/kubernetes.io/serviceaccount}
 PLUGINS="galactic-cni galactic-tap-cni galactic-ipam galactic-route galactic-bgp"
+# The upstream type names and the binary each is a copy of.
+ALIAS_PAIRS="galactic-veth:galactic-cni galactic-tap:galactic-tap-cni"
+BIN="$HOST_ROOT/opt/cni/bin"
+SETS="$BIN/.galactic"
+GO_CONFLIST="$HOST_ROOT/etc/cni/net.d/10-galactic.conflist"
 
 log() { echo "galactic-install: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -49,7 +76,7 @@ write_atomic() {
     tmp="$dir/.$(basename "$target").tmp.$$"
     cat >"$tmp"
     chmod "$mode" "$tmp"
-    if [ -f "$target" ] && cmp -s "$tmp" "$target" &&
+    if [ -f "$target" ] && [ ! -L "$target" ] && cmp -s "$tmp" "$target" &&
         [ "$(stat -c %a "$target")" = "$(stat -c %a "$tmp")" ]; then
         rm -f "$tmp"
         return 0
@@ -58,28 +85,94 @@ write_atomic() {
     echo "$target"
 }
 
-stage_binaries() {
-    bin="$HOST_ROOT/opt/cni/bin"
-    for plugin in $PLUGINS; do
-        write_atomic 755 "$bin/$plugin" <"$IMAGE_BIN/$plugin"
-    done
-    if [ "${ALIASES:-false}" = true ]; then
-        write_atomic 755 "$bin/galactic-veth" <"$IMAGE_BIN/galactic-cni"
-        write_atomic 755 "$bin/galactic-tap" <"$IMAGE_BIN/galactic-tap-cni"
+# link_atomic TARGET LINK: LINK becomes a symlink to TARGET (replacing a file or link in one
+# rename), only when it is not one already. Prints LINK when it changed.
+link_atomic() {
+    if [ -L "$2" ] && [ "$(readlink "$2")" = "$1" ]; then
+        return 0
     fi
+    tmp="$(dirname "$2")/.$(basename "$2").tmp.$$"
+    rm -f "$tmp"
+    ln -s "$1" "$tmp"
+    mv -T -f "$tmp" "$2"
+    echo "$2"
+}
+
+# The value of KEY in the upstream static conflist (the Go installer writes one "key": "value"
+# per line, Go-quoted; values here are plain), or nothing.
+go_setting() {
+    [ -f "$GO_CONFLIST" ] || return 0
+    sed -n "s/^[[:space:]]*\"$1\":[[:space:]]*\"\([^\"\\\\]*\)\",\{0,1\}[[:space:]]*\$/\1/p" "$GO_CONFLIST" | head -n 1
+}
+
+# first_set NAME...: the value of the first named variable that is set and not empty.
+first_set() {
+    for name in "$@"; do
+        eval "value=\${$name:-}"
+        if [ -n "$value" ]; then
+            printf %s "$value"
+            return 0
+        fi
+    done
+}
+
+# A comma-separated list, entries trimmed, blank ones dropped, repeats dropped; each entry checked
+# by the case pattern of `kind` (sid or ifname).
+clean_list() {
+    key=$1 kind=$2 raw=$3 out=""
+    old_ifs=$IFS
+    IFS=,
+    for entry in $raw; do
+        entry=$(printf %s "$entry" | tr -d ' \t')
+        [ -n "$entry" ] || continue
+        case "$kind:$entry" in
+            sid:*:*) case "$entry" in *[!0-9A-Fa-f:.]*) die "invalid $key entry '$entry' (an IPv6 address)" ;; esac ;;
+            sid:*) die "invalid $key entry '$entry' (an IPv6 address)" ;;
+            ifname:*) case "$entry" in */* | *:* | . | ..) die "invalid $key entry '$entry' (an interface name)" ;; esac
+                [ "${#entry}" -lt 16 ] || die "invalid $key entry '$entry' (an interface name is at most 15 bytes)" ;;
+        esac
+        case ",$out," in *",$entry,"*) continue ;; esac
+        out=${out:+$out,}$entry
+    done
+    IFS=$old_ifs
+    printf %s "$out"
 }
 
 # Every setting is checked before anything is written.
 check_settings() {
+    NODE_NAME=$(first_set GALACTIC_CNI_NODE_NAME NODE_NAME)
+    [ -n "$NODE_NAME" ] || NODE_NAME=$(go_setting node_name)
     token NODE_NAME "${NODE_NAME:-}"
     namespace=${GALACTIC_NAMESPACE:-galactic-system}
     publisher=${GALACTIC_PUBLISHER:-kubernetes}
     domain=${GALACTIC_ROUTING_DOMAIN:-auto}
-    level=${GALACTIC_LOG_LEVEL:-info}
+    aliases=${ALIASES:-auto}
     token GALACTIC_NAMESPACE "$namespace"
     case "$publisher" in kubernetes | local) ;; *) die "GALACTIC_PUBLISHER must be kubernetes or local, got '$publisher'" ;; esac
     case "$domain" in vrf | table | auto) ;; *) die "GALACTIC_ROUTING_DOMAIN must be vrf, table or auto, got '$domain'" ;; esac
-    case "$level" in debug | info | warn | warning | error) ;; *) die "GALACTIC_LOG_LEVEL must be debug, info, warn or error, got '$level'" ;; esac
+    case "$aliases" in auto | true | false) ;; *) die "ALIASES must be auto, true or false, got '$aliases'" ;; esac
+
+    level=$(first_set GALACTIC_CNI_LOG_LEVEL GALACTIC_LOG_LEVEL)
+    [ -n "$level" ] || level=$(go_setting log_level)
+    level=$(printf %s "${level:-info}" | tr -d ' \t' | tr A-Z a-z)
+    case "$level" in
+        debug | info | warn | error) ;;
+        warning) level=warn ;;
+        *) log "warning: unknown GALACTIC_CNI_LOG_LEVEL '$level'; using info"; level=info ;;
+    esac
+    sids=$(first_set GALACTIC_CNI_NAT66_SHARD_SIDS)
+    [ -n "$sids" ] || sids=$(go_setting nat66_shard_sids)
+    sids=$(clean_list GALACTIC_CNI_NAT66_SHARD_SIDS sid "$sids")
+    uplinks=$(first_set GALACTIC_CNI_EBPF_INTERFACES)
+    [ -n "$uplinks" ] || uplinks=$(go_setting ebpf_interfaces)
+    uplinks=$(clean_list GALACTIC_CNI_EBPF_INTERFACES ifname "$uplinks")
+    priority=$(first_set GALACTIC_CNI_EBPF_FILTER_PRIORITY | tr -d ' \t')
+    case "$priority" in
+        "") ;;
+        *[!0-9]* | 0 | 0*) log "warning: GALACTIC_CNI_EBPF_FILTER_PRIORITY '$priority' is not 1-65535; using 1"; priority="" ;;
+        *) [ "$priority" -le 65535 ] 2>/dev/null || { log "warning: GALACTIC_CNI_EBPF_FILTER_PRIORITY '$priority' is not 1-65535; using 1"; priority=""; } ;;
+    esac
+
     for plugin in $PLUGINS; do
         [ -x "$IMAGE_BIN/$plugin" ] || die "$IMAGE_BIN/$plugin is missing from the image"
     done
@@ -89,19 +182,184 @@ check_settings() {
     fi
 }
 
+# The names the new set holds: every plugin, and the upstream type names unless ALIASES=false;
+# with auto, only those installed now (by the Go installer or an earlier run of this one).
+set_names() {
+    names=$PLUGINS
+    for pair in $ALIAS_PAIRS; do
+        alias=${pair%%:*}
+        case "$aliases" in
+            true) names="$names $alias" ;;
+            auto) if [ -e "$BIN/$alias" ] || [ -L "$BIN/$alias" ]; then names="$names $alias"; fi ;;
+        esac
+    done
+    printf %s "$names"
+}
+
+# The image file a name is a copy of.
+source_of() {
+    for pair in $ALIAS_PAIRS; do
+        [ "${pair%%:*}" = "$1" ] && { printf %s "$IMAGE_BIN/${pair#*:}"; return 0; }
+    done
+    printf %s "$IMAGE_BIN/$1"
+}
+
+# Before the first switch: the binaries there now (the Go chain's, or an older install's plain
+# files) become a set of their own and every name a link into it. Nothing runs differently, but
+# from here on one rename switches every name.
+adopt_plain_files() {
+    [ -L "$SETS/current" ] && return 0
+    mkdir -p "$SETS/adopted"
+    found=""
+    for name in $PLUGINS galactic-veth galactic-tap; do
+        if [ -f "$BIN/$name" ] && [ ! -L "$BIN/$name" ]; then
+            ln -f "$BIN/$name" "$SETS/adopted/$name" 2>/dev/null || cp -p "$BIN/$name" "$SETS/adopted/$name"
+            found="$found $name"
+        fi
+    done
+    link_atomic adopted "$SETS/current" >/dev/null
+    for name in $found; do
+        link_atomic ".galactic/current/$name" "$BIN/$name"
+    done
+}
+
+stage_binaries() {
+    names=$(set_names)
+    digest=$(for name in $names; do printf '%s\n' "$name"; sha256sum <"$(source_of "$name")"; done |
+        sha256sum | cut -c1-16)
+    set_dir="$SETS/set-$digest"
+    if [ ! -d "$set_dir" ]; then
+        tmp="$SETS/.set-$digest.tmp.$$"
+        rm -rf "$tmp"
+        mkdir -p "$tmp"
+        for name in $names; do
+            cp "$(source_of "$name")" "$tmp/$name"
+            chmod 755 "$tmp/$name"
+        done
+        mv -T "$tmp" "$set_dir"
+    fi
+    adopt_plain_files
+    # The switch: one rename.
+    link_atomic "set-$digest" "$SETS/current"
+    for name in $names; do
+        link_atomic ".galactic/current/$name" "$BIN/$name"
+    done
+    if [ "$aliases" = false ]; then
+        for pair in $ALIAS_PAIRS; do
+            alias=${pair%%:*}
+            if [ -e "$BIN/$alias" ] || [ -L "$BIN/$alias" ]; then
+                rm -f "$BIN/$alias"
+                echo "$BIN/$alias"
+            fi
+        done
+    fi
+    # Older sets: a process started from one keeps running (its file is unlinked, not changed).
+    for old in "$SETS"/set-* "$SETS/adopted"; do
+        [ -e "$old" ] && [ "$old" != "$set_dir" ] && rm -rf "$old"
+    done
+    return 0
+}
+
+node_config_json() {
+    printf '{\n'
+    printf '  "node_name": "%s",\n' "$NODE_NAME"
+    printf '  "namespace": "%s",\n' "$namespace"
+    printf '  "publisher": "%s",\n' "$publisher"
+    printf '  "routing_domain": "%s",\n' "$domain"
+    printf '  "log_level": "%s",\n' "$level"
+    [ -z "$sids" ] || printf '  "nat66_shard_sids": "%s",\n' "$sids"
+    [ -z "$uplinks" ] || printf '  "ebpf_interfaces": "%s",\n' "$uplinks"
+    [ -z "$priority" ] || printf '  "ebpf_filter_priority": "%s",\n' "$priority"
+    printf '  "kubeconfig": "/var/lib/galactic/kubeconfig",\n'
+    printf '  "state_dir": "/var/lib/galactic",\n'
+    printf '  "log_file": "/var/log/galactic/galactic-cni.log"\n'
+    printf '}\n'
+}
+
 stage_node_config() {
-    write_atomic 644 "$HOST_ROOT/etc/galactic/node.json" <<JSON
+    node_config_json | write_atomic 644 "$HOST_ROOT/etc/galactic/node.json"
+}
+
+# Upstream's static conflist, for the datapath container only (it reads node_name and namespace
+# for its sweeps); outside the runtime's conf dir.
+stage_datapath_conflist() {
+    write_atomic 644 "$HOST_ROOT/etc/galactic/datapath/10-galactic.conflist" <<JSON
 {
-  "node_name": "$NODE_NAME",
-  "namespace": "$namespace",
-  "publisher": "$publisher",
-  "routing_domain": "$domain",
-  "log_level": "$level",
-  "kubeconfig": "/var/lib/galactic/kubeconfig",
-  "state_dir": "/var/lib/galactic",
-  "log_file": "/var/log/galactic/galactic-cni.log"
+  "cniVersion": "1.0.0",
+  "name": "galactic",
+  "plugins": [
+    {
+      "type": "galactic-cni",
+      "node_name": "$NODE_NAME",
+      "kubeconfig": "/var/lib/galactic/kubeconfig",
+      "namespace": "$namespace",
+      "log_file": "/var/log/galactic/galactic-cni.log",
+      "log_level": "$level",
+      "nat66_shard_sids": "$sids",
+      "ebpf_interfaces": "$uplinks"
+    }
+  ]
 }
 JSON
+}
+
+# The upstream static conflist sits in the runtime's conf dir with a type that is now a real
+# binary; its settings are in node.json by now.
+retire_go_conflist() {
+    if [ -f "$GO_CONFLIST" ]; then
+        rm -f "$GO_CONFLIST"
+        echo "$GO_CONFLIST"
+    fi
+}
+
+# Whether the upstream Go chain has served this node: its IPAM markers, its static conflist, or
+# its master binaries as plain files (before the first switch). Read before anything is staged.
+go_chain_present() {
+    [ -d "$HOST_ROOT/var/lib/cni/galactic-ipam" ] || [ -f "$GO_CONFLIST" ] && return 0
+    for name in galactic-veth galactic-tap; do
+        [ -f "$BIN/$name" ] && [ ! -L "$BIN/$name" ] && return 0
+    done
+    return 1
+}
+
+# On a node the Go chain served, upstream's BGPAdvertisement annotations are the only record of
+# the allocations its in-memory allocator made: export them next to the IPAM store before the
+# plugins switch, so the first write of the new IPAM imports them (decision 0061) and no pod
+# gets a live pod's address. Once exported the file is kept (the import reads it once); a failed
+# export fails the install, and the init container retries it.
+ANNOTATIONS_EXPORT="$HOST_ROOT/var/lib/galactic/ipam/legacy-annotations.json"
+stage_annotation_export() {
+    [ "$go_chain" = yes ] && [ "$publisher" = kubernetes ] || return 0
+    [ -f "$ANNOTATIONS_EXPORT" ] && return 0
+    mkdir -p "$(dirname "$ANNOTATIONS_EXPORT")"
+    host=${KUBERNETES_SERVICE_HOST:-}
+    port=${KUBERNETES_SERVICE_PORT:-443}
+    case "$host" in *:*) host="[$host]" ;; esac
+    kubeconfig=$(mktemp)
+    # This container's view: the service account's own CA path.
+    cat >"$kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+clusters:
+- name: galactic
+  cluster:
+    server: https://$host:$port
+    certificate-authority: $SA_DIR/ca.crt
+users:
+- name: galactic-cni
+  user:
+    token: $(cat "$SA_DIR/token")
+contexts:
+- name: galactic
+  context: {cluster: galactic, user: galactic-cni}
+current-context: galactic
+YAML
+    if ! "$IMAGE_BIN/galactic-bgp" export-annotations "$kubeconfig" "$namespace" "$ANNOTATIONS_EXPORT" >&2; then
+        rm -f "$kubeconfig"
+        die "could not export the BGPAdvertisement annotations of namespace $namespace (the upstream allocations); retrying"
+    fi
+    rm -f "$kubeconfig"
+    echo "$ANNOTATIONS_EXPORT"
 }
 
 # The plugins run on the host, outside any pod: they get the service account's token and CA.
@@ -140,12 +398,18 @@ YAML
 case "${1:-}" in
     install)
         check_settings
-        stage_binaries
+        go_chain=no
+        if go_chain_present; then go_chain=yes; fi
+        # The settings land before the binaries switch: the new plugins read node.json.
         stage_node_config
+        stage_datapath_conflist
         if [ "$publisher" = kubernetes ]; then
             stage_kubeconfig
         fi
         mkdir -p "$HOST_ROOT/var/lib/galactic" "$HOST_ROOT/var/log/galactic"
+        stage_annotation_export
+        stage_binaries
+        retire_go_conflist
         log "installed for node $NODE_NAME"
         ;;
     refresh)

@@ -13,6 +13,7 @@ mod conf;
 mod crds;
 mod datapath;
 mod error;
+mod export;
 mod nad;
 mod netns;
 mod ops;
@@ -53,9 +54,13 @@ impl Plugin for GalacticBgp {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = galactic_core::cni::version_flag(plugins::BGP) {
+        return code;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.split_first() {
         Some((first, rest)) if first == "nad" => nad::main(rest),
+        Some((first, rest)) if first == "export-annotations" => export::main(rest),
         _ => run(&GalacticBgp),
     }
 }

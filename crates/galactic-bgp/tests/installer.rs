@@ -193,3 +193,391 @@ fn an_invalid_setting_fails_before_anything_is_written() {
         assert!(!fx.host("etc").exists(), "{key}: nothing staged");
     }
 }
+
+/// What the upstream installer writes to `/etc/cni/net.d/10-galactic.conflist` (its format: one
+/// Go-quoted `"key": "value"` per line).
+fn go_conflist(level: &str, sids: &str, uplinks: &str) -> String {
+    format!(
+        r#"{{
+  "cniVersion": "1.0.0",
+  "name": "galactic",
+  "plugins": [
+    {{
+      "type": "galactic-cni",
+      "node_name": "node-a",
+      "kubeconfig": "/var/lib/galactic/kubeconfig",
+      "namespace": "galactic-system",
+      "log_file": "/var/log/galactic/galactic-cni.log",
+      "log_level": "{level}",
+      "nat66_shard_sids": "{sids}",
+      "ebpf_interfaces": "{uplinks}"
+    }}
+  ]
+}}
+"#
+    )
+}
+
+fn node_config(fx: &Fixture) -> NodeConfig {
+    NodeConfig::resolve_from(
+        &serde_json::json!({}),
+        &|_: &str| None,
+        &fx.host("etc/galactic/node.json"),
+        None,
+    )
+    .unwrap()
+}
+
+#[test]
+fn upstream_settings_by_their_upstream_names_land_in_the_node_config() {
+    let fx = Fixture::new();
+    let out = fx.run(&[
+        ("GALACTIC_CNI_NODE_NAME", "node-b"),
+        ("GALACTIC_CNI_LOG_LEVEL", "Warning"),
+        (
+            "GALACTIC_CNI_NAT66_SHARD_SIDS",
+            " 2001:db8:5::1, ,2001:db8:6::1",
+        ),
+        ("GALACTIC_CNI_EBPF_INTERFACES", "eth1, eth1,eth2"),
+        ("GALACTIC_CNI_EBPF_FILTER_PRIORITY", "7"),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let node = node_config(&fx);
+    assert_eq!(
+        node.node_name.as_deref(),
+        Some("node-b"),
+        "GALACTIC_CNI_NODE_NAME wins over NODE_NAME, as upstream"
+    );
+    assert_eq!(node.log_level, galactic_core::log::Level::Warn);
+    assert_eq!(
+        node.nat66_shard_sids,
+        [
+            "2001:db8:5::1".parse::<std::net::Ipv6Addr>().unwrap(),
+            "2001:db8:6::1".parse().unwrap()
+        ]
+    );
+    assert_eq!(node.ebpf_interfaces, ["eth1", "eth2"]);
+    assert_eq!(node.ebpf_filter_priority, 7);
+    // The datapath container's host conflist: upstream's shape, the same values.
+    let datapath: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(fx.host("etc/galactic/datapath/10-galactic.conflist")).unwrap(),
+    )
+    .unwrap();
+    let entry = &datapath["plugins"][0];
+    assert_eq!(entry["type"], "galactic-cni");
+    assert_eq!(entry["node_name"], "node-b");
+    assert_eq!(entry["namespace"], "galactic-system");
+    assert_eq!(entry["nat66_shard_sids"], "2001:db8:5::1,2001:db8:6::1");
+    assert_eq!(entry["ebpf_interfaces"], "eth1,eth2");
+    // An unknown level is upstream's info with a warning, not a failed node.
+    let fx = Fixture::new();
+    let out = fx.run(&[("GALACTIC_CNI_LOG_LEVEL", "trace")]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("trace"));
+    assert_eq!(node_config(&fx).log_level, galactic_core::log::Level::Info);
+}
+
+#[test]
+fn a_bad_uplink_or_sid_fails_before_anything_is_written() {
+    for (key, value) in [
+        ("GALACTIC_CNI_NAT66_SHARD_SIDS", "2001:db8::1,10.0.0.1"),
+        ("GALACTIC_CNI_EBPF_INTERFACES", "eth0,a-name-far-too-long"),
+        ("GALACTIC_CNI_EBPF_INTERFACES", "eth0:1"),
+    ] {
+        let fx = Fixture::new();
+        let out = fx.run(&[(key, value)]);
+        assert!(!out.status.success(), "{key}={value:?} must fail");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(key),
+            "{out:?}"
+        );
+        assert!(
+            !fx.host("etc").exists() && !fx.host("opt").exists(),
+            "{key}"
+        );
+    }
+}
+
+#[test]
+fn the_go_conflist_settings_carry_over_and_the_file_leaves_the_conf_dir() {
+    let fx = Fixture::new();
+    let go = fx.host("etc/cni/net.d/10-galactic.conflist");
+    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
+    std::fs::write(&go, go_conflist("debug", "2001:db8:ff01:9:e001::", "eth1")).unwrap();
+    let out = fx.run(&[]);
+    assert!(out.status.success(), "{out:?}");
+    let node = node_config(&fx);
+    assert_eq!(node.log_level, galactic_core::log::Level::Debug);
+    assert_eq!(
+        node.nat66_shard_sids,
+        ["2001:db8:ff01:9:e001::"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()]
+    );
+    assert_eq!(node.ebpf_interfaces, ["eth1"]);
+    assert!(!go.exists(), "the runtime's conf dir no longer holds it");
+    let datapath =
+        std::fs::read_to_string(fx.host("etc/galactic/datapath/10-galactic.conflist")).unwrap();
+    assert!(
+        datapath.contains("\"ebpf_interfaces\": \"eth1\""),
+        "{datapath}"
+    );
+    // The environment wins over the file, as upstream.
+    let fx = Fixture::new();
+    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
+    let go = fx.host("etc/cni/net.d/10-galactic.conflist");
+    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
+    std::fs::write(&go, go_conflist("debug", "", "eth1")).unwrap();
+    assert!(fx
+        .run(&[("GALACTIC_CNI_EBPF_INTERFACES", "eth9")])
+        .status
+        .success());
+    assert_eq!(node_config(&fx).ebpf_interfaces, ["eth9"]);
+}
+
+/// Plants the Go installer's binaries in the host's CNI bin dir.
+fn plant_go_binaries(fx: &Fixture) {
+    let bin = fx.host("opt/cni/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in [
+        "galactic-veth",
+        "galactic-tap",
+        "galactic-ipam",
+        "galactic-route",
+        "galactic-bgp",
+        "host-device",
+    ] {
+        std::fs::write(bin.join(name), format!("#!/bin/sh\necho go-{name}\n")).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+#[test]
+fn the_go_binaries_are_replaced_and_aliased_over_in_one_switch() {
+    let fx = Fixture::new();
+    plant_go_binaries(&fx);
+    let out = fx.run(&[]);
+    assert!(out.status.success(), "{out:?}");
+    let bin = fx.host("opt/cni/bin");
+    let image = |name: &str| std::fs::read(fx.dir.path().join("image-bin").join(name)).unwrap();
+    for (name, ours) in [
+        ("galactic-cni", "galactic-cni"),
+        ("galactic-tap-cni", "galactic-tap-cni"),
+        ("galactic-ipam", "galactic-ipam"),
+        ("galactic-route", "galactic-route"),
+        ("galactic-bgp", "galactic-bgp"),
+        ("galactic-veth", "galactic-cni"),
+        ("galactic-tap", "galactic-tap-cni"),
+    ] {
+        assert_eq!(
+            std::fs::read(bin.join(name)).unwrap(),
+            image(ours),
+            "{name}"
+        );
+        // Every name goes through the one `current` link: one rename switches them all.
+        assert_eq!(
+            std::fs::read_link(bin.join(name)).unwrap(),
+            Path::new(".galactic/current").join(name),
+            "{name}"
+        );
+    }
+    assert!(std::fs::symlink_metadata(bin.join(".galactic/current"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(bin.join("host-device")).unwrap(),
+        "#!/bin/sh\necho go-host-device\n",
+        "not ours to replace"
+    );
+    let sets: Vec<_> = std::fs::read_dir(bin.join(".galactic"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(sets.len(), 2, "current and one set: {sets:?}");
+    let again = fx.run(&[]);
+    assert!(
+        again.status.success() && again.stdout.is_empty(),
+        "{again:?}"
+    );
+
+    // A new image switches every name at once, and the old set goes.
+    let new_bgp = fx.dir.path().join("image-bin/galactic-bgp");
+    std::fs::write(&new_bgp, "#!/bin/sh\necho galactic-bgp v2\n").unwrap();
+    let before = std::fs::read_link(bin.join(".galactic/current")).unwrap();
+    assert!(fx.run(&[]).status.success());
+    assert_ne!(
+        std::fs::read_link(bin.join(".galactic/current")).unwrap(),
+        before
+    );
+    assert_eq!(
+        std::fs::read_to_string(bin.join("galactic-bgp")).unwrap(),
+        "#!/bin/sh\necho galactic-bgp v2\n"
+    );
+    assert!(!bin.join(".galactic").join(before).exists());
+
+    // Once no NAD uses the upstream names: ALIASES=false removes them.
+    assert!(fx.run(&[("ALIASES", "false")]).status.success());
+    assert!(std::fs::symlink_metadata(bin.join("galactic-veth")).is_err());
+    assert!(std::fs::symlink_metadata(bin.join("galactic-tap")).is_err());
+    assert!(bin.join("galactic-cni").is_file());
+}
+
+/// The install-cni container's environment as `deploy/kubernetes/daemonset.yaml` gives it, with
+/// the downward API values a node would get.
+fn daemonset_env() -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes/daemonset.yaml"),
+    )
+    .unwrap();
+    let ds: serde_json::Value =
+        serde_json::to_value(serde_norway::from_str::<serde_norway::Value>(&text).unwrap())
+            .unwrap();
+    let install = &ds["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(install["name"], "install-cni");
+    install["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let name = e["name"].as_str().unwrap().to_owned();
+            let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                Some("spec.nodeName") => "node-ds".to_owned(),
+                Some("metadata.namespace") => "galactic-system".to_owned(),
+                Some(other) => panic!("unexpected downward API field {other}"),
+                None => e["value"].as_str().unwrap().to_owned(),
+            };
+            (name, value)
+        })
+        .collect()
+}
+
+#[test]
+fn the_daemonset_environment_installs_and_each_upstream_setting_reaches_the_node_config() {
+    let env = daemonset_env();
+    let as_pairs = |env: &[(String, String)]| -> Vec<(String, String)> { env.to_vec() };
+    let run = |env: &[(String, String)]| {
+        let fx = Fixture::new();
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let out = fx.run(&pairs);
+        assert!(out.status.success(), "{out:?}");
+        let node = node_config(&fx);
+        (fx, node)
+    };
+    let (_fx, node) = run(&as_pairs(&env));
+    assert_eq!(node.node_name.as_deref(), Some("node-ds"));
+    assert_eq!(node.publisher, Publisher::Kubernetes);
+    assert_eq!(node.routing_domain, RoutingDomainMode::Auto);
+    assert!(node.nat66_shard_sids.is_empty(), "empty means unset");
+    assert!(node.ebpf_interfaces.is_empty(), "empty means auto-detect");
+    assert_eq!(node.ebpf_filter_priority, 1);
+    // Each upstream setting, edited in the DaemonSet, arrives.
+    let edit = |key: &str, value: &str| {
+        let mut env = env.clone();
+        let slot = env.iter_mut().find(|(k, _)| k == key);
+        slot.unwrap_or_else(|| panic!("the DaemonSet gives {key}"))
+            .1 = value.into();
+        env
+    };
+    let (_fx, node) = run(&edit("GALACTIC_CNI_NAT66_SHARD_SIDS", "2001:db8:5::1"));
+    assert_eq!(node.nat66_shard_sids.len(), 1);
+    let (_fx, node) = run(&edit("GALACTIC_CNI_EBPF_INTERFACES", "eth1"));
+    assert_eq!(node.ebpf_interfaces, ["eth1"]);
+    let (_fx, node) = run(&edit("GALACTIC_CNI_LOG_LEVEL", "debug"));
+    assert_eq!(node.log_level, galactic_core::log::Level::Debug);
+    let (_fx, node) = run(&edit("GALACTIC_CNI_EBPF_FILTER_PRIORITY", "9"));
+    assert_eq!(node.ebpf_filter_priority, 9);
+}
+
+/// An image `galactic-bgp` that records its `export-annotations` call (the kubeconfig it was
+/// given, whether the Go binaries were still in place) and writes the export.
+fn recording_bgp(fx: &Fixture) {
+    let log = fx.dir.path().join("export-calls");
+    let ipam = fx.host("opt/cni/bin/galactic-ipam");
+    std::fs::write(
+        fx.dir.path().join("image-bin/galactic-bgp"),
+        format!(
+            "#!/bin/sh\n[ \"$1\" = export-annotations ] || exit 0\n\
+             {{ echo \"args $3 $4\"; grep -E 'server|certificate-authority|token' \"$2\"; \
+             echo \"ipam then: $(sh {ipam})\"; }} >>{log}\n\
+             printf '%s' '{{\"kind\":\"List\",\"items\":[]}}' >\"$4\"\n",
+            ipam = ipam.display(),
+            log = log.display()
+        ),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_node_the_go_chain_served_exports_the_annotations_once_before_the_switch() {
+    let fx = Fixture::new();
+    recording_bgp(&fx);
+    plant_go_binaries(&fx);
+    let out = fx.run(&[("GALACTIC_NAMESPACE", "galactic-system")]);
+    assert!(out.status.success(), "{out:?}");
+    let export = fx.host("var/lib/galactic/ipam/legacy-annotations.json");
+    assert_eq!(
+        std::fs::read_to_string(&export).unwrap(),
+        r#"{"kind":"List","items":[]}"#
+    );
+    let calls = std::fs::read_to_string(fx.dir.path().join("export-calls")).unwrap();
+    let sa = fx.dir.path().join("sa");
+    for line in [
+        format!("args galactic-system {}", export.display()),
+        "server: https://[fd00:10::1]:6443".to_owned(),
+        format!("certificate-authority: {}/ca.crt", sa.display()),
+        "token: eyJhbGciOi.first-token_1".to_owned(),
+        // Exported while the Go IPAM still served the node: the new one's first write imports it.
+        "ipam then: go-galactic-ipam".to_owned(),
+    ] {
+        assert!(calls.contains(&line), "{line}: {calls}");
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&export.display().to_string()));
+    // Once: a second run (the Go layout is gone, the export kept) exports nothing.
+    let again = fx.run(&[("GALACTIC_NAMESPACE", "galactic-system")]);
+    assert!(again.status.success(), "{again:?}");
+    assert_eq!(
+        std::fs::read_to_string(fx.dir.path().join("export-calls"))
+            .unwrap()
+            .matches("args ")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn a_failed_export_fails_the_install_before_the_switch_and_other_nodes_export_nothing() {
+    let fx = Fixture::new();
+    plant_go_binaries(&fx);
+    std::fs::write(
+        fx.dir.path().join("image-bin/galactic-bgp"),
+        "#!/bin/sh\n[ \"$1\" = export-annotations ] && { echo 'connection refused' >&2; exit 1; }\n",
+    )
+    .unwrap();
+    let out = fx.run(&[]);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("could not export the BGPAdvertisement annotations"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.host("opt/cni/bin/galactic-ipam")).unwrap(),
+        "#!/bin/sh\necho go-galactic-ipam\n",
+        "the Go chain keeps serving until the export exists"
+    );
+    // A node without the Go chain, or with the local publisher: no export is attempted.
+    let fresh = Fixture::new();
+    recording_bgp(&fresh);
+    assert!(fresh.run(&[]).status.success());
+    let local = Fixture::new();
+    recording_bgp(&local);
+    plant_go_binaries(&local);
+    assert!(local
+        .run(&[("GALACTIC_PUBLISHER", "local")])
+        .status
+        .success());
+    for fx in [&fresh, &local] {
+        assert!(!fx.dir.path().join("export-calls").exists());
+    }
+}

@@ -1,7 +1,8 @@
 //! JSON-lines logging to the node's log file (never stdout: stdout is the CNI result).
 //!
 //! One object per line: `time`, `level`, `msg`, `plugin`, the invocation context (`command`,
-//! `containerID`, `ifName`, `network`, `vpcAttachment`) and the call's own fields. Every plugin on
+//! `containerID`, `netns`, `ifName`, `network`, `vpc`, `vpcAttachment`, `nodeName`, each when
+//! known) and the call's own fields. Every plugin on
 //! the node appends to the same file; past `log_max_bytes` the file is renamed to `<file>.1` under
 //! an advisory lock so that concurrent processes rotate it once. A log file that cannot be opened
 //! never fails the operation: lines then go to stderr, which the runtime keeps.

@@ -7,7 +7,7 @@
 //! | `addresses` | `[{address: CIDR, gateway?: IP}]` | pre-decided addresses; nothing is stored |
 //! | `static_ip` | IPv6 text | one IPv6 address as /64, no gateway, no routes; nothing is stored |
 //! | `ipv6_subnet` | IPv6 CIDR | pool; each attachment gets one `/subnet_len` prefix |
-//! | `subnet_len` | integer | IPv6 endpoint prefix length, default 96 |
+//! | `subnet_len` | integer | IPv6 endpoint prefix length, default 96 (104 in a /96 pool) |
 //! | `ipv6_gateway` | IPv6 | pool gateway, default: pool network + 1 |
 //! | `ipv4_subnet` | IPv4 CIDR | pool; each attachment gets one /32 |
 //! | `ipv4_gateway` | IPv4 | pool gateway, default: pool network + 1 |
@@ -45,6 +45,8 @@ mod tests;
 pub const DEFAULT_LOCAL_POOL: &str = "fd00:10:ff01::/64";
 /// Default IPv6 endpoint prefix length.
 pub const DEFAULT_SUBNET_LEN: u8 = 96;
+/// Default IPv6 endpoint prefix length in a /96 pool: upstream's allocation step there.
+pub const UPSTREAM_SLASH96_SLOT_LEN: u8 = 104;
 /// The environment variable enabling the default pool.
 pub const ENABLE_LOCAL_IPAM_ENV: &str = "GALACTIC_IPAM_ENABLE_LOCAL_IPAM";
 
@@ -180,8 +182,8 @@ fn pool_keys(block: &Written) -> [PoolKeys<'_>; 2] {
 
 fn pools(block: &Written, enable_local_ipam: bool) -> Result<Vec<Pool>, ConfigError> {
     let subnet_len = match read(&block.subnet_len, "subnet_len")? {
-        None => DEFAULT_SUBNET_LEN,
-        Some(&n) if (1..=128).contains(&n) => n as u8,
+        None => None,
+        Some(&n) if (1..=128).contains(&n) => Some(n as u8),
         Some(&n) => return Err(ConfigError::SubnetLen(n)),
     };
     let all = pool_keys(block);
@@ -197,11 +199,7 @@ fn pools(block: &Written, enable_local_ipam: bool) -> Result<Vec<Pool>, ConfigEr
     }
     let mut pools = Vec::new();
     for (keys, value) in raw {
-        let slot_len = match keys.family {
-            Family::V6 => subnet_len,
-            Family::V4 => 32,
-        };
-        pools.push(pool(keys, value, slot_len)?);
+        pools.push(pool(keys, value, subnet_len)?);
     }
     let pools = narrow(block, pools)?;
     if pools.is_empty() {
@@ -210,9 +208,24 @@ fn pools(block: &Written, enable_local_ipam: bool) -> Result<Vec<Pool>, ConfigEr
     Ok(pools)
 }
 
-fn pool(keys: &PoolKeys<'_>, value: &str, slot_len: u8) -> Result<Pool, ConfigError> {
+/// The endpoint prefix length of a pool: IPv4 always /32; IPv6 the configured `subnet_len`, or
+/// by default /96, except in a /96 pool. Upstream cut a /96 pool into 255 endpoints 2^24 apart
+/// (its "/96" allocations stepped through byte 12), which are this project's /104 slots; that
+/// default keeps the NADs written for it working with the same capacity (decision 0062). An
+/// explicit `subnet_len` 96 in a /96 pool is still refused: it asks for the gateway's prefix.
+fn slot_len(family: Family, pool_prefix: u8, subnet_len: Option<u8>) -> u8 {
+    match (family, subnet_len) {
+        (Family::V4, _) => 32,
+        (Family::V6, Some(n)) => n,
+        (Family::V6, None) if pool_prefix == DEFAULT_SUBNET_LEN => UPSTREAM_SLASH96_SLOT_LEN,
+        (Family::V6, None) => DEFAULT_SUBNET_LEN,
+    }
+}
+
+fn pool(keys: &PoolKeys<'_>, value: &str, subnet_len: Option<u8>) -> Result<Pool, ConfigError> {
     let (_, subnet_field) = keys.subnet;
     let cidr = cidr(subnet_field, value, keys.family, "")?;
+    let slot_len = slot_len(keys.family, cidr.prefix(), subnet_len);
     let (gateway_key, gateway_field) = keys.gateway;
     let gateway = match read(gateway_key, gateway_field)? {
         None => None,

@@ -9,7 +9,8 @@
 //!     <marker>                       IPv6: "<address>-<len>" (host bits kept), IPv4: "<address>";
 //!                                    content = container id (an empty file still reserves)
 //! ```
-//! (b) BGPAdvertisement annotations (`kubectl get bgpadvertisements -A -o json`), imported by
+//! (b) BGPAdvertisement annotations (`kubectl get bgpadvertisements -A -o json`), imported
+//! automatically once from `<data_dir>/legacy-annotations.json` (the installer's export), or by
 //! `galactic-ipam migrate --annotations FILE`: `galactic.datum.net/allocated-subnet-ipv6.<cid41>`
 //! = `"<address>/<len>"`, `…-ipv4.<cid41>` = `"<address>"`; `<cid41>` is the container id cut to
 //! 41 characters.
@@ -22,6 +23,36 @@ use serde_json::Value;
 use std::fs;
 use std::net::IpAddr;
 use std::path::Path;
+
+/// File name, in the store directory, of the export of upstream's BGPAdvertisement annotations
+/// (a `List` as `kubectl get bgpadvertisements -o json` prints it) that the node installer
+/// writes; imported once, automatically, by the first ADD, DEL or GC.
+pub const ANNOTATIONS_EXPORT: &str = "legacy-annotations.json";
+
+/// Whether the node holds upstream allocation state not imported yet could be in: a marker pool
+/// directory under `legacy_dir`, or the annotation export in `data_dir`. A DEL on a node without
+/// a store then builds one, imports, and releases, instead of leaving the address to be imported
+/// as taken later.
+pub fn state_present(legacy_dir: &Path, data_dir: &Path) -> bool {
+    let has_pool = fs::read_dir(legacy_dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+    });
+    has_pool || data_dir.join(ANNOTATIONS_EXPORT).is_file()
+}
+
+/// Reads the annotation export at `path`; `None` when there is none.
+pub fn read_annotations_file(path: &Path) -> std::io::Result<Option<Parsed>> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let json: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    Ok(Some(read_annotations(&json)))
+}
 
 /// Annotation key prefix of an IPv6 record.
 pub const ANNOTATION_V6: &str = "galactic.datum.net/allocated-subnet-ipv6.";

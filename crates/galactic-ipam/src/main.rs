@@ -5,6 +5,9 @@ use galactic_ipam::{cli, plugin::IpamPlugin};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    if let Some(code) = galactic_core::cni::version_flag(galactic_core::plugins::IPAM) {
+        return code;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.is_empty() {
         galactic_core::cni::run(&IpamPlugin)

@@ -3,6 +3,7 @@
 
 use crate::config::{self, Context, IpamConfig, Mode, StoreSettings};
 use crate::error::IpamError;
+use crate::legacy;
 use crate::request;
 use crate::result;
 use crate::store::{AttachmentKey, DelKey, GcScope, Store};
@@ -55,8 +56,17 @@ impl Plugin for IpamPlugin {
         // recorded at ADD. An invalid or undecodable config still releases.
         let settings = StoreSettings::of(&req.node);
         let key = del_key(req)?;
-        let Some(mut store) = Store::open_existing(&settings.data_dir, settings.lock_timeout)?
-        else {
+        let store = match Store::open_existing(&settings.data_dir, settings.lock_timeout)? {
+            Some(store) => Some(store),
+            // The first call on an upgraded node may be a DEL of a pod the Go chain attached:
+            // import its records first, so its address is released now rather than imported as
+            // taken by the next ADD.
+            None if legacy::state_present(&settings.legacy_dir, &settings.data_dir) => {
+                Some(open(&settings)?)
+            }
+            None => None,
+        };
+        let Some(mut store) = store else {
             log::debug(
                 "DEL: no store yet; nothing to release",
                 json!({"dataDir": settings.data_dir}),

@@ -143,3 +143,76 @@ fn migrate_usage_errors_exit_2() {
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The installer's export of the annotations, where the store looks for it.
+fn place_export(net: &Net) {
+    fs::create_dir_all(net.data_dir()).expect("data dir");
+    fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/bgpadvertisements.json"
+        ),
+        net.data_dir().join("legacy-annotations.json"),
+    )
+    .expect("place the export");
+}
+
+#[test]
+fn the_annotation_export_is_imported_by_the_first_add_without_migrate() {
+    let net = dual();
+    place_export(&net);
+    let got: Vec<String> = (0..3)
+        .flat_map(|i| addresses(&net.add(&format!("new-{i}"))))
+        .collect();
+    for held in ["fd00:10:ff01::3:0:1/96", "10.1.0.2/32", "10.1.0.3/32"] {
+        assert!(
+            !got.contains(&held.to_owned()),
+            "{held} handed out again: {got:?}"
+        );
+    }
+    assert_eq!(
+        net.verify().attachments,
+        3 + 3,
+        "five imported records of three containers"
+    );
+    // Once: a later export is not read again (the records of pods since attached by this
+    // chain would otherwise come back as upstream holders).
+    place_export(&net);
+    net.add("new-3");
+    assert_eq!(net.verify().attachments, 3 + 4);
+    // The full id releases the record kept under 41 characters.
+    let full = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    net.call("DEL", full).expect_quiet_success();
+    net.check(full, None).expect_error(100);
+}
+
+#[test]
+fn a_del_before_any_store_exists_imports_then_releases_the_legacy_allocation() {
+    let net = dual();
+    write_markers(&net);
+    assert!(!net.data_dir().join("ipam.db").exists());
+    // The Go chain's pod old-a is deleted before anything else ran on the upgraded node.
+    net.del("old-a");
+    assert!(
+        net.data_dir().join("ipam.db").exists(),
+        "DEL built the store"
+    );
+    net.check("old-a", None).expect_error(100);
+    // Its addresses are free again; the other upstream holders still are not.
+    let report = net.verify();
+    assert_eq!(
+        (report.attachments, report.leases),
+        (3, 3),
+        "old-b, old-c, the torn marker"
+    );
+    let got = addresses(&net.add("new-1"));
+    assert!(
+        !got.contains(&"10.1.0.3/32".to_owned()),
+        "old-c still holds it: {got:?}"
+    );
+
+    // Without any legacy state, a DEL still creates nothing.
+    let bare = dual();
+    bare.del("nobody");
+    assert!(!bare.data_dir().join("ipam.db").exists());
+}

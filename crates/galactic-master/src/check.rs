@@ -17,6 +17,9 @@ use galactic_core::net::netns::Netns;
 pub fn check(kind: Kind, req: &Request) -> Result<(), MasterError> {
     let conf = MasterConf::parse(&req.conf.raw)?;
     let prev = req.conf.prev_result()?.ok_or(MasterError::NoPrevResult)?;
+    // An attachment the upstream chain created is adopted (recorded, its rules made ours) and
+    // then checked like any other.
+    super::legacy::adopt(req, &Records::new(&req.node.state_dir), true)?;
     let mut problems = Vec::new();
     let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
     let host_ifname = conf.host_ifname();

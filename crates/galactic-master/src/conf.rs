@@ -90,7 +90,7 @@ impl MasterConf {
         let written = Written::deserialize(raw).map_err(StanzaError::Field)?;
         Ok(Self {
             ids,
-            mtu: written.mtu.map(|m| m.0),
+            mtu: written.mtu.and_then(|m| m.0),
             ipam_type: written.ipam.map(|i| i.0),
             tap: TapOptions {
                 owner: written.owner.map(|o| o.value),
@@ -113,20 +113,25 @@ fn reject_moved_keys(raw: &Value) -> Result<(), StanzaError> {
     }
 }
 
-/// `mtu`: an integer the kernel accepts.
-struct Mtu(u32);
+/// `mtu`: an integer the kernel accepts, or 0 for the kernel default (`None`), as the upstream
+/// chain and the reference plugins read it: NADs written for the Go chain keep their meaning
+/// (decision 0062).
+struct Mtu(Option<u32>);
 
 impl<'de> Deserialize<'de> for Mtu {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(d)?;
+        if value.as_u64() == Some(0) {
+            return Ok(Mtu(None));
+        }
         value
             .as_u64()
             .filter(|m| (MIN_MTU..=MAX_MTU).contains(m))
             .and_then(|m| u32::try_from(m).ok())
-            .map(Mtu)
+            .map(|m| Mtu(Some(m)))
             .ok_or_else(|| {
                 D::Error::custom(format!(
-                    "mtu {value} is out of range: use an integer from {MIN_MTU} to {MAX_MTU}, or omit it for the kernel default"
+                    "mtu {value} is out of range: use an integer from {MIN_MTU} to {MAX_MTU}, or 0 (or omit it) for the kernel default"
                 ))
             })
     }
@@ -243,7 +248,7 @@ mod tests {
     #[test]
     fn every_field_is_refused_with_its_own_message() {
         let cases = [
-            (json!({"mtu": 0}), "mtu 0 is out of range"),
+            (json!({"mtu": 67}), "mtu 67 is out of range"),
             (json!({"mtu": "1500"}), "mtu \"1500\" is out of range"),
             (json!({"ipam": []}), "the 'ipam' block must be an object"),
             (
@@ -282,5 +287,7 @@ mod tests {
         assert_eq!((conf.tap.owner, conf.tap.multi_queue), (Some(1000), true));
         let bare = parse(json!({"mtu": null, "ipam": null})).unwrap();
         assert_eq!((bare.mtu, bare.ipam_type), (None, None));
+        // The upstream chain's "kernel default" spelling.
+        assert_eq!(parse(json!({"mtu": 0})).unwrap().mtu, None);
     }
 }

@@ -27,6 +27,14 @@ pub fn del(req: &Request) -> Result<(), MasterError> {
         failures.push(e);
         None
     });
+    // No record: the attachment may be one the upstream chain created before the switch.
+    let found = match found {
+        Some(found) => Some(found),
+        None => super::legacy::adopt(req, &records, false).unwrap_or_else(|e| {
+            failures.push(e);
+            None
+        }),
+    };
     // The attachment's lock, then its record again: a concurrent ADD of the same VPC
     // attachment finishes (or rolls back) first, and what it leaves is judged afresh.
     let _lock = match found.as_ref().map(|r| records.lock(&r.host_ifname)) {

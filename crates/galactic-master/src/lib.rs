@@ -17,6 +17,7 @@ mod error;
 mod gateway;
 mod gc;
 mod guest;
+mod legacy;
 mod mac;
 mod nad;
 mod status;

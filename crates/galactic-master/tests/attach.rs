@@ -733,7 +733,7 @@ fn invalid_configs_are_refused_before_anything_changes() {
         ),
         (json!({"vpc": "zzzzzzzzzz"}), "48-bit"),
         (json!({"vpcattachment": "zzzz"}), "16-bit"),
-        (json!({"mtu": 0}), "mtu 0 is out of range"),
+        (json!({"mtu": 67}), "mtu 67 is out of range"),
         (json!({"mtu": 70000}), "mtu 70000 is out of range"),
         (
             json!({"ipv6_subnet": "fd00::/64"}),

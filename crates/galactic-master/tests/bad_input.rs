@@ -93,10 +93,10 @@ fn cases(host: &Host) -> Vec<Case> {
             "vpc is required",
         ),
         c(
-            "mtu 0",
-            master(json!({"mtu": 0})),
+            "mtu below the minimum",
+            master(json!({"mtu": 67})),
             7,
-            "mtu 0 is out of range",
+            "mtu 67 is out of range",
         ),
         c(
             "mtu 70000",

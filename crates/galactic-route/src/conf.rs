@@ -69,9 +69,11 @@ pub enum StanzaError {
         value: String,
     },
     /// An entry has a key other than `network` and `via` (a typo such as `gw` would otherwise
-    /// silently turn a next-hop route into a device route).
+    /// silently turn a next-hop route into a device route). The upstream chain ignored such
+    /// keys, so the message says what the entry meant there and names the upgrade step that
+    /// finds these before the switch (decision 0062).
     #[error(
-        "terminations[{index}] has unknown key {key:?}: only \"network\" and \"via\" are allowed"
+        "terminations[{index}] has unknown key {key:?}: only \"network\" and \"via\" are allowed; the upstream chain ignored it (a device route): remove it to keep that meaning, or write the next hop as \"via\" (docs/operations.md, upgrading from the Go implementation: lint the NADs before the switch)"
     )]
     UnknownKey {
         /// Position in the list.

@@ -66,5 +66,5 @@ impl Plugin for Route {
 }
 
 fn main() -> ExitCode {
-    run(&Route)
+    galactic_core::cni::version_flag(galactic_core::plugins::ROUTE).unwrap_or_else(|| run(&Route))
 }

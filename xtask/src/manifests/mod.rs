@@ -3,10 +3,10 @@
 //! address (addressing fields at the top level, as in the upstream NADs) cannot land.
 //!
 //! Sources: every `*.yaml`/`*.yml` document of kind `NetworkAttachmentDefinition` (its
-//! `spec.config`) and every `*.conflist` file. Every YAML object of the workspace's CRDs (BGP
-//! resources such as the lab's BGPRouters, and the NADs) must also be one the API server would
-//! store: the test API server checks it against the CRD's schema and CEL rules. Checks, per
-//! conflist:
+//! `spec.config`; the items of a `List`, as `kubectl get … -o yaml` prints the cluster's NADs)
+//! and every `*.conflist` file. Every YAML object of the workspace's CRDs (BGP resources such as
+//! the lab's BGPRouters, and the NADs) must also be one the API server would store: the test API
+//! server checks it against the CRD's schema and CEL rules. Checks, per conflist:
 //!
 //! 1. shape: `name` (for a NAD, equal to `metadata.name`: the masters look the NAD up by it),
 //!    `cniVersion` 1.0.0 or 1.1.0, a non-empty `plugins` list;
@@ -23,7 +23,11 @@
 //!    anything. Probes run with a throwaway node config (local publisher, temporary state and
 //!    log); the stanza's `cniVersion` is set to 1.1.0 for the probe (STATUS needs it), the
 //!    declared one is checked by step 1.
+//!
+//! The `galactic-cni` DaemonSet (kind `DaemonSet`, that name) is checked too: placement,
+//! host network, mounts, capabilities and the upstream settings (see [`daemonset`]).
 
+pub mod daemonset;
 mod probe;
 
 use anyhow::{bail, Context, Result};
@@ -87,6 +91,8 @@ pub struct Report {
     pub conflists: usize,
     /// Objects of the workspace's CRDs checked against them (NADs included).
     pub custom_resources: usize,
+    /// `galactic-cni` DaemonSets checked (`daemonset`).
+    pub daemonsets: usize,
     /// Every problem.
     pub findings: Vec<Finding>,
 }
@@ -119,9 +125,10 @@ pub fn run(args: &Args) -> Result<()> {
         println!("FAIL {finding}");
     }
     println!(
-        "{} NetworkAttachmentDefinition(s), {} conflist file(s), {} custom resource(s): {} problem(s)",
+        "{} NetworkAttachmentDefinition(s), {} conflist file(s), {} DaemonSet(s), {} custom resource(s): {} problem(s)",
         report.nads,
         report.conflists,
+        report.daemonsets,
         report.custom_resources,
         report.findings.len()
     );
@@ -182,12 +189,7 @@ fn collect(path: &Path, sources: &mut Vec<Source>, report: &mut Report) -> Resul
             report.conflists += 1;
             sources.push(conflist_file(path, &text()?, report));
         }
-        "yaml" | "yml" => {
-            for source in nads(path, &text()?, report) {
-                report.nads += 1;
-                sources.push(source);
-            }
-        }
+        "yaml" | "yml" => sources.extend(nads(path, &text()?, report)),
         _ => {}
     }
     Ok(())
@@ -271,27 +273,57 @@ fn nads(path: &Path, text: &str, report: &mut Report) -> Vec<Source> {
                 continue;
             }
         };
-        if let Some(refused) = refused_custom_resource(&value) {
-            report.custom_resources += 1;
-            if let Err(message) = refused {
-                report.findings.push(Finding {
-                    origin: origin.clone(),
-                    message,
-                });
-            }
-        }
-        if value["kind"] != "NetworkAttachmentDefinition" {
-            continue;
-        }
-        match nad_source(&origin, &value) {
-            Ok(source) => out.push(source),
-            Err(message) => {
-                report.nads += 1;
-                report.findings.push(Finding { origin, message });
-            }
+        // `kubectl get … -o yaml` prints a `List`: its items are the documents.
+        let items = match value["kind"].as_str() {
+            Some("List") => value["items"].as_array().cloned().unwrap_or_default(),
+            _ => vec![value],
+        };
+        for (i, item) in items.iter().enumerate() {
+            let origin = match items.len() {
+                1 => origin.clone(),
+                _ => format!("{origin} items[{i}]"),
+            };
+            object(origin, item, &mut out, report);
         }
     }
     out
+}
+
+/// One Kubernetes object of a YAML document: an object of the workspace's CRDs is checked
+/// against its CRD, the DaemonSet is linted, a NAD becomes a source.
+fn object(origin: String, value: &Value, out: &mut Vec<Source>, report: &mut Report) {
+    if let Some(refused) = refused_custom_resource(value) {
+        report.custom_resources += 1;
+        if let Err(message) = refused {
+            report.findings.push(Finding {
+                origin: origin.clone(),
+                message,
+            });
+        }
+    }
+    if daemonset::is_ours(value) {
+        report.daemonsets += 1;
+        report
+            .findings
+            .extend(daemonset::lint(value).into_iter().map(|message| Finding {
+                origin: origin.clone(),
+                message,
+            }));
+        return;
+    }
+    if value["kind"] != "NetworkAttachmentDefinition" {
+        return;
+    }
+    match nad_source(&origin, value) {
+        Ok(source) => {
+            report.nads += 1;
+            out.push(source);
+        }
+        Err(message) => {
+            report.nads += 1;
+            report.findings.push(Finding { origin, message });
+        }
+    }
 }
 
 /// The conflist of one NAD document.

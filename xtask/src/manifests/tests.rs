@@ -273,3 +273,176 @@ fn documents_split_only_at_column_zero_separators() {
     assert_eq!(docs.len(), 3, "{docs:?}");
     assert!(docs[1].contains("  ---"));
 }
+
+/// The DaemonSet under deploy/, as the lint reads it (anchors resolved).
+fn shipped_daemonset() -> Value {
+    let text =
+        std::fs::read_to_string(crate::workspace_root().join("deploy/kubernetes/daemonset.yaml"))
+            .unwrap();
+    serde_json::to_value(serde_norway::from_str::<serde_norway::Value>(&text).unwrap()).unwrap()
+}
+
+#[test]
+fn the_shipped_daemonset_has_the_placement_mounts_and_privileges_a_datapath_needs() {
+    let ds = shipped_daemonset();
+    assert!(daemonset::is_ours(&ds));
+    assert_eq!(daemonset::lint(&ds), Vec::<String>::new());
+    let report = lint(
+        &[crate::workspace_root().join("deploy/kubernetes")],
+        &bin_dir(),
+    )
+    .unwrap();
+    assert_eq!(report.daemonsets, 1, "{report:?}");
+    assert!(report.findings.is_empty(), "{:#?}", report.findings);
+}
+
+#[test]
+fn a_daemonset_without_what_the_node_needs_fails_naming_it() {
+    type Edit = fn(&mut Value);
+    let cases: [(&str, Edit, &str); 10] = [
+        (
+            "no hostNetwork",
+            |d| d["spec"]["template"]["spec"]["hostNetwork"] = false.into(),
+            "hostNetwork",
+        ),
+        (
+            "no affinity",
+            |d| {
+                d["spec"]["template"]["spec"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("affinity");
+            },
+            "control-plane",
+        ),
+        (
+            "control plane allowed",
+            |d| {
+                let exprs = d.pointer_mut("/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions").unwrap();
+                exprs.as_array_mut().unwrap().remove(0);
+            },
+            "control-plane",
+        ),
+        (
+            "every node",
+            |d| {
+                let exprs = d.pointer_mut("/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions").unwrap();
+                exprs.as_array_mut().unwrap().remove(1);
+            },
+            "compute",
+        ),
+        (
+            "no bpffs",
+            |d| {
+                let c = datapath_of(d);
+                c["volumeMounts"]
+                    .as_array_mut()
+                    .unwrap()
+                    .retain(|m| m["mountPath"] != "/sys/fs/bpf");
+            },
+            "bpffs",
+        ),
+        (
+            "bpffs created when absent",
+            |d| {
+                for v in d
+                    .pointer_mut("/spec/template/spec/volumes")
+                    .unwrap()
+                    .as_array_mut()
+                    .unwrap()
+                {
+                    if v["name"] == "bpf-fs" {
+                        v["hostPath"]["type"] = "DirectoryOrCreate".into();
+                    }
+                }
+            },
+            "type Directory",
+        ),
+        (
+            "no BPF capability",
+            |d| {
+                datapath_of(d)["securityContext"]["capabilities"]["add"] =
+                    serde_json::json!(["NET_ADMIN"]);
+            },
+            "BPF",
+        ),
+        (
+            "privileged",
+            |d| datapath_of(d)["securityContext"]["privileged"] = true.into(),
+            "privileged",
+        ),
+        (
+            "SYS_ADMIN",
+            |d| {
+                datapath_of(d)["securityContext"]["capabilities"]["add"] =
+                    serde_json::json!(["BPF", "NET_ADMIN", "SYS_ADMIN"]);
+            },
+            "SYS_ADMIN",
+        ),
+        (
+            "an upstream setting dropped",
+            |d| {
+                let install = d
+                    .pointer_mut("/spec/template/spec/initContainers/0")
+                    .unwrap();
+                install["env"]
+                    .as_array_mut()
+                    .unwrap()
+                    .retain(|e| e["name"] != "GALACTIC_CNI_NAT66_SHARD_SIDS");
+            },
+            "GALACTIC_CNI_NAT66_SHARD_SIDS",
+        ),
+    ];
+    for (what, edit, named) in cases {
+        let mut ds = shipped_daemonset();
+        edit(&mut ds);
+        let problems = daemonset::lint(&ds);
+        assert!(
+            problems.iter().any(|p| p.contains(named)),
+            "{what}: {problems:#?}"
+        );
+    }
+}
+
+fn datapath_of(ds: &mut Value) -> &mut Value {
+    ds.pointer_mut("/spec/template/spec/containers")
+        .unwrap()
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["name"] == "datapath")
+        .unwrap()
+}
+
+#[test]
+fn the_cluster_nads_as_kubectl_lists_them_are_linted_with_the_go_era_configs() {
+    let nad_object = |name: &str, list: &Value| {
+        json!({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+               "metadata": {"name": name, "namespace": "tenant"},
+               "spec": {"config": list.to_string()}})
+    };
+    let mut zero_mtu = good_list("zero-mtu");
+    zero_mtu["plugins"][0]["mtu"] = json!(0);
+    let mut slash96 = good_list("slash96");
+    slash96["plugins"][0]["ipam"]["ipv6_subnet"] = json!("fd20:10:ff01::/96");
+    let mut extra_key = good_list("extra-key");
+    extra_key["plugins"][1]["terminations"] =
+        json!([{"network": "198.51.100.0/24", "gw": "10.0.0.1"}]);
+    let listed = json!({"apiVersion": "v1", "kind": "List", "items": [
+        nad_object("zero-mtu", &zero_mtu),
+        nad_object("slash96", &slash96),
+        nad_object("extra-key", &extra_key)]});
+    // `kubectl get network-attachment-definitions -A -o json` (JSON is YAML).
+    let report = lint_fixture("nads.yaml", &listed.to_string());
+    assert_eq!(report.nads, 3, "every item of the List is a NAD");
+    let finding = only_finding(&report);
+    assert!(
+        finding.contains("unknown key \"gw\"") && finding.contains("lint the NADs"),
+        "{finding}"
+    );
+    assert!(
+        report.findings[0].origin.contains("items[2] (extra-key)"),
+        "{:?}",
+        report.findings[0]
+    );
+}

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum BpfError {
     /// A pinned map is absent: the datapath was not loaded on this node.
-    #[error("eBPF datapath not loaded: {} is not pinned (start the datapath loader, or create empty maps with `cargo xtask bpf-pin-maps --dir <dir>`)", path.display())]
+    #[error("eBPF datapath not loaded: {} is not pinned; the galactic-cni DaemonSet's `datapath` container (upstream's `galactic-cni run`) pins it: check that container on this node (docs/ebpf.md, \"The datapath container\"), or set ebpf_datapath: off on a node that deliberately has no datapath (in tests, create empty maps with `cargo xtask bpf-pin-maps --dir <dir>`)", path.display())]
     NotLoaded {
         /// The missing pin.
         path: PathBuf,

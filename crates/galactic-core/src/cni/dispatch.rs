@@ -60,6 +60,29 @@ pub struct Reply {
     pub success: bool,
 }
 
+/// The line `--version` prints: the binary, this release and the CNI versions it speaks.
+pub fn version_line(name: &str) -> String {
+    format!(
+        "{name} {} (CNI {})",
+        env!("CARGO_PKG_VERSION"),
+        super::version::SUPPORTED_VERSIONS.join(", ")
+    )
+}
+
+/// Answers `--version` (or `-V`) as the first argument, for operators checking which build a
+/// node runs; `None` for any other command line. A runtime never passes arguments.
+pub fn version_flag(name: &str) -> Option<ExitCode> {
+    let first = std::env::args().nth(1)?;
+    if first != "--version" && first != "-V" {
+        return None;
+    }
+    let mut out = std::io::stdout().lock();
+    Some(match writeln!(out, "{}", version_line(name)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
+    })
+}
+
 /// Runs `plugin` for this process: reads the environment and stdin, prints the reply.
 pub fn run<P: Plugin>(plugin: &P) -> ExitCode {
     install_panic_hook();
@@ -253,7 +276,7 @@ fn prepare(
         }
         Err(e) => return Err(CniError::invalid_config(e.to_string())),
     };
-    log::init(name, &node, log_context(command, &env, &conf));
+    log::init(name, &node, log_context(command, &env, &conf, &node));
     if let Some(e) = &decode_error {
         log::warn(
             "DEL: configuration not fully decoded; releasing what is known",
@@ -291,14 +314,24 @@ fn lenient_conf(stdin: &[u8]) -> NetConf {
     }
 }
 
-fn log_context(command: Command, env: &CniEnv, conf: &NetConf) -> Value {
-    json!({
+/// The keys operators filter on, on every line of the operation (upstream's names: `containerID`,
+/// `netns`, `ifName`, `vpc`, `vpcAttachment`, `nodeName`; plus the network and the verb).
+fn log_context(command: Command, env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> Value {
+    let mut context = json!({
         "command": command.as_str(),
         "containerID": env.container_id.as_ref().map(|c| c.as_str()),
+        "netns": env.netns.as_ref().map(|p| p.display().to_string()),
         "ifName": env.ifname.as_ref().map(|i| i.as_str()),
         "network": conf.name,
+        "vpc": conf.raw.get("vpc"),
         "vpcAttachment": conf.raw.get("vpcattachment"),
-    })
+        "nodeName": node.node_name,
+    });
+    // A key without a value (no netns on this verb, no node name) is left out, not null.
+    if let Some(map) = context.as_object_mut() {
+        map.retain(|_, v| !v.is_null());
+    }
+    context
 }
 
 /// Runs the handler and turns its outcome into the reply; logs one line per operation.

@@ -1,38 +1,28 @@
-//! Forward-accept rules this project owns in nftables.
+//! Forward-accept rules this project owns, whatever firewall the node runs.
 //!
-//! A node whose FORWARD policy is DROP (iptables-nft or native nftables) would drop every packet
-//! between pods. An accept in a table of our own would not help: every base chain on the forward
-//! hook must accept. So each forward base chain gets, at its top, `iifname H accept` and
-//! `oifname H accept` for the attachment's host interface, tagged with the comment
-//! `galactic:<H>`. The comment is the ownership mark: rules are found, never duplicated, and
-//! removed by it alone. Chains and tables are never created or deleted here.
+//! A node whose FORWARD policy is DROP (native nftables, iptables-nft, or iptables-legacy) would
+//! drop every packet between pods. An accept in a table of our own would not help: every base
+//! chain on the forward hook must accept. So each forward chain gets, at its top, an accept for
+//! packets from and to the attachment's host interface, tagged with the comment `galactic:<H>`.
+//! The comment is the ownership mark: rules are found, never duplicated, and removed by it alone.
+//! Chains and tables are never created or deleted here.
 //!
-//! `nft` (Debian package nftables) is driven through its JSON output; without it there is no
-//! nftables ruleset this code could change, which is reported to the caller.
+//! - nftables (native, and iptables-nft, whose tables are nftables tables): every base chain on
+//!   the forward hook, of any family, through netlink ([`super::nftables::rules`]): no `nft`
+//!   process on ADD, CHECK or DEL.
+//! - iptables-legacy (x_tables, invisible to nftables): `filter FORWARD` of each family whose
+//!   legacy `filter` table is loaded, through `iptables-legacy`/`ip6tables-legacy` (x_tables has
+//!   no incremental interface; a node without a loaded legacy table never runs them).
 
+use super::nftables::rules::{self, ChainRef, Change, Direction};
 use super::NetError;
-use serde_json::Value;
 use std::process::Command;
+
+mod legacy;
 
 const TAG: &str = "galactic:";
 
-/// A forward base chain.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Chain {
-    family: String,
-    table: String,
-    name: String,
-}
-
-/// One rule of ours: its chain, handle and the interface it is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Owned {
-    chain: Chain,
-    handle: u64,
-    ifname: String,
-}
-
-/// Whether `nft` is installed.
+/// Whether `nft` is installed (needed only for the table-mode host-service filter).
 pub fn available() -> bool {
     Command::new("nft")
         .arg("--version")
@@ -40,117 +30,91 @@ pub fn available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Makes sure every forward base chain accepts traffic from and to `ifname`. Idempotent.
+/// Makes sure every forward chain accepts traffic from and to `ifname`. Idempotent.
 pub fn allow(ifname: &str) -> Result<(), NetError> {
-    if !forward_chains_exist() {
-        return Ok(());
-    }
-    // Listing chains only (not every rule of the ruleset) keeps this cheap on nodes with large
-    // rulesets; rules are read only for the forward chains, and all inserts go in one batch.
-    let chains = forward_chains(&list(&["-j", "list", "chains"])?);
-    let mut batch = String::new();
-    for chain in chains {
-        let rules = list(&[
-            "-j",
-            "list",
-            "chain",
-            &chain.family,
-            &chain.table,
-            &chain.name,
-        ])?;
-        if owned_rules(&rules).iter().any(|r| r.ifname == ifname) {
+    let comment = format!("{TAG}{ifname}");
+    let mut changes = Vec::new();
+    for chain in forward_chains()? {
+        let owned = rules::rules(&chain)?
+            .iter()
+            .any(|r| r.comment.as_deref() == Some(comment.as_str()));
+        if owned {
             continue;
         }
         // Inserted at the top in reverse, so the final order is iifname, then oifname.
-        for direction in ["oifname", "iifname"] {
-            batch += &format!(
-                "insert rule {} {} {} {direction} \"{ifname}\" accept comment \"{TAG}{ifname}\"\n",
-                chain.family, chain.table, chain.name
-            );
+        for direction in [Direction::Out, Direction::In] {
+            changes.push(Change::InsertAccept {
+                chain: chain.clone(),
+                direction,
+                ifname: ifname.to_owned(),
+                comment: comment.clone(),
+            });
         }
     }
-    if batch.is_empty() {
-        return Ok(());
-    }
-    nft_batch(&batch)
+    rules::apply(&changes)?;
+    legacy::allow(ifname, &comment)
 }
 
 /// Removes every rule of ours for `ifname`. Missing rules are success.
 pub fn remove(ifname: &str) -> Result<(), NetError> {
-    if !forward_chains_exist() {
-        return Ok(());
+    let comment = format!("{TAG}{ifname}");
+    let mut changes = Vec::new();
+    for chain in forward_chains()? {
+        for rule in rules::rules(&chain)? {
+            if rule.comment.as_deref() == Some(comment.as_str()) {
+                changes.push(Change::Delete {
+                    chain: chain.clone(),
+                    handle: rule.handle,
+                });
+            }
+        }
     }
-    let ruleset = ruleset()?;
-    for rule in owned_rules(&ruleset)
-        .into_iter()
-        .filter(|r| r.ifname == ifname)
-    {
-        nft(&[
-            "delete",
-            "rule",
-            &rule.chain.family,
-            &rule.chain.table,
-            &rule.chain.name,
-            "handle",
-            &rule.handle.to_string(),
-        ])?;
-    }
-    Ok(())
+    rules::apply(&changes)?;
+    legacy::remove(ifname, &comment)
 }
 
-/// Whether every forward base chain has both rules for `ifname` (for CHECK).
+/// Whether every forward chain has both rules for `ifname` (for CHECK).
 pub fn is_allowed(ifname: &str) -> Result<bool, NetError> {
-    if !forward_chains_exist() {
-        return Ok(true);
-    }
-    let ruleset = ruleset()?;
-    let owned = owned_rules(&ruleset);
-    Ok(forward_chains(&ruleset).iter().all(|chain| {
-        owned
+    let comment = format!("{TAG}{ifname}");
+    for chain in forward_chains()? {
+        let count = rules::rules(&chain)?
             .iter()
-            .filter(|r| &r.chain == chain && r.ifname == ifname)
-            .count()
-            >= 2
-    }))
+            .filter(|r| r.comment.as_deref() == Some(comment.as_str()))
+            .count();
+        if count < 2 {
+            return Ok(false);
+        }
+    }
+    legacy::is_allowed(ifname, &comment)
 }
 
 /// Interfaces that have rules of ours (for GC).
 pub fn owned_interfaces() -> Result<Vec<String>, NetError> {
-    if !forward_chains_exist() {
-        return Ok(Vec::new());
+    let mut names = Vec::new();
+    for chain in forward_chains()? {
+        names.extend(
+            rules::rules(&chain)?
+                .into_iter()
+                .filter_map(|r| r.comment?.strip_prefix(TAG).map(str::to_owned)),
+        );
     }
-    let mut names: Vec<String> = owned_rules(&ruleset()?)
-        .into_iter()
-        .map(|r| r.ifname)
-        .collect();
+    names.extend(legacy::owned_interfaces(TAG)?);
     names.sort();
     names.dedup();
     Ok(names)
 }
 
-/// Whether `nft` has any work to do: our rules only ever live in forward base chains, and
-/// without one there is nothing to allow, check or remove. When the netlink dump itself fails,
-/// `nft` decides.
-fn forward_chains_exist() -> bool {
-    super::nftables::has_forward_chain().unwrap_or(true)
-}
-
-fn ruleset() -> Result<Vec<Value>, NetError> {
-    list(&["-j", "list", "ruleset"])
-}
-
-/// Runs an `nft -j list …` command and returns its objects.
-fn list(args: &[&str]) -> Result<Vec<Value>, NetError> {
-    let out = nft(args)?;
-    let parsed: Value = serde_json::from_str(&out).map_err(|e| NetError::Io {
-        what: format!("parse `nft {}`", args.join(" ")),
-        source: std::io::Error::other(e),
-    })?;
-    Ok(parsed
-        .get("nftables")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default())
+/// Every nftables base chain on the forward hook (none on a node without nftables).
+fn forward_chains() -> Result<Vec<ChainRef>, NetError> {
+    Ok(super::nftables::chains()?
+        .into_iter()
+        .filter(|c| c.hook == Some(super::nftables::HOOK_FORWARD))
+        .map(|c| ChainRef {
+            family: c.family,
+            table: c.table,
+            name: c.name,
+        })
+        .collect())
 }
 
 /// Applies a batch of nft commands atomically (`nft -f -`).
@@ -187,58 +151,6 @@ fn nft_batch(batch: &str) -> Result<(), NetError> {
     Ok(())
 }
 
-fn forward_chains(ruleset: &[Value]) -> Vec<Chain> {
-    ruleset
-        .iter()
-        .filter_map(|item| item.get("chain"))
-        .filter(|c| c.get("hook").and_then(Value::as_str) == Some("forward"))
-        .filter_map(|c| {
-            Some(Chain {
-                family: c.get("family")?.as_str()?.to_owned(),
-                table: c.get("table")?.as_str()?.to_owned(),
-                name: c.get("name")?.as_str()?.to_owned(),
-            })
-        })
-        .collect()
-}
-
-fn owned_rules(ruleset: &[Value]) -> Vec<Owned> {
-    ruleset
-        .iter()
-        .filter_map(|item| item.get("rule"))
-        .filter_map(|r| {
-            let ifname = r.get("comment")?.as_str()?.strip_prefix(TAG)?.to_owned();
-            Some(Owned {
-                chain: Chain {
-                    family: r.get("family")?.as_str()?.to_owned(),
-                    table: r.get("table")?.as_str()?.to_owned(),
-                    name: r.get("chain")?.as_str()?.to_owned(),
-                },
-                handle: r.get("handle")?.as_u64()?,
-                ifname,
-            })
-        })
-        .collect()
-}
-
-fn nft(args: &[&str]) -> Result<String, NetError> {
-    let what = || format!("nft {}", args.join(" "));
-    let out = Command::new("nft")
-        .args(args)
-        .output()
-        .map_err(|source| NetError::Io {
-            what: what(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(NetError::Io {
-            what: what(),
-            source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).trim().to_owned()),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 /// The table of our own for the host-service filter (table-mode routing domains).
 const OWN_TABLE: &str = "galactic";
 /// Its input chain, holding the one host-service rule.
@@ -266,3 +178,6 @@ pub fn protect_host_services() -> Result<(), NetError> {
          add rule inet {OWN_TABLE} {OWN_INPUT_CHAIN} iifname \"G*\" meta l4proto {{ tcp, udp }} reject comment \"galactic:host-services\"\n"
     ))
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,11 +3,14 @@
 //! Spawning `nft` costs milliseconds (and a process of ≈ 4 MiB) on every ADD, CHECK and DEL. Most
 //! nodes have no forward base chain at all, and then there is nothing to allow or remove; the
 //! table-mode host-service filter, once created, only needs to be seen. One netlink dump of the
-//! chains answers both in microseconds, and `nft` runs only when there is something to change.
+//! chains answers both in microseconds. The forward-accept rules are written over the same
+//! socket ([`rules`]); `nft` runs only to create the table-mode host-service filter, once per node.
 
 use super::NetError;
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
 use std::io;
+
+pub mod rules;
 
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFT_MSG_GETCHAIN: u16 = 4;
@@ -22,7 +25,7 @@ const NFTA_CHAIN_NAME: u16 = 3;
 const NFTA_CHAIN_HOOK: u16 = 4;
 const NFTA_HOOK_HOOKNUM: u16 = 1;
 /// `NF_INET_FORWARD` (also the forward hook of the arp and bridge families).
-const HOOK_FORWARD: u32 = 2;
+pub(crate) const HOOK_FORWARD: u32 = 2;
 const NLA_TYPE_MASK: u16 = 0x3fff;
 
 /// `NFPROTO_INET`: the inet family (`nft add table inet …`).
@@ -57,7 +60,12 @@ pub fn chains() -> Result<Vec<Chain>, NetError> {
         what: "dump nftables chains".into(),
         source,
     };
-    let mut socket = Socket::new(NETLINK_NETFILTER).map_err(io_err)?;
+    let mut socket = match Socket::new(NETLINK_NETFILTER) {
+        Ok(socket) => socket,
+        // A kernel without nfnetlink has no nftables ruleset.
+        Err(e) if e.raw_os_error() == Some(libc::EPROTONOSUPPORT) => return Ok(Vec::new()),
+        Err(e) => return Err(io_err(e)),
+    };
     socket.bind_auto().map_err(io_err)?;
     socket.connect(&SocketAddr::new(0, 0)).map_err(io_err)?;
     socket.send(&request(), 0).map_err(io_err)?;

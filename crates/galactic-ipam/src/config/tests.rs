@@ -57,7 +57,7 @@ fn every_validation_message() {
         (json!({"ipv4_subnet": "fd00::/64"}), "ipam.ipv4_subnet must be an IPv4 CIDR, got IPv6: \"fd00::/64\""),
         (json!({"ipv6_subnet": "fd00::/97"}),
          "ipam.ipv6_subnet \"fd00::/97\" endpoint prefix length /96 must be at least the pool's prefix length /97 and at most /128"),
-        (json!({"ipv6_subnet": "fd00::/96"}),
+        (json!({"ipv6_subnet": "fd00::/96", "subnet_len": 96}),
          "ipam.ipv6_subnet \"fd00::/96\" leaves no allocatable /96 once the gateway's prefix and the reserved addresses are taken out"),
         (json!({"ipv4_subnet": "10.0.0.1/32"}),
          "ipam.ipv4_subnet \"10.0.0.1/32\" leaves no allocatable /32 once the gateway's prefix and the reserved addresses are taken out"),
@@ -259,4 +259,23 @@ fn the_first_broken_rule_is_reported_whatever_the_key_order() {
     for (ipam, want) in cases {
         assert_eq!(err(ipam.clone()), want, "for {ipam}");
     }
+}
+
+#[test]
+fn a_slash_96_pool_without_subnet_len_has_the_upstream_capacity() {
+    // Upstream cut a /96 pool into 255 endpoints 2^24 apart: /104 slots, the gateway's reserved.
+    let cfg = parse_ipam(json!({"ipv6_subnet": "fd00:10:ff01::/96"})).unwrap();
+    assert_eq!(pools_of(&cfg), ["fd00:10:ff01::/96@104"]);
+    let Mode::Pools(pools) = &cfg.mode else {
+        panic!("{cfg:?}")
+    };
+    assert_eq!(pools[0].capacity(), 255);
+    // The first endpoint's /104 holds upstream's first allocation (::100:0), so an imported
+    // upstream record of it keeps that slot taken.
+    assert_eq!(pools[0].endpoint(1).to_string(), "fd00:10:ff01::100:1/104");
+    // A shorter pool keeps the /96 default; an explicit subnet_len is kept as written.
+    let wide = parse_ipam(json!({"ipv6_subnet": "fd00::/64"})).unwrap();
+    assert_eq!(pools_of(&wide), ["fd00::/64@96"]);
+    let explicit = parse_ipam(json!({"ipv6_subnet": "fd00::/96", "subnet_len": 112})).unwrap();
+    assert_eq!(pools_of(&explicit), ["fd00::/96@112"]);
 }

@@ -63,7 +63,7 @@ impl Store {
         legacy_dir: &Path,
     ) -> Result<Allocation, StoreError> {
         self.write(|tx, path| {
-            legacy::ensure_markers_imported(tx, path, legacy_dir)?;
+            legacy::ensure_legacy_imported(tx, path, legacy_dir)?;
             if let Some(id) = find_exact(tx, path, key)? {
                 let leases = leases_of(tx, path, id)?;
                 held_as_requested(&leases, wants)?;
@@ -104,7 +104,7 @@ impl Store {
         legacy_dir: &Path,
     ) -> Result<usize, StoreError> {
         self.write(|tx, path| {
-            legacy::ensure_markers_imported(tx, path, legacy_dir)?;
+            legacy::ensure_legacy_imported(tx, path, legacy_dir)?;
             let mut created = 0;
             for key in keys {
                 if find_exact(tx, path, key)?.is_some() {

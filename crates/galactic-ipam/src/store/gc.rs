@@ -33,7 +33,7 @@ impl Store {
         legacy_dir: &Path,
     ) -> Result<Vec<AttachmentKey>, StoreError> {
         self.write(|tx, path| {
-            legacy::ensure_markers_imported(tx, path, legacy_dir)?;
+            legacy::ensure_legacy_imported(tx, path, legacy_dir)?;
             let mut doomed = stale_native(tx, path, scope)?;
             doomed.extend(stale_imported(tx, path, scope)?);
             for (id, _) in &doomed {

@@ -64,25 +64,70 @@ impl Store {
 }
 
 const MARKER_META: &str = "legacy-markers:";
+const ANNOTATIONS_META: &str = "legacy-annotations:";
 
-/// Imports the marker files under `dir` unless that was done before (one index probe).
-pub(super) fn ensure_markers_imported(
+/// Imports, each once (one index probe when done): the marker files under `dir`, and the export
+/// of upstream's BGPAdvertisement annotations next to the store
+/// ([`crate::legacy::ANNOTATIONS_EXPORT`], written by the node installer), so no upgrade needs a
+/// manual `galactic-ipam migrate`. Runs in every write transaction (ADD, DEL, GC) before it
+/// allocates or releases anything.
+pub(super) fn ensure_legacy_imported(
     tx: &Transaction<'_>,
     path: &Path,
     dir: &Path,
 ) -> Result<(), StoreError> {
-    let key = format!("{MARKER_META}{}", dir.display());
+    let legacy_err = |p: &Path| {
+        let p = p.to_owned();
+        move |source| StoreError::Legacy { path: p, source }
+    };
+    let markers_key = format!("{MARKER_META}{}", dir.display());
+    if !imported(tx, path, &markers_key)? {
+        let parsed = crate::legacy::read_markers(dir).map_err(legacy_err(dir))?;
+        record_import(
+            tx,
+            path,
+            &markers_key,
+            parsed,
+            "imported legacy IPAM markers",
+        )?;
+    }
+    let export = path
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(crate::legacy::ANNOTATIONS_EXPORT);
+    let export_key = format!("{ANNOTATIONS_META}{}", export.display());
+    if !imported(tx, path, &export_key)? {
+        // Absent: nothing to import yet (and not recorded, so a later export is still read).
+        if let Some(parsed) =
+            crate::legacy::read_annotations_file(&export).map_err(legacy_err(&export))?
+        {
+            record_import(
+                tx,
+                path,
+                &export_key,
+                parsed,
+                "imported legacy BGPAdvertisement annotations",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn imported(tx: &Transaction<'_>, path: &Path, key: &str) -> Result<bool, StoreError> {
     let done: Option<String> = tx
         .prepare_cached("SELECT value FROM meta WHERE key = ?1")
-        .and_then(|mut s| s.query_row([&key], |r| r.get(0)).optional())
+        .and_then(|mut s| s.query_row([key], |r| r.get(0)).optional())
         .map_err(|e| sqlite(path, e))?;
-    if done.is_some() {
-        return Ok(());
-    }
-    let parsed = crate::legacy::read_markers(dir).map_err(|source| StoreError::Legacy {
-        path: dir.to_owned(),
-        source,
-    })?;
+    Ok(done.is_some())
+}
+
+fn record_import(
+    tx: &Transaction<'_>,
+    path: &Path,
+    key: &str,
+    parsed: crate::legacy::Parsed,
+    what: &str,
+) -> Result<(), StoreError> {
     let mut report = import_all(tx, path, &parsed.records)?;
     report.skipped = parsed.skipped;
     let summary = serde_json::to_string(&report).unwrap_or_default();
@@ -90,10 +135,7 @@ pub(super) fn ensure_markers_imported(
         .and_then(|mut s| s.execute(params![key, summary]))
         .map_err(|e| sqlite(path, e))?;
     if report.imported > 0 || !report.skipped.is_empty() {
-        galactic_core::log::info(
-            "imported legacy IPAM markers",
-            serde_json::json!({"dir": dir, "report": report}),
-        );
+        galactic_core::log::info(what, serde_json::json!({"from": key, "report": report}));
     }
     Ok(())
 }

@@ -8,7 +8,8 @@
 //!   .ipam.db.new.<pid>              only while a first process builds the store (then linked)
 //!
 //! tables (schema 1, see schema.rs):
-//!   meta(key PK, value)                       "legacy-markers:<dir>" = import summary, run once
+//!   meta(key PK, value)                       "legacy-markers:<dir>", "legacy-annotations:<file>"
+//!                                             = import summary, each run once
 //!   attachment(id PK, network, container_id, ifname, origin, created_at)
 //!       UNIQUE(network, container_id, ifname)       ADD/DEL/CHECK lookup by CNI key
 //!       INDEX(container_id, ifname)                 DEL when the config did not decode

@@ -12,7 +12,7 @@ impl Store {
     /// container. Returns the released leases (empty when nothing was known: still success).
     pub fn release(&mut self, key: &DelKey, legacy_dir: &Path) -> Result<Vec<Lease>, StoreError> {
         self.write(|tx, path| {
-            legacy::ensure_markers_imported(tx, path, legacy_dir)?;
+            legacy::ensure_legacy_imported(tx, path, legacy_dir)?;
             let mut ids = match key {
                 DelKey::Exact(k) => find_exact(tx, path, k)?.into_iter().collect(),
                 DelKey::AnyNetwork {

@@ -2,10 +2,10 @@
 //! through a veth pair whose guest end is created directly in the container's namespace; IPAM is
 //! delegated by exec. The flow lives in the `galactic_master` library.
 
-use galactic_core::cni::run;
+use galactic_core::cni::{run, version_flag};
 use galactic_master::Master;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    run(&Master::VETH)
+    version_flag(galactic_core::plugins::VETH_MASTER).unwrap_or_else(|| run(&Master::VETH))
 }

@@ -2,10 +2,10 @@
 //! host namespace, joins it to the VPC's routing domain and configures the host gateway; the VM
 //! configures itself from the result. The flow lives in the `galactic_master` library.
 
-use galactic_core::cni::run;
+use galactic_core::cni::{run, version_flag};
 use galactic_master::Master;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    run(&Master::TAP)
+    version_flag(galactic_core::plugins::TAP_MASTER).unwrap_or_else(|| run(&Master::TAP))
 }

@@ -28,6 +28,8 @@ pub struct Link {
     pub up: bool,
     /// For a VRF device: the table it is bound to.
     pub vrf_table: Option<u32>,
+    /// `IFLA_LINK`: for a veth end, the index of its peer (in the peer's namespace).
+    pub peer: Option<u32>,
 }
 
 impl Netlink {
@@ -160,6 +162,7 @@ fn link_from(msg: LinkMessage) -> Link {
         controller: None,
         up: msg.header.flags.contains(LinkFlags::Up),
         vrf_table: None,
+        peer: None,
     };
     for attr in msg.attributes {
         match attr {
@@ -169,6 +172,7 @@ fn link_from(msg: LinkMessage) -> Link {
             }
             LinkAttribute::Mtu(mtu) => link.mtu = mtu,
             LinkAttribute::Controller(index) => link.controller = Some(index),
+            LinkAttribute::Link(index) => link.peer = Some(index),
             LinkAttribute::LinkInfo(infos) => {
                 for info in infos {
                     match info {

@@ -1,0 +1,189 @@
+//! Attachments the upstream Go chain created before this node switched to ours (decision 0061).
+//!
+//! The Go masters kept no record: an attachment is its host interface `G{vpc:9}{att:3}H` (the
+//! same name ours use), two `iptables`/`ip6tables` rules in `filter FORWARD` (`-i H -j ACCEPT`,
+//! `-o H -j ACCEPT`, no comment, inserted without a duplicate check), the VRF membership, the
+//! host gateway (address, pod route, neighbour: all on the link, so they go with it) and, on an
+//! SRv6 node, its `ifindex_vrf_table` row. DEL and CHECK of such an attachment *adopt* it: once
+//! it is proven to be the caller's, a record is written for it (under the attachment's lock) and
+//! from then on it is torn down, checked and garbage-collected like one of ours.
+//!
+//! Proof of ownership, since nothing names the container:
+//! - veth: the container's `CNI_IFNAME` is a veth whose peer is the host interface, and the
+//!   host interface's peer is it (both `IFLA_LINK`s agree);
+//! - tap: the Go chain served one tap per VPC attachment and deleted it on any container's DEL;
+//!   a tap is adopted by the DEL or CHECK of its VPC attachment, as upstream.
+//!
+//! A host interface of another kind, or a veth whose peer is elsewhere, is left alone.
+
+use crate::conf::MasterConf;
+use crate::error::MasterError;
+use galactic_core::attachment::{Kind, Record, Records};
+use galactic_core::bpf::maps::{self, IfindexVrfTable};
+use galactic_core::cni::Request;
+use galactic_core::log;
+use galactic_core::net::netlink::{Link, Netlink};
+use galactic_core::net::netns::Netns;
+use serde_json::json;
+use std::process::Command;
+
+/// Most duplicates of one Go rule removed per call (the Go chain re-inserted them on retries).
+const MAX_DUPLICATES: usize = 64;
+
+/// Adopts the Go-created attachment of `req`, when there is one and it is the caller's: writes
+/// its record, removes its Go forward rules and its Go `ifindex_vrf_table` row (DEL; CHECK
+/// replaces the rules with ours first). `None` when there is nothing to adopt.
+pub fn adopt(
+    req: &Request,
+    records: &Records,
+    replace_rules: bool,
+) -> Result<Option<Record>, MasterError> {
+    let Ok(conf) = MasterConf::parse(&req.conf.raw) else {
+        return Ok(None);
+    };
+    let host_ifname = conf.host_ifname();
+    let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
+    let _lock = records.lock(&host_ifname).map_err(MasterError::lock)?;
+    if records
+        .get(&host_ifname)
+        .map_err(MasterError::node("read the attachment record"))?
+        .is_some()
+    {
+        return Ok(None);
+    }
+    let Some(link) = host
+        .link(&host_ifname)
+        .map_err(MasterError::node("look up the host interface"))?
+    else {
+        // Nothing uses the name: what a failed Go DEL left of the rules can go.
+        remove_go_rules(&host_ifname);
+        return Ok(None);
+    };
+    let Some(kind) = owned_kind(req, &link)? else {
+        return Ok(None);
+    };
+    let record = Record {
+        network: req.conf.name.clone(),
+        container_id: req.env.container_id()?.to_string(),
+        ifname: req.env.ifname()?.to_string(),
+        netns: req.env.netns.as_ref().map(|p| p.display().to_string()),
+        kind,
+        vpc: conf.ids.vpc.raw().to_owned(),
+        attachment: conf.ids.att.raw().to_owned(),
+        host_ifname: host_ifname.clone(),
+        ipam_type: conf.ipam_type.clone(),
+    };
+    records
+        .put(&record)
+        .map_err(MasterError::node("write the adopted attachment's record"))?;
+    if replace_rules {
+        galactic_core::net::firewall::allow(&host_ifname)
+            .map_err(MasterError::node("allow forwarding"))?;
+    }
+    remove_go_rules(&host_ifname);
+    remove_go_row(
+        &req.node.state_dir,
+        &req.node.bpf_pin_dir,
+        &host_ifname,
+        link.index,
+    );
+    log::info(
+        "adopted an attachment created by the upstream chain",
+        json!({"hostIfname": host_ifname, "kind": kind}),
+    );
+    Ok(Some(record))
+}
+
+/// The kind of `link` when it is the caller's attachment (see the module comment).
+fn owned_kind(req: &Request, link: &Link) -> Result<Option<Kind>, MasterError> {
+    match link.kind.as_deref() {
+        Some("tun") => Ok(Some(Kind::Tap)),
+        Some("veth") => {
+            let (Some(path), Ok(ifname)) = (req.env.netns.as_ref(), req.env.ifname()) else {
+                return Ok(None);
+            };
+            let Ok(ns) = Netns::open(path) else {
+                return Ok(None);
+            };
+            let nl = Netlink::in_netns(&ns)
+                .map_err(MasterError::node("open the container's netlink socket"))?;
+            let guest = nl
+                .link(ifname.as_str())
+                .map_err(MasterError::node("look up the container interface"))?;
+            let paired = guest.is_some_and(|g| {
+                g.kind.as_deref() == Some("veth")
+                    && g.peer == Some(link.index)
+                    && link.peer == Some(g.index)
+            });
+            Ok(paired.then_some(Kind::Veth))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Deletes every copy of the Go chain's two forward rules for `ifname`, both families, with the
+/// node's `iptables` (the binary the Go chain used, whichever backend it is). Best effort: a node
+/// without iptables never had them.
+pub fn remove_go_rules(ifname: &str) {
+    if !go_rules_possible() {
+        return;
+    }
+    for binary in ["iptables", "ip6tables"] {
+        for direction in ["-i", "-o"] {
+            for _ in 0..MAX_DUPLICATES {
+                let deleted = Command::new(binary)
+                    .args([
+                        "-w", "5", "-t", "filter", "-D", "FORWARD", direction, ifname, "-j",
+                        "ACCEPT",
+                    ])
+                    .output()
+                    .is_ok_and(|o| o.status.success());
+                if !deleted {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Whether the Go chain's rules can exist here at all: they live in a forward base chain of
+/// nftables (iptables-nft) or in a loaded x_tables `filter` table (iptables-legacy). One netlink
+/// dump and two small reads spare every DEL on a node without them the `iptables` processes.
+fn go_rules_possible() -> bool {
+    let legacy_filter = [
+        "/proc/thread-self/net/ip_tables_names",
+        "/proc/thread-self/net/ip6_tables_names",
+    ]
+    .iter()
+    .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.lines().any(|l| l == "filter")));
+    legacy_filter || galactic_core::net::nftables::has_forward_chain().unwrap_or(true)
+}
+
+/// Removes the Go chain's `ifindex_vrf_table` row of the interface at `ifindex`, unless a
+/// registration of ours owns it. A node without the datapath has none.
+fn remove_go_row(
+    state_dir: &std::path::Path,
+    pin_dir: &std::path::Path,
+    host_ifname: &str,
+    ifindex: u32,
+) {
+    // A record of ours, or one that cannot be read: the row is not the Go chain's to remove.
+    if !matches!(
+        galactic_core::bpf::registry::read_record(state_dir, host_ifname),
+        Ok(None)
+    ) {
+        return;
+    }
+    let Ok(mut table) = maps::open_typed::<IfindexVrfTable>(pin_dir, maps::IFINDEX_VRF_TABLE)
+    else {
+        return;
+    };
+    if table.get(&ifindex, 0).is_ok() {
+        if let Err(e) = table.remove(&ifindex) {
+            log::warn(
+                "could not remove the upstream chain's ifindex_vrf_table row",
+                json!({"ifindex": ifindex, "err": e.to_string()}),
+            );
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The `galactic-cni` DaemonSet: what a node needs from it (decision 0060, docs/ebpf.md "The
+//! datapath container"), checked so an edit cannot quietly drop it:
+//!
+//! - placement as upstream: compute nodes only (`galactic.datumapis.com/node In [compute]`), never
+//!   the control plane, every taint tolerated;
+//! - `hostNetwork` (the datapath attaches to the uplinks and serves its probes on the node);
+//! - the installer mounts what it writes (CNI bin dir, CNI conf dir, node config, state) and
+//!   carries every upstream installer setting under its upstream name;
+//! - the `datapath` container: the host's bpffs at `/sys/fs/bpf` (`hostPath` type `Directory`),
+//!   its host conflist read-only, capabilities `BPF` and `NET_ADMIN` and no others, its gRPC
+//!   health probes;
+//! - no container is privileged, escalates privileges or adds a capability beyond that.
+
+use serde_json::Value;
+
+/// Upstream installer settings (its environment names) the installer must be given.
+pub const UPSTREAM_SETTINGS: [&str; 4] = [
+    "NODE_NAME",
+    "GALACTIC_CNI_LOG_LEVEL",
+    "GALACTIC_CNI_NAT66_SHARD_SIDS",
+    "GALACTIC_CNI_EBPF_INTERFACES",
+];
+/// The capabilities of the datapath container, exactly.
+const DATAPATH_CAPS: [&str; 2] = ["BPF", "NET_ADMIN"];
+/// Where the installer writes on the host.
+const INSTALL_MOUNTS: [&str; 4] = [
+    "/host/opt/cni/bin",
+    "/host/etc/cni/net.d",
+    "/host/etc/galactic",
+    "/host/var/lib/galactic",
+];
+
+/// Whether `doc` is the DaemonSet this lint is about.
+pub fn is_ours(doc: &Value) -> bool {
+    doc["kind"] == "DaemonSet" && doc["metadata"]["name"] == "galactic-cni"
+}
+
+/// Every problem of the DaemonSet `doc`; empty when it holds.
+pub fn lint(doc: &Value) -> Vec<String> {
+    let pod = &doc["spec"]["template"]["spec"];
+    let mut problems = Vec::new();
+    if pod["hostNetwork"] != true {
+        problems.push("hostNetwork must be true (the datapath attaches to the uplinks)".into());
+    }
+    problems.extend(placement(pod));
+    for container in containers(pod) {
+        problems.extend(least_privilege(container));
+    }
+    match container(pod, "install-cni") {
+        Some(install) => problems.extend(installer(install)),
+        None => problems.push("no install-cni init container".into()),
+    }
+    match container(pod, "datapath") {
+        Some(datapath) => problems.extend(datapath_container(pod, datapath)),
+        None => problems.push("no datapath container (decision 0060)".into()),
+    }
+    problems
+}
+
+fn containers(pod: &Value) -> impl Iterator<Item = &Value> {
+    ["initContainers", "containers"]
+        .into_iter()
+        .flat_map(|k| pod[k].as_array().into_iter().flatten())
+}
+
+fn container<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
+    containers(pod).find(|c| c["name"] == name)
+}
+
+fn placement(pod: &Value) -> Vec<String> {
+    let terms = pod
+        .pointer("/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    // Every term must exclude the control plane and require the compute label: terms are ORed.
+    let holds = |term: &Value, key: &str, op: &str, values: &[&str]| {
+        term["matchExpressions"].as_array().is_some_and(|exprs| {
+            exprs.iter().any(|e| {
+                e["key"] == key
+                    && e["operator"] == op
+                    && values.iter().all(|v| {
+                        e["values"]
+                            .as_array()
+                            .is_some_and(|a| a.contains(&(*v).into()))
+                    })
+            })
+        })
+    };
+    let mut problems = Vec::new();
+    if terms.is_empty()
+        || !terms.iter().all(|t| {
+            holds(
+                t,
+                "node-role.kubernetes.io/control-plane",
+                "DoesNotExist",
+                &[],
+            )
+        })
+    {
+        problems.push("node affinity must exclude control-plane nodes (node-role.kubernetes.io/control-plane DoesNotExist)".into());
+    }
+    if terms.is_empty()
+        || !terms
+            .iter()
+            .all(|t| holds(t, "galactic.datumapis.com/node", "In", &["compute"]))
+    {
+        problems.push(
+            "node affinity must require galactic.datumapis.com/node In [compute] (as upstream)"
+                .into(),
+        );
+    }
+    let tolerates_all = pod["tolerations"].as_array().is_some_and(|t| {
+        t.iter()
+            .any(|t| t["operator"] == "Exists" && t["key"].is_null())
+    });
+    if !tolerates_all {
+        problems.push(
+            "tolerations must include {operator: Exists} (a CNI runs on tainted nodes too)".into(),
+        );
+    }
+    problems
+}
+
+/// No container is privileged or escalates; only the datapath adds capabilities, and drops the
+/// rest.
+fn least_privilege(c: &Value) -> Vec<String> {
+    let name = c["name"].as_str().unwrap_or("?");
+    let sc = &c["securityContext"];
+    let mut problems = Vec::new();
+    if sc["privileged"] == true {
+        problems.push(format!("container {name} must not be privileged"));
+    }
+    if sc["allowPrivilegeEscalation"] != false {
+        problems.push(format!(
+            "container {name} must set allowPrivilegeEscalation: false"
+        ));
+    }
+    let drops_all = sc
+        .pointer("/capabilities/drop")
+        .and_then(Value::as_array)
+        .is_some_and(|d| d.contains(&"ALL".into()));
+    if !drops_all {
+        problems.push(format!("container {name} must drop ALL capabilities"));
+    }
+    let added: Vec<&str> = sc
+        .pointer("/capabilities/add")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let allowed: &[&str] = if name == "datapath" {
+        &DATAPATH_CAPS
+    } else {
+        &[]
+    };
+    if added.iter().any(|cap| !allowed.contains(cap)) {
+        problems.push(format!(
+            "container {name} adds capabilities {added:?}; allowed: {allowed:?}"
+        ));
+    }
+    problems
+}
+
+fn mounts(c: &Value) -> Vec<(&str, &str, bool)> {
+    c["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            Some((
+                m["name"].as_str()?,
+                m["mountPath"].as_str()?,
+                m["readOnly"] == true,
+            ))
+        })
+        .collect()
+}
+
+fn env_names(c: &Value) -> Vec<&str> {
+    c["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["name"].as_str())
+        .collect()
+}
+
+fn installer(c: &Value) -> Vec<String> {
+    let mounted = mounts(c);
+    let mut problems: Vec<String> = INSTALL_MOUNTS
+        .iter()
+        .filter(|path| !mounted.iter().any(|(_, p, _)| p == *path))
+        .map(|path| format!("install-cni must mount {path}"))
+        .collect();
+    let env = env_names(c);
+    problems.extend(
+        UPSTREAM_SETTINGS
+            .iter()
+            .filter(|name| !env.contains(name))
+            .map(|name| format!("install-cni must be given the upstream setting {name}")),
+    );
+    problems
+}
+
+fn datapath_container(pod: &Value, c: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mounted = mounts(c);
+    let volume = |name: &str| {
+        pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    match mounted.iter().find(|(_, p, _)| *p == "/sys/fs/bpf") {
+        Some((name, _, _)) => {
+            let v = volume(name);
+            if v["hostPath"]["path"] != "/sys/fs/bpf" || v["hostPath"]["type"] != "Directory" {
+                problems.push(
+                    "the datapath's /sys/fs/bpf must be the host's bpffs (hostPath /sys/fs/bpf, type Directory)"
+                        .into(),
+                );
+            }
+        }
+        None => problems
+            .push("the datapath container must mount the host's bpffs at /sys/fs/bpf".into()),
+    }
+    match mounted.iter().find(|(_, p, _)| *p == "/host/etc/cni/net.d") {
+        Some((name, _, read_only)) => {
+            if !read_only || volume(name)["hostPath"]["path"] != "/etc/galactic/datapath" {
+                problems.push("the datapath's /host/etc/cni/net.d must be /etc/galactic/datapath, read-only (its host conflist, out of the runtime's conf dir)".into());
+            }
+        }
+        None => problems.push(
+            "the datapath container must mount its host conflist at /host/etc/cni/net.d".into(),
+        ),
+    }
+    if let Some((name, _, _)) = mounted
+        .iter()
+        .find(|(_, p, _)| *p == "/host/var/lib/galactic")
+    {
+        if volume(name)["emptyDir"].is_null() {
+            problems.push("the datapath's /host/var/lib/galactic must be an emptyDir (its kubeconfig refresh must not replace the plugins')".into());
+        }
+    }
+    let added: Vec<&str> = c
+        .pointer("/securityContext/capabilities/add")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if DATAPATH_CAPS.iter().any(|cap| !added.contains(cap)) {
+        problems.push(format!(
+            "the datapath container needs capabilities {DATAPATH_CAPS:?}"
+        ));
+    }
+    if !env_names(c).contains(&"GALACTIC_CNI_EBPF_INTERFACES") {
+        problems.push("the datapath container must be given GALACTIC_CNI_EBPF_INTERFACES (the uplinks galactic-bgp uses)".into());
+    }
+    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
+        let grpc = &c[probe]["grpc"];
+        if grpc["port"] != 5180 || grpc["service"] != "ebpf-datapath" {
+            problems.push(format!(
+                "the datapath's {probe} must be gRPC :5180 service ebpf-datapath"
+            ));
+        }
+    }
+    problems
+}
