@@ -1,7 +1,11 @@
 //! `gen-crds`: writes `deploy/crds/*.yaml` from the Rust custom resource types in
 //! `galactic_core::kube`, so the YAML can never drift from the code (a test checks it).
+//! `gen-crds --compare <dir>` checks the types against the Galactic API's CRDs (its
+//! `config/crd/` directory): everything but descriptions must be equal.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
 const HEADER: &str =
@@ -34,18 +38,165 @@ pub fn write_all(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `cargo xtask gen-crds` (no options).
+/// `cargo xtask gen-crds [--compare DIR]`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Instead of writing, compare the BGP CRDs with the YAML files in DIR (the Galactic API's
+    /// `config/crd/`); exits non-zero listing every difference other than descriptions.
+    #[arg(long, value_name = "DIR")]
+    pub compare: Option<PathBuf>,
+}
 
 /// The command.
-pub fn run(_args: &Args) -> Result<()> {
-    write_all(&dir())
+pub fn run(args: &Args) -> Result<()> {
+    match &args.compare {
+        None => write_all(&dir()),
+        Some(upstream) => compare_dir(upstream),
+    }
+}
+
+/// Every CRD document in the YAML files of `dir`, by `metadata.name`.
+fn load_dir(dir: &Path) -> Result<Map<String, Value>> {
+    let mut found = Map::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("list {}", dir.display()))?;
+    for entry in entries {
+        let path = entry?.path();
+        if !path.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+            continue;
+        }
+        let text =
+            std::fs::read_to_string(&path).with_context(|| format!("read {}", path.display()))?;
+        for doc in serde_norway::Deserializer::from_str(&text) {
+            let doc =
+                Value::deserialize(doc).with_context(|| format!("parse {}", path.display()))?;
+            if doc["kind"] == "CustomResourceDefinition" {
+                if let Some(name) = doc.pointer("/metadata/name").and_then(Value::as_str) {
+                    found.insert(name.to_owned(), doc);
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+fn compare_dir(upstream: &Path) -> Result<()> {
+    let theirs = load_dir(upstream)?;
+    let mut differences = Vec::new();
+    for (_, ours) in galactic_core::kube::crds() {
+        let name = ours["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if !name.ends_with(galactic_core::kube::GROUP) {
+            continue;
+        }
+        let Some(their) = theirs.get(&name) else {
+            differences.push(format!("{name}: not in {}", upstream.display()));
+            continue;
+        };
+        let mut found = Vec::new();
+        diff(
+            &comparable(&ours["spec"]),
+            &comparable(&their["spec"]),
+            &format!("{name}: spec"),
+            &mut found,
+        );
+        println!("{name}: {} difference(s)", found.len());
+        differences.extend(found);
+    }
+    if differences.is_empty() {
+        println!("the CRDs match {} (descriptions aside)", upstream.display());
+        return Ok(());
+    }
+    for d in &differences {
+        println!("  {d}");
+    }
+    bail!(
+        "{} difference(s) from {}",
+        differences.len(),
+        upstream.display()
+    )
+}
+
+/// `value` without descriptions, with an `allOf` of enums folded into one enum (the Galactic
+/// API's generator repeats a type-level enum there; the accepted values are the same).
+fn comparable(value: &Value) -> Value {
+    match value {
+        Value::Object(object) => {
+            let mut out = Map::new();
+            for (key, v) in object {
+                match key.as_str() {
+                    "description" if v.is_string() => {}
+                    "properties" => {
+                        let props = v
+                            .as_object()
+                            .map(|p| p.iter().map(|(k, s)| (k.clone(), comparable(s))).collect())
+                            .unwrap_or_default();
+                        out.insert(key.clone(), Value::Object(props));
+                    }
+                    _ => {
+                        out.insert(key.clone(), comparable(v));
+                    }
+                }
+            }
+            fold_enum_all_of(&mut out);
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(comparable).collect()),
+        Value::Number(n) => n
+            .as_f64()
+            .filter(|f| f.fract() == 0.0)
+            .map_or(value.clone(), |f| Value::from(f as i64)),
+        other => other.clone(),
+    }
+}
+
+fn fold_enum_all_of(schema: &mut Map<String, Value>) {
+    let Some(Value::Array(parts)) = schema.get("allOf") else {
+        return;
+    };
+    let only_enums = parts.iter().all(|p| {
+        p.as_object()
+            .is_some_and(|o| o.len() == 1 && o.contains_key("enum"))
+    });
+    let Some(first) = parts.first().map(|p| p["enum"].clone()) else {
+        return;
+    };
+    if only_enums && parts.iter().all(|p| p["enum"] == first) && !schema.contains_key("enum") {
+        schema.remove("allOf");
+        schema.insert("enum".into(), first);
+    }
+}
+
+/// Every difference between `ours` and `theirs`, as `path: ours != theirs`.
+fn diff(ours: &Value, theirs: &Value, path: &str, out: &mut Vec<String>) {
+    match (ours, theirs) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for key in keys {
+                let sub = format!("{path}.{key}");
+                match (a.get(key), b.get(key)) {
+                    (Some(x), Some(y)) => diff(x, y, &sub, out),
+                    (Some(x), None) => out.push(format!("{sub}: only ours ({x})")),
+                    (None, Some(y)) => out.push(format!("{sub}: only theirs ({y})")),
+                    (None, None) => {}
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                diff(x, y, &format!("{path}[{i}]"), out);
+            }
+        }
+        (a, b) if a == b => {}
+        (a, b) => out.push(format!("{path}: ours {a} != theirs {b}")),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn checked_in_crds_match_the_rust_types() {
@@ -58,5 +209,22 @@ mod tests {
                 path.display()
             );
         }
+    }
+
+    #[test]
+    fn the_comparison_ignores_descriptions_only() {
+        let a = json!({"type": "object", "description": "ours",
+            "properties": {"description": {"type": "string", "description": "x"},
+                           "kind": {"type": "string", "allOf": [{"enum": ["a"]}, {"enum": ["a"]}]},
+                           "n": {"minimum": 1.0}}});
+        let b = json!({"type": "object",
+            "properties": {"description": {"type": "string"}, "kind": {"type": "string", "enum": ["a"]},
+                           "n": {"minimum": 1}}});
+        let mut found = Vec::new();
+        diff(&comparable(&a), &comparable(&b), "x", &mut found);
+        assert!(found.is_empty(), "{found:?}");
+        let c = json!({"type": "object", "properties": {"description": {"type": "integer"}}});
+        diff(&comparable(&a), &comparable(&c), "x", &mut found);
+        assert_eq!(found.len(), 3, "{found:?}");
     }
 }

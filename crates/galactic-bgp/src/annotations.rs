@@ -7,14 +7,27 @@
 //! `allocated-subnet-ipv6.` takes 22). `spec.prefixes` is recomputed from these records on every
 //! write: canonical (host bits masked), deduplicated and sorted, so a replacement pod that reuses
 //! its predecessor's subnet never produces a duplicate (which the API server rejects).
+//!
+//! The netns records are also what galactic-router's GC judges an advertisement by (decision
+//! 0016): it reclaims one whose `netns.*` paths all fail `/var/run/netns/<basename>`, and keeps
+//! one without any. A path elsewhere (`/proc/<pid>/ns/net`, a runtime's own bind mount) always
+//! fails that test, however alive. So the records go under `netns.` only while every one of them
+//! is under `/run/netns` or `/var/run/netns`; otherwise all of them go under `netns-path.`, which
+//! the GC does not read, and the advertisement is kept while any container records it.
 
 use crate::prev::Facts;
 use ipnetwork::IpNetwork;
-use serde_json::{Map, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
-/// netns record of a container.
+/// An object's annotations.
+pub type Annotations = BTreeMap<String, String>;
+
+/// netns record of a container, in the key the router's GC judges liveness by.
 pub const NETNS: &str = "galactic.datum.net/netns.";
+/// netns record of a container while the advertisement records a netns the router's GC cannot
+/// judge (see the module documentation).
+pub const NETNS_HELD: &str = "galactic.datum.net/netns-path.";
 /// IPv6 address record (as assigned, with prefix length and host bits).
 pub const SUBNET_V6: &str = "galactic.datum.net/allocated-subnet-ipv6.";
 /// IPv4 address record (bare address).
@@ -29,65 +42,104 @@ pub fn cid41(container_id: &str) -> &str {
     container_id.get(..41).unwrap_or(container_id)
 }
 
-/// Records this container: netns and addresses (an absent family removes its old record).
-pub fn record(annotations: &mut Map<String, Value>, cid: &str, netns: &str, facts: &Facts) {
+/// Whether galactic-router's GC can tell if the netns at `path` exists: it looks for
+/// `/var/run/netns/<basename>`, which is the same file only for a path in `/run/netns` or
+/// `/var/run/netns`.
+pub fn router_gc_judges(path: &str) -> bool {
+    let path = Path::new(path);
+    let named = path.file_name().is_some_and(|n| !n.is_empty());
+    let parent = path.parent().and_then(Path::to_str);
+    named && matches!(parent, Some("/run/netns" | "/var/run/netns"))
+}
+
+/// Every container's netns record (key suffix → path), whichever key it is under.
+pub fn netns_records(annotations: &Annotations) -> BTreeMap<String, String> {
+    annotations
+        .iter()
+        .filter_map(|(k, v)| {
+            let suffix = k
+                .strip_prefix(NETNS)
+                .or_else(|| k.strip_prefix(NETNS_HELD))?;
+            Some((suffix.to_owned(), v.clone()))
+        })
+        .collect()
+}
+
+/// Whether container `cid` is recorded.
+pub fn records(annotations: &Annotations, cid: &str) -> bool {
+    netns_records(annotations).contains_key(cid41(cid))
+}
+
+/// Records this container: netns and addresses (an absent family removes its old record); then
+/// places every netns record under the key the router's GC can act on ([`place_netns`]).
+pub fn record(annotations: &mut Annotations, cid: &str, netns: &str, facts: &Facts) {
     let key = cid41(cid);
-    annotations.insert(format!("{NETNS}{key}"), netns.into());
+    annotations.remove(&format!("{NETNS_HELD}{key}"));
+    annotations.insert(format!("{NETNS}{key}"), netns.to_owned());
     let v6 = format!("{SUBNET_V6}{key}");
     match facts.v6 {
-        Some(v6addr) => annotations.insert(v6, v6addr.to_string().into()),
+        Some(v6addr) => annotations.insert(v6, v6addr.to_string()),
         None => annotations.remove(&v6),
     };
     let v4 = format!("{SUBNET_V4}{key}");
     match facts.v4 {
-        Some(v4addr) => annotations.insert(v4, v4addr.to_string().into()),
+        Some(v4addr) => annotations.insert(v4, v4addr.to_string()),
         None => annotations.remove(&v4),
     };
+    place_netns(annotations);
 }
 
-/// Removes this container's records; returns whether there were any.
-pub fn forget(annotations: &mut Map<String, Value>, cid: &str) -> bool {
+/// Puts every netns record under [`NETNS`] when the router's GC can judge each of them, and
+/// every one under [`NETNS_HELD`] otherwise: one unjudgeable live container must keep the
+/// advertisement (and with it the VPC's VRF instance and VRF device) however its siblings fare.
+pub fn place_netns(annotations: &mut Annotations) {
+    let records = netns_records(annotations);
+    let key = if records.values().all(|p| router_gc_judges(p)) {
+        NETNS
+    } else {
+        NETNS_HELD
+    };
+    for (suffix, path) in records {
+        annotations.remove(&format!("{NETNS}{suffix}"));
+        annotations.remove(&format!("{NETNS_HELD}{suffix}"));
+        annotations.insert(format!("{key}{suffix}"), path);
+    }
+}
+
+/// Removes this container's records (under either netns key); returns whether there were any.
+/// The rest stay where they are until [`place_netns`] (which [`prune_dead`] ends with).
+pub fn forget(annotations: &mut Annotations, cid: &str) -> bool {
     let key = cid41(cid);
     let mut found = false;
-    for prefix in [NETNS, SUBNET_V6, SUBNET_V4] {
+    for prefix in [NETNS, NETNS_HELD, SUBNET_V6, SUBNET_V4] {
         found |= annotations.remove(&format!("{prefix}{key}")).is_some();
     }
     found
 }
 
-/// The container-id parts of every container an advertisement records.
-pub fn recorded(advertisement: &Value) -> Vec<String> {
-    advertisement
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flat_map(|a| a.keys())
-        .filter_map(|k| k.strip_prefix(NETNS).map(str::to_owned))
-        .collect()
+/// The container-id parts of every container the annotations record.
+pub fn recorded(annotations: &Annotations) -> Vec<String> {
+    netns_records(annotations).into_keys().collect()
 }
 
 /// How many containers the annotations record.
-pub fn containers(annotations: &Map<String, Value>) -> usize {
-    annotations.keys().filter(|k| k.starts_with(NETNS)).count()
+pub fn containers(annotations: &Annotations) -> usize {
+    netns_records(annotations).len()
 }
 
 /// Removes the records of every container whose netns is not alive; returns their key suffixes.
-pub fn prune_dead(
-    annotations: &mut Map<String, Value>,
-    alive: impl Fn(&str) -> bool,
-) -> Vec<String> {
-    let dead: Vec<String> = annotations
-        .iter()
-        .filter_map(|(k, v)| {
-            let suffix = k.strip_prefix(NETNS)?;
-            (!alive(v.as_str().unwrap_or_default())).then(|| suffix.to_owned())
-        })
+pub fn prune_dead(annotations: &mut Annotations, alive: impl Fn(&str) -> bool) -> Vec<String> {
+    let dead: Vec<String> = netns_records(annotations)
+        .into_iter()
+        .filter(|(_, path)| !alive(path))
+        .map(|(suffix, _)| suffix)
         .collect();
     for suffix in &dead {
-        for prefix in [NETNS, SUBNET_V6, SUBNET_V4] {
+        for prefix in [NETNS, NETNS_HELD, SUBNET_V6, SUBNET_V4] {
             annotations.remove(&format!("{prefix}{suffix}"));
         }
     }
+    place_netns(annotations);
     dead
 }
 
@@ -116,12 +168,9 @@ pub fn own_prefixes(facts: &Facts) -> Vec<String> {
 }
 
 /// Every recorded prefix: canonical, deduplicated, sorted. Records that do not parse are skipped.
-pub fn all_prefixes(annotations: &Map<String, Value>) -> Vec<String> {
+pub fn all_prefixes(annotations: &Annotations) -> Vec<String> {
     let mut out = BTreeSet::new();
     for (key, value) in annotations {
-        let Some(value) = value.as_str() else {
-            continue;
-        };
         if key.starts_with(SUBNET_V6) {
             out.extend(canonical(value, false));
         } else if key.starts_with(SUBNET_V4) {
@@ -135,7 +184,6 @@ pub fn all_prefixes(annotations: &Map<String, Value>) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::prev::InterfaceKind;
-    use serde_json::json;
 
     fn facts(v6: Option<&str>, v4: Option<&str>) -> Facts {
         Facts {
@@ -149,7 +197,7 @@ mod tests {
     #[test]
     fn records_use_41_characters_of_the_container_id() {
         let cid = "a".repeat(64);
-        let mut ann = Map::new();
+        let mut ann = Annotations::new();
         record(
             &mut ann,
             &cid,
@@ -158,28 +206,36 @@ mod tests {
         );
         let key = "a".repeat(41);
         assert_eq!(
-            Value::Object(ann),
-            json!({
-                format!("{NETNS}{key}"): "/run/netns/x",
-                format!("{SUBNET_V6}{key}"): "fd20:10:ff01::100:0/96",
-                format!("{SUBNET_V4}{key}"): "172.21.1.2",
-            })
+            ann,
+            Annotations::from([
+                (format!("{NETNS}{key}"), "/run/netns/x".to_owned()),
+                (
+                    format!("{SUBNET_V6}{key}"),
+                    "fd20:10:ff01::100:0/96".to_owned()
+                ),
+                (format!("{SUBNET_V4}{key}"), "172.21.1.2".to_owned()),
+            ])
         );
         assert!(format!("allocated-subnet-ipv6.{key}").len() <= 63);
     }
 
     #[test]
     fn pruning_removes_dead_siblings_only() {
-        let mut ann = Map::new();
+        let mut ann = Annotations::new();
         ann.insert("other/key".into(), "kept".into());
-        record(&mut ann, "live", "/live", &facts(Some("fd00::1/64"), None));
+        record(
+            &mut ann,
+            "live",
+            "/run/netns/live",
+            &facts(Some("fd00::1/64"), None),
+        );
         record(
             &mut ann,
             "dead",
-            "/dead",
+            "/run/netns/dead",
             &facts(Some("fd00::1/64"), Some("10.0.0.1")),
         );
-        let pruned = prune_dead(&mut ann, |p| p == "/live");
+        let pruned = prune_dead(&mut ann, |p| p == "/run/netns/live");
         assert_eq!(pruned, ["dead"]);
         assert_eq!(ann.len(), 3, "{ann:?}");
         assert!(ann.contains_key("other/key") && ann.contains_key(&format!("{NETNS}live")));
@@ -187,7 +243,7 @@ mod tests {
 
     #[test]
     fn prefixes_are_canonical_deduplicated_and_sorted() {
-        let mut ann = Map::new();
+        let mut ann = Annotations::new();
         record(
             &mut ann,
             "c1",
@@ -206,10 +262,49 @@ mod tests {
             all_prefixes(&ann),
             ["172.21.1.2/32", "172.21.1.3/32", "fd20:10:ff01::/96"]
         );
-        assert!(all_prefixes(&Map::new()).is_empty());
+        assert!(all_prefixes(&Annotations::new()).is_empty());
         assert_eq!(
             own_prefixes(&facts(Some("fd00::5/64"), None)),
             ["fd00::/64"]
         );
+    }
+
+    #[test]
+    fn records_move_out_of_the_router_gc_key_while_any_netns_is_unjudgeable() {
+        for (path, judged) in [
+            ("/run/netns/cni-1234", true),
+            ("/var/run/netns/cni-1234", true),
+            ("/proc/4242/ns/net", false),
+            ("/var/run/docker/netns/abc", false),
+            ("/run/netns/", false),
+            ("/run/netns/a/b", false),
+            ("", false),
+        ] {
+            assert_eq!(router_gc_judges(path), judged, "{path}");
+        }
+        let keys = |ann: &Annotations| -> Vec<String> {
+            ann.keys()
+                .filter(|k| k.contains("netns"))
+                .cloned()
+                .collect()
+        };
+        let mut ann = Annotations::new();
+        record(&mut ann, "a", "/run/netns/a", &facts(None, None));
+        assert_eq!(keys(&ann), [format!("{NETNS}a")]);
+        record(
+            &mut ann,
+            "b",
+            "/proc/42/ns/net",
+            &facts(Some("fd00::1/64"), None),
+        );
+        assert_eq!(
+            keys(&ann),
+            [format!("{NETNS_HELD}a"), format!("{NETNS_HELD}b")]
+        );
+        assert!(records(&ann, "a") && records(&ann, "b") && !records(&ann, "c"));
+        assert_eq!(netns_records(&ann)["a"], "/run/netns/a");
+        // Once the unjudgeable container is gone, the GC judges the rest again.
+        assert_eq!(prune_dead(&mut ann, |p| p != "/proc/42/ns/net"), ["b"]);
+        assert_eq!(keys(&ann), [format!("{NETNS}a")]);
     }
 }

@@ -58,9 +58,9 @@ pub enum BgpError {
         /// Namespace.
         namespace: String,
     },
-    /// The node's BGPRouter has a local ASN outside 32 bits (code 7).
-    #[error("BGPRouter localASN {0} is not a 32-bit ASN")]
-    RouterAsn(i64),
+    /// A BGPRouter document of the local backend does not parse (code 7).
+    #[error("invalid BGPRouter document: {0}")]
+    BadRouter(#[source] StoreError),
     /// Every VRF id of the router is taken (code 999).
     #[error("router {router} has no free VRF id in 1..4095 (all {used} in use)")]
     VrfIdsExhausted {
@@ -109,6 +109,23 @@ pub enum BgpError {
     /// CHECK found a difference (code 999), described.
     #[error("CHECK: {0}")]
     Check(String),
+    /// STATUS: a CRD galactic-bgp needs is not installed (code 50 through [`BgpError::NotReady`]).
+    #[error(
+        "the CRD {0} is not installed (install the Galactic API's network.datumapis.com CRDs)"
+    )]
+    CrdMissing(String),
+    /// STATUS: an installed CRD lacks a property or enum value galactic-bgp reads or writes (code
+    /// 50 through [`BgpError::NotReady`]).
+    #[error(
+        "the installed CRD {crd} lacks {} (galactic-bgp reads or writes it; install the Galactic API's v1alpha1 CRDs)",
+        .lacking.join(", ")
+    )]
+    CrdLacks {
+        /// The CRD's name.
+        crd: String,
+        /// What it lacks, worded for a person.
+        lacking: Vec<String>,
+    },
     /// STATUS: the publication backend is not ready (code 50).
     #[error("publication backend not ready: {0}")]
     NotReady(#[source] Box<BgpError>),
@@ -171,7 +188,7 @@ impl ErrorCode for BgpError {
             | Self::Chain(_)
             | Self::NoRouter { .. }
             | Self::AmbiguousRouter { .. }
-            | Self::RouterAsn(_)
+            | Self::BadRouter(_)
             | Self::Usid(_) => Code::INVALID_CONFIG,
             Self::PrevResult(_) => Code::DECODE,
             Self::Protocol(e) => e.code,
@@ -185,7 +202,7 @@ impl ErrorCode for BgpError {
                 source: BpfError::Busy(_) | BpfError::NoShardSidResolvable { .. },
                 ..
             } => Code::TRY_AGAIN_LATER,
-            Self::NotReady(_) => Code::NOT_AVAILABLE,
+            Self::NotReady(_) | Self::CrdMissing(_) | Self::CrdLacks { .. } => Code::NOT_AVAILABLE,
             Self::VrfIdsExhausted { .. }
             | Self::NotOwned { .. }
             | Self::Check(_)

@@ -10,6 +10,7 @@
 mod annotations;
 mod attachments;
 mod conf;
+mod crds;
 mod datapath;
 mod error;
 mod export;

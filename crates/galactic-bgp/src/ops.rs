@@ -1,17 +1,18 @@
 //! ADD, CHECK and STATUS (DEL and GC: `retract`).
 
-use crate::annotations::{self, NETNS};
+use crate::annotations;
 use crate::attachments::{others_of_vpc, vpc_lock};
 use crate::conf::Stanza;
+use crate::crds;
 use crate::datapath::{self, Attachment};
 use crate::error::{BgpError, NodeNameError, PrevResultError};
 use crate::netns;
 use crate::prev::{self, Facts};
 use crate::publish::{self, AdvertisementInput, Router};
 use crate::slice::{self, PodRef, SliceInput};
-use crate::store::kube::KubeStore;
+use crate::store::kube::{InstalledCrd, KubeStore};
 use crate::store::local::LocalStore;
-use crate::store::{meta_str, Kind, ObjectStore, StoreError};
+use crate::store::{Documents, Kind, ObjectStore, StoreError};
 use galactic_core::attachment::ChainPosition;
 use galactic_core::bpf::usid::Usid;
 use galactic_core::cni::{CniResult, Request};
@@ -22,9 +23,11 @@ use galactic_core::ident::{
 use galactic_core::kube::{
     detect_node_name, local_addresses, ClientOptions, KubeClient, RetryPolicy,
 };
+use galactic_core::kube::{BGPAdvertisement, BGPVRFInstance};
 use galactic_core::log;
 use galactic_core::rollback::Rollback;
-use serde_json::{json, Value};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
 use std::net::Ipv6Addr;
 use std::time::Duration;
 
@@ -130,8 +133,8 @@ fn verify_chain(req: &Request, plan: &Plan) -> Result<(), BgpError> {
     Ok(())
 }
 
-fn vrf_route_target(router: &Router, stanza: &Stanza) -> Option<String> {
-    router.asn.map(|asn| route_target(asn, &stanza.vpc))
+fn vrf_route_target(router: &Router, stanza: &Stanza) -> String {
+    route_target(router.asn, &stanza.vpc)
 }
 
 fn usid_of(router: &Router, vrf_id: u32) -> Result<Option<Usid>, BgpError> {
@@ -158,8 +161,11 @@ fn attachment<'a>(req: &'a Request, plan: &'a Plan, prefixes: &'a [String]) -> A
 
 /// The pod's uid for the owner reference: required from the API, optional locally.
 fn pod_uid(backend: &Backend, pod: &PodRef) -> Result<Option<String>, BgpError> {
-    match backend.store().get(Kind::Pod, &pod.namespace, &pod.name)? {
-        Some(object) => Ok(meta_str(&object, "uid").map(str::to_owned)),
+    match backend
+        .store()
+        .get_typed::<Pod>(&pod.namespace, &pod.name)?
+    {
+        Some(object) => Ok(object.metadata.uid),
         None if backend.is_kube() => Err(BgpError::Store(StoreError::NotFound {
             what: format!("get owning Pod {}/{}", pod.namespace, pod.name),
         })),
@@ -193,7 +199,7 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
 
     let mut rollback = Rollback::new();
     let held = vpc_lock(&req.node, &plan.stanza.vpc)?;
-    let vrf = publish::ensure_vrf_instance(store, ns, &vrf_name, &router, rt.as_deref())?;
+    let vrf = publish::ensure_vrf_instance(store, ns, &vrf_name, &router, &rt)?;
     drop(held);
     if let Some(uid) = vrf.created_uid.clone() {
         let name = vrf_name.clone();
@@ -233,28 +239,23 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     // Debug builds: a test stops the ADD here to prove the rollback removes only this ADD's rows.
     galactic_core::failpoint::hit("bgp-after-datapath")?;
     let adv_name = bgp_advertisement_name(plan.stanza.vpc.raw(), plan.stanza.att.raw());
-    if plan.facts.has_addresses() {
-        let input = AdvertisementInput {
-            namespace: ns,
-            name: &adv_name,
-            router: &router,
-            route_target: rt.as_deref(),
-            vrf_id: vrf.vrf_id,
-            container_id: &cid,
-            netns: &netns,
-            facts: &plan.facts,
-        };
-        if let Some(uid) = publish::publish_advertisement(store, &input, &netns::alive)? {
-            let name = adv_name.clone();
-            rollback.push(format!("delete BGPAdvertisement {name}"), move || {
-                store.delete(Kind::Advertisement, ns, &name, &uid)
-            });
-        }
-    } else {
-        log::info(
-            "BGP: attachment has no addresses; no advertisement written",
-            json!({"name": adv_name}),
-        );
+    // Every attachment, with or without addresses: the router keeps the VPC's VRF on this node
+    // only while an advertisement of it exists (decision 0016).
+    let input = AdvertisementInput {
+        namespace: ns,
+        name: &adv_name,
+        router: &router,
+        route_target: &rt,
+        vrf_id: vrf.vrf_id,
+        container_id: &cid,
+        netns: &netns,
+        facts: &plan.facts,
+    };
+    if let Some(uid) = publish::publish_advertisement(store, &input, &netns::alive)? {
+        let name = adv_name.clone();
+        rollback.push(format!("delete BGPAdvertisement {name}"), move || {
+            store.delete(Kind::Advertisement, ns, &name, &uid)
+        });
     }
     if let (Some(address), Some(pod)) = (plan.facts.v6, plan.pod.as_ref()) {
         let uid = pod_uid(&backend, pod)?;
@@ -288,14 +289,12 @@ fn check_vrf(
     ns: &str,
     name: &str,
     router: &Router,
-    rt: Option<&str>,
+    rt: &str,
 ) -> Result<u32, BgpError> {
     let object = store
-        .get(Kind::VrfInstance, ns, name)?
+        .get_typed::<BGPVRFInstance>(ns, name)?
         .ok_or_else(|| BgpError::Check(format!("BGPVRFInstance {ns}/{name} does not exist")))?;
-    let routed = object
-        .pointer("/spec/routerRef/name")
-        .and_then(Value::as_str);
+    let routed = object.spec.router_ref.as_ref().map(|r| r.name.as_str());
     if routed != Some(router.name.as_str()) {
         return Err(BgpError::Check(format!(
             "BGPVRFInstance {name} refers to router {}, this node's is {}",
@@ -303,23 +302,18 @@ fn check_vrf(
             router.name
         )));
     }
-    if let Some(rt) = rt {
-        for field in ["importRouteTargets", "exportRouteTargets"] {
-            let has = object["spec"][field]
-                .as_array()
-                .is_some_and(|a| a.iter().any(|v| v["value"] == rt));
-            if !has {
-                return Err(BgpError::Check(format!(
-                    "BGPVRFInstance {name} {field} lacks {rt}"
-                )));
-            }
+    for (field, targets) in [
+        ("importRouteTargets", &object.spec.import_route_targets),
+        ("exportRouteTargets", &object.spec.export_route_targets),
+    ] {
+        if !targets.iter().any(|t| t.value == rt) {
+            return Err(BgpError::Check(format!(
+                "BGPVRFInstance {name} {field} lacks {rt}"
+            )));
         }
     }
-    object
-        .pointer("/spec/vrfID")
-        .and_then(Value::as_u64)
-        .and_then(|v| u32::try_from(v).ok())
-        .ok_or_else(|| BgpError::Check(format!("BGPVRFInstance {name} has no vrfID")))
+    u32::try_from(object.spec.vrf_id)
+        .map_err(|_| BgpError::Check(format!("BGPVRFInstance {name} has no VRF id")))
 }
 
 fn check_advertisement(
@@ -330,28 +324,24 @@ fn check_advertisement(
     facts: &Facts,
 ) -> Result<(), BgpError> {
     let object = store
-        .get(Kind::Advertisement, ns, name)?
+        .get_typed::<BGPAdvertisement>(ns, name)?
         .ok_or_else(|| BgpError::Check(format!("BGPAdvertisement {ns}/{name} does not exist")))?;
-    let published: Vec<&str> = object
-        .pointer("/spec/prefixes")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
     for prefix in annotations::own_prefixes(facts) {
-        if !published.contains(&prefix.as_str()) {
+        if !object.spec.prefixes.contains(&prefix) {
             return Err(BgpError::Check(format!(
                 "BGPAdvertisement {name} does not advertise {prefix}"
             )));
         }
     }
-    let key = format!("{NETNS}{}", annotations::cid41(cid));
-    if object
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(&key))
-        .is_none()
-    {
+    let recorded = object
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| annotations::records(a, cid));
+    if !recorded {
         return Err(BgpError::Check(format!(
-            "BGPAdvertisement {name} has no record of this container ({key})"
+            "BGPAdvertisement {name} has no record of this container ({})",
+            annotations::cid41(cid)
         )));
     }
     Ok(())
@@ -373,21 +363,19 @@ pub fn check(req: &Request) -> Result<(), BgpError> {
         ns,
         &bgp_vrf_instance_name(plan.stanza.vpc.raw(), &node),
         &router,
-        rt.as_deref(),
+        &rt,
     )?;
     if let Some(usid) = usid_of(&router, vrf_id)?.filter(|_| req.node.ebpf_datapath) {
         let prefixes = annotations::own_prefixes(&plan.facts);
         datapath::check(&attachment(req, &plan, &prefixes), usid)?;
     }
-    if plan.facts.has_addresses() {
-        check_advertisement(
-            store,
-            ns,
-            &bgp_advertisement_name(plan.stanza.vpc.raw(), plan.stanza.att.raw()),
-            &cid,
-            &plan.facts,
-        )?;
-    }
+    check_advertisement(
+        store,
+        ns,
+        &bgp_advertisement_name(plan.stanza.vpc.raw(), plan.stanza.att.raw()),
+        &cid,
+        &plan.facts,
+    )?;
     if let (Some(address), Some(pod)) = (plan.facts.v6.map(|n| n.ip()), plan.pod.as_ref()) {
         let tenant = tenant_identifier(&plan.stanza.vpc, &plan.stanza.att);
         let input = SliceInput {
@@ -414,5 +402,34 @@ pub fn status(req: &Request) -> Result<(), BgpError> {
     };
     let backend = Backend::open(&req.node, options)?;
     backend.store().probe(&req.node.namespace)?;
+    if let Backend::Kube(kube) = &backend {
+        installed_crds_suffice(kube)?;
+    }
+    Ok(())
+}
+
+/// The installed CRDs have every property and enum value galactic-bgp reads or writes
+/// ([`crds::NEEDED`]). A node whose RBAC may not read CRDs cannot judge: logged, not refused.
+fn installed_crds_suffice(kube: &KubeStore) -> Result<(), BgpError> {
+    for (name, needed) in crds::NEEDED {
+        let crd = match kube.installed_crd(name)? {
+            InstalledCrd::Found(crd) => crd,
+            InstalledCrd::Missing => return Err(BgpError::CrdMissing((*name).to_owned())),
+            InstalledCrd::Forbidden => {
+                log::warn(
+                    "STATUS: may not read the installed CRDs (RBAC); their fields are not checked",
+                    json!({"crd": name}),
+                );
+                return Ok(());
+            }
+        };
+        let lacking = crds::lacking(&crd, needed);
+        if !lacking.is_empty() {
+            return Err(BgpError::CrdLacks {
+                crd: (*name).to_owned(),
+                lacking,
+            });
+        }
+    }
     Ok(())
 }

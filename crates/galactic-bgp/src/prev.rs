@@ -28,13 +28,6 @@ pub struct Facts {
     pub v4: Option<Ipv4Addr>,
 }
 
-impl Facts {
-    /// Whether the attachment has any address.
-    pub fn has_addresses(&self) -> bool {
-        self.v6.is_some() || self.v4.is_some()
-    }
-}
-
 /// Infers [`Facts`] from `prev` (code 6 when absent or inconsistent).
 pub fn infer(prev: Option<&CniResult>) -> Result<Facts, BgpError> {
     let prev = prev.ok_or(PrevResultError::Missing)?;
@@ -111,7 +104,8 @@ mod tests {
         );
         assert_eq!(infer(Some(&tap)).unwrap().kind, InterfaceKind::Tap);
         let bare = result(json!({"interfaces": [{"name": "G000000001001H"}]}));
-        assert!(!infer(Some(&bare)).unwrap().has_addresses());
+        let bare = infer(Some(&bare)).unwrap();
+        assert!(bare.v6.is_none() && bare.v4.is_none(), "no addresses");
     }
 
     #[test]

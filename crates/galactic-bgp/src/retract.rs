@@ -10,13 +10,15 @@ use crate::netns;
 use crate::ops::{node_name, Backend};
 use crate::publish;
 use crate::slice::{self, PodRef};
-use crate::store::{meta_str, Kind};
+use crate::store::Documents;
 use galactic_core::cni::Request;
-use galactic_core::ident::{bgp_advertisement_name, bgp_vrf_instance_name, tenant_identifier};
-use galactic_core::kube::ClientOptions;
+use galactic_core::ident::{
+    bgp_advertisement_name, bgp_vrf_instance_name, tenant_identifier, ChainIds,
+};
+use galactic_core::kube::{BGPAdvertisement, BGPVRFInstance, ClientOptions};
 use galactic_core::log;
 use serde_json::json;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// DEL: retracts what ADD published for this container: its EndpointSlice, its records on the
 /// attachment's advertisement (the advertisement itself when no live container is left), and the
@@ -52,8 +54,15 @@ pub fn del(req: &Request) -> Result<(), BgpError> {
         }
     }
     let adv_name = bgp_advertisement_name(ids.vpc.raw(), ids.att.raw());
-    let retraction =
-        publish::retract_advertisement(store, ns, &adv_name, cid.as_str(), &netns::alive)?;
+    let host = ids.host_ifname();
+    let retraction = publish::retract_advertisement(
+        store,
+        ns,
+        &adv_name,
+        &[cid.as_str()],
+        Some(&host),
+        &netns::alive,
+    )?;
     let _vpc = vpc_lock(&req.node, &ids.vpc)?;
     let retired = match others_of_vpc(req, &ids.vpc, cid.as_str(), ifname.as_str()) {
         0 => {
@@ -96,15 +105,34 @@ pub fn gc(req: &Request) -> Result<(), BgpError> {
         .iter()
         .map(|r| annotations::cid41(&r.container_id).to_owned())
         .collect();
+    // The host interface of each attachment the masters hold, by its advertisement's name.
+    let hosts: BTreeMap<String, String> = records
+        .iter()
+        .filter_map(|r| {
+            let ids = ChainIds::of(&json!({"vpc": r.vpc, "vpcattachment": r.attachment})).ok()?;
+            Some((
+                bgp_advertisement_name(&r.vpc, &r.attachment),
+                ids.host_ifname(),
+            ))
+        })
+        .collect();
     let mut retracted = 0;
-    for adv in store.list(Kind::Advertisement, ns)? {
-        let name = meta_str(&adv, "name").unwrap_or_default().to_owned();
-        for cid in annotations::recorded(&adv) {
-            if !live.contains(&cid) {
-                publish::retract_advertisement(store, ns, &name, &cid, &netns::alive)?;
-                retracted += 1;
-            }
+    for adv in store.list_typed::<BGPAdvertisement>(ns)? {
+        // A document that is no BGPAdvertisement is not ours to judge.
+        let Ok(adv) = adv else { continue };
+        let name = adv.metadata.name.clone().unwrap_or_default();
+        let recorded = annotations::recorded(&adv.metadata.annotations.unwrap_or_default());
+        let gone: Vec<&str> = recorded
+            .iter()
+            .map(String::as_str)
+            .filter(|cid| !live.contains(*cid))
+            .collect();
+        if gone.is_empty() {
+            continue;
         }
+        let host = hosts.get(&name).map(String::as_str);
+        publish::retract_advertisement(store, ns, &name, &gone, host, &netns::alive)?;
+        retracted += gone.len();
     }
     let node = node_name(&req.node, &backend)?;
     let wanted: BTreeSet<String> = records
@@ -113,10 +141,11 @@ pub fn gc(req: &Request) -> Result<(), BgpError> {
         .collect();
     let suffix = format!("-{node}");
     let mut retired = 0;
-    for vrf in store.list(Kind::VrfInstance, ns)? {
-        let name = meta_str(&vrf, "name").unwrap_or_default().to_owned();
+    for vrf in store.list_typed::<BGPVRFInstance>(ns)? {
+        let Ok(vrf) = vrf else { continue };
+        let name = vrf.metadata.name.clone().unwrap_or_default();
         if name.ends_with(&suffix) && !wanted.contains(&name) {
-            store.delete_unchanged(Kind::VrfInstance, ns, &vrf)?;
+            store.delete_unchanged_typed(ns, &vrf)?;
             retired += 1;
         }
     }

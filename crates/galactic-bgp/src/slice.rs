@@ -3,10 +3,13 @@
 use crate::annotations::{SRV6_SID, TENANT_ID};
 use crate::error::BgpError;
 use crate::publish::MAX_ATTEMPTS;
-use crate::store::{meta_str, Kind, ObjectStore};
+use crate::store::{Documents, Kind, ObjectStore};
 use galactic_core::cni::CniArgs;
 use galactic_core::log;
-use serde_json::{json, Value};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde_json::json;
 use std::net::Ipv6Addr;
 
 /// The pod an attachment belongs to (`K8S_POD_NAME`, `K8S_POD_NAMESPACE` in `CNI_ARGS`).
@@ -43,44 +46,57 @@ pub struct SliceInput<'a> {
     pub sid: Option<Ipv6Addr>,
 }
 
-fn is_owned(object: &Value) -> bool {
+fn tenant_label(object: &EndpointSlice) -> Option<&str> {
     object
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(TENANT_ID))
-        .is_some()
+        .metadata
+        .labels
+        .as_ref()?
+        .get(TENANT_ID)
+        .map(String::as_str)
 }
 
 /// Applies the desired fields onto `object` (new or existing), keeping foreign labels,
 /// annotations and owner references.
-fn apply_fields(object: &mut Value, input: &SliceInput<'_>) {
+fn apply_fields(object: &mut EndpointSlice, input: &SliceInput<'_>) {
     let pod = input.pod;
-    object["apiVersion"] = json!("discovery.k8s.io/v1");
-    object["kind"] = json!("EndpointSlice");
-    let meta = &mut object["metadata"];
-    meta["name"] = json!(pod.name);
-    meta["labels"][TENANT_ID] = json!(input.tenant);
-    meta["annotations"][TENANT_ID] = json!(input.tenant);
+    let meta = &mut object.metadata;
+    meta.name = Some(pod.name.clone());
+    let labels = meta.labels.get_or_insert_with(Default::default);
+    labels.insert(TENANT_ID.into(), input.tenant.into());
+    let annotations = meta.annotations.get_or_insert_with(Default::default);
+    annotations.insert(TENANT_ID.into(), input.tenant.into());
     match input.sid {
-        Some(sid) => meta["annotations"][SRV6_SID] = json!(sid.to_string()),
-        None => {
-            if let Some(a) = meta["annotations"].as_object_mut() {
-                a.remove(SRV6_SID);
-            }
-        }
-    }
-    let mut target = json!({"kind": "Pod", "name": pod.name, "namespace": pod.namespace});
+        Some(sid) => annotations.insert(SRV6_SID.into(), sid.to_string()),
+        None => annotations.remove(SRV6_SID),
+    };
+    let mut target = ObjectReference {
+        kind: Some("Pod".into()),
+        name: Some(pod.name.clone()),
+        namespace: Some(pod.namespace.clone()),
+        ..ObjectReference::default()
+    };
     if let Some(uid) = input.pod_uid {
-        target["uid"] = json!(uid);
-        let mut owners: Vec<Value> = meta["ownerReferences"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        owners.retain(|o| !(o["kind"] == "Pod" && o["apiVersion"] == "v1"));
-        owners.push(json!({"apiVersion": "v1", "kind": "Pod", "name": pod.name, "uid": uid}));
-        meta["ownerReferences"] = json!(owners);
+        target.uid = Some(uid.to_owned());
+        let owners = meta.owner_references.get_or_insert_with(Vec::new);
+        owners.retain(|o| !(o.kind == "Pod" && o.api_version == "v1"));
+        owners.push(OwnerReference {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: pod.name.clone(),
+            uid: uid.to_owned(),
+            ..OwnerReference::default()
+        });
     }
-    object["addressType"] = json!("IPv6");
-    object["endpoints"] = json!([{"addresses": [input.address.to_string()], "conditions": {"ready": true}, "targetRef": target}]);
+    object.address_type = "IPv6".into();
+    object.endpoints = Some(vec![Endpoint {
+        addresses: vec![input.address.to_string()],
+        conditions: Some(EndpointConditions {
+            ready: Some(true),
+            ..EndpointConditions::default()
+        }),
+        target_ref: Some(target),
+        ..Endpoint::default()
+    }]);
 }
 
 /// Creates or updates the pod's EndpointSlice; refuses one without the tenant label (not ours).
@@ -88,8 +104,8 @@ fn apply_fields(object: &mut Value, input: &SliceInput<'_>) {
 pub fn apply(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<Option<String>, BgpError> {
     let pod = input.pod;
     for _ in 1..=MAX_ATTEMPTS {
-        let outcome = match store.get(Kind::EndpointSlice, &pod.namespace, &pod.name)? {
-            Some(existing) if !is_owned(&existing) => {
+        let outcome = match store.get_typed::<EndpointSlice>(&pod.namespace, &pod.name)? {
+            Some(existing) if tenant_label(&existing).is_none() => {
                 return Err(BgpError::NotOwned {
                     namespace: pod.namespace.clone(),
                     name: pod.name.clone(),
@@ -97,16 +113,14 @@ pub fn apply(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<Option<S
             }
             Some(mut existing) => {
                 apply_fields(&mut existing, input);
-                store
-                    .replace(Kind::EndpointSlice, &pod.namespace, &existing)
-                    .map(|_| None)
+                store.replace_typed(&pod.namespace, &existing).map(|_| None)
             }
             None => {
-                let mut object = json!({"metadata": {}});
+                let mut object = EndpointSlice::default();
                 apply_fields(&mut object, input);
                 store
-                    .create(Kind::EndpointSlice, &pod.namespace, &object)
-                    .map(|o| meta_str(&o, "uid").map(str::to_owned))
+                    .create_typed(&pod.namespace, &object)
+                    .map(|o| o.metadata.uid)
             }
         };
         match outcome {
@@ -130,13 +144,10 @@ pub fn apply(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<Option<S
 /// Deletes the pod's EndpointSlice if it carries this attachment's tenant id. Returns whether
 /// something was deleted.
 pub fn delete_owned(store: &dyn ObjectStore, pod: &PodRef, tenant: &str) -> Result<bool, BgpError> {
-    let Some(existing) = store.get(Kind::EndpointSlice, &pod.namespace, &pod.name)? else {
+    let Some(existing) = store.get_typed::<EndpointSlice>(&pod.namespace, &pod.name)? else {
         return Ok(false);
     };
-    let label = existing
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(TENANT_ID))
-        .and_then(Value::as_str);
+    let label = tenant_label(&existing);
     if label != Some(tenant) {
         log::debug(
             "DEL: EndpointSlice is not this attachment's; left alone",
@@ -144,7 +155,7 @@ pub fn delete_owned(store: &dyn ObjectStore, pod: &PodRef, tenant: &str) -> Resu
         );
         return Ok(false);
     }
-    let uid = meta_str(&existing, "uid").unwrap_or_default();
+    let uid = existing.metadata.uid.as_deref().unwrap_or_default();
     store.delete(Kind::EndpointSlice, &pod.namespace, &pod.name, uid)?;
     Ok(true)
 }
@@ -154,11 +165,14 @@ pub fn check(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<(), BgpE
     let pod = input.pod;
     let name = format!("EndpointSlice {}/{}", pod.namespace, pod.name);
     let object = store
-        .get(Kind::EndpointSlice, &pod.namespace, &pod.name)?
+        .get_typed::<EndpointSlice>(&pod.namespace, &pod.name)?
         .ok_or_else(|| BgpError::Check(format!("{name} does not exist")))?;
     let address = object
-        .pointer("/endpoints/0/addresses/0")
-        .and_then(Value::as_str);
+        .endpoints
+        .as_ref()
+        .and_then(|e| e.first())
+        .and_then(|e| e.addresses.first())
+        .map(String::as_str);
     if address != Some(input.address.to_string().as_str()) {
         return Err(BgpError::Check(format!(
             "{name} publishes {}, the pod has {}",
@@ -166,14 +180,12 @@ pub fn check(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<(), BgpE
             input.address
         )));
     }
-    for (what, pointer) in [
-        ("label", "/metadata/labels"),
-        ("annotation", "/metadata/annotations"),
-    ] {
-        let value = object
-            .pointer(pointer)
+    let meta = &object.metadata;
+    for (what, map) in [("label", &meta.labels), ("annotation", &meta.annotations)] {
+        let value = map
+            .as_ref()
             .and_then(|m| m.get(TENANT_ID))
-            .and_then(Value::as_str);
+            .map(String::as_str);
         if value != Some(input.tenant) {
             return Err(BgpError::Check(format!(
                 "{name} {what} {TENANT_ID} is {}, want \"{}\"",
@@ -182,10 +194,11 @@ pub fn check(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<(), BgpE
             )));
         }
     }
-    let sid = object
-        .pointer("/metadata/annotations")
+    let sid = meta
+        .annotations
+        .as_ref()
         .and_then(|m| m.get(SRV6_SID))
-        .and_then(Value::as_str);
+        .map(String::as_str);
     let want = input.sid.map(|s| s.to_string());
     if sid != want.as_deref() {
         return Err(BgpError::Check(format!(

@@ -4,160 +4,15 @@
 // Helpers outside #[test] functions panic on fixture failures by design.
 #![allow(clippy::unwrap_used)]
 
-use galactic_testkit::apiserver::{ApiServer, Fault, FaultAction};
-use galactic_testkit::host::use_apiserver;
-use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
+mod cluster;
+
+use cluster::*;
+use galactic_testkit::apiserver::{Fault, FaultAction};
+use galactic_testkit::runtime::Attachment;
 use galactic_testkit::{Outcome, TestNode};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
-
-const BIN: &str = env!("CARGO_BIN_EXE_galactic-bgp");
-const NS: &str = "galactic-system";
-
-/// A live netns path: this test process's own.
-fn live_netns() -> String {
-    format!("/proc/{}/ns/net", std::process::id())
-}
-
-fn veth_prev(v6: &str, v4: &str, netns: &str) -> Value {
-    json!({
-        "cniVersion": "1.1.0",
-        "interfaces": [
-            {"name": "G000000001001H", "mac": "02:00:00:00:00:01", "mtu": 1500},
-            {"name": "eth0", "mac": "02:00:00:00:00:02", "sandbox": netns, "socketPath": "/x"}
-        ],
-        "ips": [
-            {"address": v6, "gateway": "fd20:10:ff01::1", "interface": 1},
-            {"address": v4, "gateway": "172.21.1.1", "interface": 1}
-        ],
-        "routes": [{"dst": "::/0", "table": 100, "priority": 5}],
-        "futureKey": {"kept": true}
-    })
-}
-
-/// galactic-bgp's network config and the prevResult it runs with.
-struct Stanza {
-    list: Conflist,
-    prev: Option<Value>,
-}
-
-/// galactic-bgp's stanza for (`vpc`, `att`), with `prev` as that attachment's master would
-/// report it: its host interface is the one the ids name.
-fn stanza(vpc: &str, att: &str, prev: &Value) -> Stanza {
-    let mut prev = prev.clone();
-    if let Ok(ids) = galactic_core::ident::ChainIds::of(&json!({"vpc": vpc, "vpcattachment": att}))
-    {
-        for iface in prev["interfaces"].as_array_mut().into_iter().flatten() {
-            if iface.get("sandbox").is_none() {
-                iface["name"] = json!(ids.host_ifname());
-            }
-        }
-    }
-    Stanza {
-        list: bgp_list("net1", vpc, att),
-        prev: Some(prev),
-    }
-}
-
-/// A network config file with galactic-bgp alone.
-fn bgp_list(name: &str, vpc: &str, att: &str) -> Conflist {
-    let conf = json!({"type": "galactic-bgp", "vpc": vpc, "vpcattachment": att});
-    Conflist::new("1.1.0", name, vec![conf])
-}
-
-/// A runtime on `node` running this crate's galactic-bgp in the test's own namespace.
-fn runtime(node: &TestNode) -> Runtime<'_> {
-    Runtime::new(node, node.dir.path(), None).binary("galactic-bgp", Path::new(BIN))
-}
-
-struct Cluster {
-    server: ApiServer,
-    node: TestNode,
-}
-
-fn router(name: &str, node: &str, srv6: bool) -> Value {
-    let mut spec = json!({"targetRef": {"kind": "Node", "name": node}, "roles": ["tenant"],
-                          "localASN": 65000, "routerID": "10.0.2.1"});
-    if srv6 {
-        spec["srv6Locator"] = json!("2001:db8:ff03::/48");
-        spec["nodeID"] = json!(1);
-    }
-    json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
-           "metadata": {"name": name, "namespace": NS}, "spec": spec})
-}
-
-/// A node publishing to `server` under the name `node_name`.
-fn kube_node(server: &ApiServer, node_name: &str) -> TestNode {
-    let node =
-        TestNode::new(json!({"publisher": "kubernetes", "node_name": node_name, "namespace": NS}));
-    use_apiserver(&node, server);
-    node
-}
-
-impl Cluster {
-    fn new(node_name: &str) -> Self {
-        let server = ApiServer::start().unwrap();
-        let node = kube_node(&server, node_name);
-        server.fixture().insert(router("router-a", "node-a", true));
-        server.fixture().insert(router("router-b", "node-b", false));
-        Self { server, node }
-    }
-
-    fn pod(&self, name: &str) -> String {
-        let pod = self
-            .server
-            .fixture()
-            .insert(json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "pods"}}));
-        pod["metadata"]["uid"].as_str().unwrap().to_owned()
-    }
-
-    fn get(&self, plural: &str, ns: &str, name: &str) -> Option<Value> {
-        self.server.fixture().get(plural, Some(ns), name)
-    }
-}
-
-/// galactic-bgp's `command` for container `cid` in `netns`, of kubelet's `pod` (if any).
-fn call(
-    node: &TestNode,
-    command: &str,
-    cid: &str,
-    netns: &str,
-    pod: Option<&str>,
-    stanza: &Stanza,
-) -> Outcome {
-    let mut att = Attachment::new(cid, netns, "eth0");
-    if let Some(pod) = pod {
-        att = att
-            .arg("IgnoreUnknown", "1")
-            .arg("K8S_POD_NAMESPACE", "pods")
-            .arg("K8S_POD_NAME", pod);
-    }
-    // These tests run galactic-bgp with a prevResult of their own: the master's record of
-    // the attachment is what its ADD would have left (galactic-bgp checks it before publishing).
-    let entry = &stanza.list.plugins[0];
-    if let (Some(vpc), Some(att)) = (entry["vpc"].as_str(), entry["vpcattachment"].as_str()) {
-        if galactic_core::ident::ChainIds::of(entry).is_ok() && command == "ADD" {
-            node.record_master(&stanza.list.name, cid, "eth0", netns, (vpc, att));
-        }
-    }
-    // These tests are about publication: the node has SRv6 settings but no eBPF datapath
-    // (tests/datapath.rs covers the registration on real maps).
-    runtime(node)
-        .env(galactic_core::bpf::maps::DATAPATH_ENV, "off")
-        .plugin(&stanza.list, 0, command, &att, stanza.prev.as_ref())
-}
-
-fn add_ok(node: &TestNode, cid: &str, netns: &str, pod: Option<&str>, stanza: &Stanza) {
-    let out = call(node, "ADD", cid, netns, pod, stanza);
-    assert!(out.success, "{out:?}\nlog: {:?}", node.log_lines());
-    assert_eq!(
-        Some(out.json()),
-        stanza.prev,
-        "prevResult passes through unchanged"
-    );
-}
 
 #[test]
 fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
@@ -180,10 +35,12 @@ fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
         .get("bgpadvertisements", NS, "1-1")
         .expect("BGPAdvertisement 1-1");
     let key = "c".repeat(41);
+    // A /proc netns path: the router's GC cannot judge it, so it is not under netns.*
+    // (decision 0016; /run/netns paths are, see tests/router_gc.rs of galactic-master).
     assert_eq!(
         adv["metadata"]["annotations"],
         json!({
-            format!("galactic.datum.net/netns.{key}"): live_netns(),
+            format!("galactic.datum.net/netns-path.{key}"): live_netns(),
             format!("galactic.datum.net/allocated-subnet-ipv6.{key}"): "fd20:10:ff01::100:0/96",
             format!("galactic.datum.net/allocated-subnet-ipv4.{key}"): "172.21.1.2",
         })
@@ -671,15 +528,29 @@ fn bad_input_and_missing_cluster_state_get_clear_codes() {
         c.server.fixture().list("bgpvrfinstances", None).is_empty(),
         "nothing written"
     );
-    // A tap attachment without addresses: VRF instance only, no empty advertisement.
+    // A tap attachment without addresses: its advertisement originates from its host interface
+    // (decision 0016: the router keeps the VPC's VRF only while an advertisement exists).
     let tap = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}]});
     add_ok(&c.node, "tap", &live_netns(), None, &stanza("1", "1", &tap));
     assert!(c.get("bgpvrfinstances", NS, "1-node-a").is_some());
-    assert!(c
-        .server
-        .fixture()
-        .list("bgpadvertisements", None)
-        .is_empty());
+    let adv = c
+        .get("bgpadvertisements", NS, "1-1")
+        .expect("an advertisement");
+    assert_eq!(
+        adv["spec"],
+        json!({"routerRef": {"name": "router-a"}, "addressFamily": {"afi": "l2vpn", "safi": "evpn"},
+        "originateFrom": {"type": "interface", "interfaceName": "G000000001001H"},
+        "communities": ["65000:1"], "vrfID": 1, "function": "End.DT46"})
+    );
+    call(
+        &c.node,
+        "CHECK",
+        "tap",
+        &live_netns(),
+        None,
+        &stanza("1", "1", &tap),
+    )
+    .expect_quiet_success();
 }
 
 #[test]
@@ -705,14 +576,16 @@ fn the_local_backend_writes_the_same_documents_to_disk() {
     let root = node.dir.path().join("state").join("bgp");
     let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
     let conf = stanza("1", "1", &prev);
-    // Without a BGPRouter document publication still works (no route targets, no SRv6).
+    // Without a BGPRouter document publication still works: no SRv6, and the route target's
+    // ASN-free form (decision 0015; the API requires route targets).
     add_ok(&node, "one", &live_netns(), Some("p1"), &conf);
     let read = |rel: &str| -> Value {
         serde_json::from_slice(&std::fs::read(root.join(rel)).unwrap()).unwrap()
     };
     assert_eq!(
         read("galactic-system/bgpvrfinstances/1-node-a.json")["spec"],
-        json!({"routerRef": {"name": "node-a"}, "vrfID": 1})
+        json!({"routerRef": {"name": "node-a"}, "vrfID": 1,
+        "importRouteTargets": [{"value": "0.0.0.0:1"}], "exportRouteTargets": [{"value": "0.0.0.0:1"}]})
     );
 
     std::fs::write(
@@ -781,6 +654,77 @@ fn the_local_backend_writes_the_same_documents_to_disk() {
     assert!(root
         .join("galactic-system/bgpvrfinstances/2-node-a.json")
         .exists());
+}
+
+/// Every JSON document under `dir`, recursively.
+fn documents_under(dir: &Path) -> Vec<(std::path::PathBuf, Value)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(documents_under(&path));
+        } else if path.extension().is_some_and(|x| x == "json") {
+            out.push((
+                path.clone(),
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_local_document_is_one_the_api_server_stores_and_a_bad_router_file_is_refused() {
+    let node = TestNode::new(json!({"publisher": "local", "node_name": "node-a", "namespace": NS}));
+    let root = node.dir.path().join("state").join("bgp");
+    let routers = root.join(NS).join("bgprouters");
+    std::fs::create_dir_all(&routers).unwrap();
+    std::fs::write(
+        routers.join("router-a.json"),
+        router("router-a", "node-a", true).to_string(),
+    )
+    .unwrap();
+    let dual = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    add_ok(
+        &node,
+        "one",
+        &live_netns(),
+        Some("p1"),
+        &stanza("1", "1", &dual),
+    );
+    let tap = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}]});
+    add_ok(&node, "tap", &live_netns(), None, &stanza("2", "1", &tap));
+    let v4 = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "G000000001001H"}],
+        "ips": [{"address": "10.7.0.2/24", "interface": 0}]});
+    add_ok(&node, "v4", &live_netns(), None, &stanza("3Zz", "1", &v4));
+    let fixture = galactic_testkit::apiserver::Fixture::new();
+    let docs = documents_under(&root);
+    assert!(docs.len() >= 7, "{docs:?}");
+    for (path, doc) in docs {
+        if let Err(e) = fixture.try_insert(doc) {
+            panic!("{} would be refused: {e}", path.display());
+        }
+    }
+    // A router document without addressFamilies is no BGPRouter: code 7, naming the problem.
+    let mut bad = router("router-a", "node-a", true);
+    bad["spec"]
+        .as_object_mut()
+        .unwrap()
+        .remove("addressFamilies");
+    std::fs::write(routers.join("router-a.json"), bad.to_string()).unwrap();
+    let msg = call(
+        &node,
+        "ADD",
+        "one",
+        &live_netns(),
+        Some("p1"),
+        &stanza("1", "1", &dual),
+    )
+    .expect_error(7);
+    assert!(
+        msg.contains("BGPRouter") && msg.contains("addressFamilies"),
+        "{msg}"
+    );
 }
 
 /// The VPC's last attachment leaving while another arrives: DEL decides "no other attachment of

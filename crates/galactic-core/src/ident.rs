@@ -3,7 +3,8 @@
 //! Compatible with the upstream Go implementation, so that names on a node and in the cluster stay
 //! the same after a switch: base62 digits `0-9a-zA-Z` (most significant first), interface names
 //! `G{vpc:9}{att:3}H|G` and `G{vpc:9}V` (left-padded with `0`), CRD names from the lowercase hex
-//! value, route targets `ASN:low32(vpc)`.
+//! value. Route targets keep the Go chain's `ASN:VPC` wherever the Galactic API accepts it and
+//! have an IPv4-specific form elsewhere ([`route_target`], decision 0015).
 //!
 //! Unlike upstream, ids are range-checked when parsed (VPC ≤ 48 bits, attachment ≤ 16 bits), so an
 //! over-long id is a config error (code 7) instead of a netlink failure half-way through an ADD.
@@ -285,12 +286,6 @@ pub fn guest_ifname(vpc: &VpcId, att: &AttachmentId) -> String {
     format!("G{}{}G", vpc.padded(), att.padded())
 }
 
-/// The VPC's BGP route target, identical on every node: `ASN:low32(vpc)`.
-pub fn route_target(local_asn: u32, vpc: &VpcId) -> String {
-    // Truncation to the low 32 bits is the definition.
-    format!("{local_asn}:{}", vpc.value() as u32)
-}
-
 /// A CRD name segment for an id: its lowercase hex, or `x` + 12 hex chars of SHA-256 when the
 /// id is not base62 (keeps names RFC 1123 valid; `A` and `a` are different values).
 pub fn name_segment(raw: &str) -> String {
@@ -315,6 +310,10 @@ pub fn bgp_advertisement_name(vpc_raw: &str, att_raw: &str) -> String {
 pub fn tenant_identifier(vpc: &VpcId, att: &AttachmentId) -> String {
     format!("{}-{}", vpc.raw(), att.raw())
 }
+
+mod route_target;
+
+pub use route_target::{route_target, speaking_asn};
 
 #[cfg(test)]
 mod tests;

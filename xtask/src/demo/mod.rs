@@ -125,7 +125,8 @@ fn stage_host(built: &Path, routing_domain: &str) -> Result<Host> {
         "apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
         "metadata": {"name": "demo-router", "namespace": "galactic-system"},
         "spec": {"targetRef": {"kind": "Node", "name": "demo-node"}, "roles": ["tenant"],
-                 "localASN": 65000, "routerID": "192.0.2.1"}})
+                 "localASN": 65000, "routerID": "192.0.2.1",
+                 "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}]}})
         .to_string(),
     )?;
     println!(

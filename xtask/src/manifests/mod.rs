@@ -4,7 +4,9 @@
 //!
 //! Sources: every `*.yaml`/`*.yml` document of kind `NetworkAttachmentDefinition` (its
 //! `spec.config`; the items of a `List`, as `kubectl get … -o yaml` prints the cluster's NADs)
-//! and every `*.conflist` file. Checks, per conflist:
+//! and every `*.conflist` file. Every YAML object of the workspace's CRDs (BGP resources such as
+//! the lab's BGPRouters, and the NADs) must also be one the API server would store: the test API
+//! server checks it against the CRD's schema and CEL rules. Checks, per conflist:
 //!
 //! 1. shape: `name` (for a NAD, equal to `metadata.name`: the masters look the NAD up by it),
 //!    `cniVersion` 1.0.0 or 1.1.0, a non-empty `plugins` list;
@@ -87,6 +89,8 @@ pub struct Report {
     pub nads: usize,
     /// Conflist files read.
     pub conflists: usize,
+    /// Objects of the workspace's CRDs checked against them (NADs included).
+    pub custom_resources: usize,
     /// `galactic-cni` DaemonSets checked (`daemonset`).
     pub daemonsets: usize,
     /// Every problem.
@@ -121,10 +125,11 @@ pub fn run(args: &Args) -> Result<()> {
         println!("FAIL {finding}");
     }
     println!(
-        "{} NetworkAttachmentDefinition(s), {} conflist file(s), {} DaemonSet(s): {} problem(s)",
+        "{} NetworkAttachmentDefinition(s), {} conflist file(s), {} DaemonSet(s), {} custom resource(s): {} problem(s)",
         report.nads,
         report.conflists,
         report.daemonsets,
+        report.custom_resources,
         report.findings.len()
     );
     if !report.findings.is_empty() {
@@ -229,6 +234,27 @@ fn documents(text: &str) -> Vec<String> {
     docs
 }
 
+/// For an object of one of the workspace's CRDs (the BGP resources, NADs): whether the API
+/// server would store it (the test API server with those CRDs: schema and CEL rules).
+fn refused_custom_resource(value: &Value) -> Option<Result<(), String>> {
+    let api_version = value["apiVersion"].as_str()?;
+    let ours = galactic_core::kube::crds().iter().any(|(_, crd)| {
+        let group = crd["spec"]["group"].as_str().unwrap_or_default();
+        api_version.split('/').next() == Some(group)
+            && crd["spec"]["names"]["kind"] == value["kind"]
+    });
+    if !ours {
+        return None;
+    }
+    let fixture = galactic_testkit::apiserver::Fixture::new();
+    Some(
+        fixture
+            .try_insert(value.clone())
+            .map(drop)
+            .map_err(|e| e.message),
+    )
+}
+
 /// The NADs of one YAML file; problems with a NAD's envelope become findings.
 fn nads(path: &Path, text: &str, report: &mut Report) -> Vec<Source> {
     let mut out = Vec::new();
@@ -263,8 +289,18 @@ fn nads(path: &Path, text: &str, report: &mut Report) -> Vec<Source> {
     out
 }
 
-/// One Kubernetes object of a YAML document: the DaemonSet is linted, a NAD becomes a source.
+/// One Kubernetes object of a YAML document: an object of the workspace's CRDs is checked
+/// against its CRD, the DaemonSet is linted, a NAD becomes a source.
 fn object(origin: String, value: &Value, out: &mut Vec<Source>, report: &mut Report) {
+    if let Some(refused) = refused_custom_resource(value) {
+        report.custom_resources += 1;
+        if let Err(message) = refused {
+            report.findings.push(Finding {
+                origin: origin.clone(),
+                message,
+            });
+        }
+    }
     if daemonset::is_ours(value) {
         report.daemonsets += 1;
         report

@@ -54,6 +54,26 @@ fn every_manifest_under_deploy_passes() {
         report.conflists
     );
     assert!(report.nads >= 6, "tenant NADs: {}", report.nads);
+    assert!(
+        report.custom_resources >= report.nads + 4,
+        "NADs and the lab's BGPRouters: {}",
+        report.custom_resources
+    );
+}
+
+#[test]
+fn a_bgp_router_the_api_server_would_refuse_fails() {
+    let router = "apiVersion: network.datumapis.com/v1alpha1\nkind: BGPRouter\nmetadata: {name: r, namespace: galactic-system}\nspec:\n  targetRef: {kind: Node, name: n}\n  localASN: 65001\n  routerID: 10.254.1.1\n";
+    let msg = only_finding(&lint_fixture("routers.yaml", router));
+    assert!(
+        msg.contains("spec.addressFamilies: Required value"),
+        "{msg}"
+    );
+    let good = format!("{router}  addressFamilies: [{{afi: l2vpn, safi: evpn}}]\n");
+    assert!(lint_fixture("routers.yaml", &good).findings.is_empty());
+    let bad_locator = format!("{good}  srv6Locator: 10.0.0.0/8\n");
+    let msg = only_finding(&lint_fixture("routers.yaml", &bad_locator));
+    assert!(msg.contains("srv6Locator must be an IPv6 CIDR"), "{msg}");
 }
 
 #[test]
@@ -197,6 +217,54 @@ fn the_crd_kustomization_lists_every_generated_crd() {
         .collect();
     generated.sort();
     assert_eq!(listed, generated, "deploy/crds/kustomization.yaml");
+}
+
+/// Every file a kustomization at `dir` applies, through the directories it includes.
+fn kustomized_files(dir: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
+    let doc: Value = serde_norway::from_str(&text).unwrap();
+    let mut files = Vec::new();
+    for resource in doc["resources"].as_array().unwrap() {
+        let path = dir.join(resource.as_str().unwrap());
+        if path.is_dir() {
+            files.extend(kustomized_files(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// The CRD names defined by `files`.
+fn crds_in(files: &[PathBuf]) -> Vec<String> {
+    let mut names: Vec<String> = files
+        .iter()
+        .flat_map(|f| documents(&std::fs::read_to_string(f).unwrap()))
+        .filter_map(|d| serde_norway::from_str::<Value>(&d).ok())
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .map(|d| d["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn the_production_kustomization_never_replaces_crds_and_the_dev_one_installs_ours() {
+    let root = crate::workspace_root().join("deploy/kubernetes");
+    let production = kustomized_files(&root);
+    assert!(
+        crds_in(&production).is_empty(),
+        "deploy/kubernetes would replace the Galactic API's or Multus's CRDs: {production:?}"
+    );
+    assert!(production.iter().any(|f| f.ends_with("daemonset.yaml")));
+    let dev = kustomized_files(&root.join("dev"));
+    let mut ours: Vec<String> = galactic_core::kube::crds()
+        .iter()
+        .map(|(_, crd)| crd["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    ours.sort();
+    assert_eq!(crds_in(&dev), ours, "deploy/kubernetes/dev");
+    assert!(dev.iter().any(|f| f.ends_with("daemonset.yaml")));
 }
 
 #[test]

@@ -163,7 +163,39 @@ impl ObjectStore for KubeStore {
     }
 }
 
+/// A CustomResourceDefinition as this node finds it.
+pub enum InstalledCrd {
+    /// The stored CRD document.
+    Found(Value),
+    /// No such CRD (404).
+    Missing,
+    /// This node may not read it (403: a deployment whose RBAC predates the check).
+    Forbidden,
+}
+
 impl KubeStore {
+    /// The CustomResourceDefinition `name` as installed (one attempt: STATUS).
+    pub fn installed_crd(&self, name: &str) -> Result<InstalledCrd, StoreError> {
+        let what = format!("STATUS: get CustomResourceDefinition {name}");
+        let crds = ApiResource {
+            group: "apiextensions.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "apiextensions.k8s.io/v1".into(),
+            kind: "CustomResourceDefinition".into(),
+            plural: "customresourcedefinitions".into(),
+        };
+        let found = self.client.call_with(&what, RetryPolicy::once(), |c| {
+            let api: Api<DynamicObject> = Api::all_with(c, &crds);
+            async move { api.get(name).await }
+        });
+        match found {
+            Ok(crd) => Ok(InstalledCrd::Found(to_value(crd)?)),
+            Err(e) if e.is_not_found() => Ok(InstalledCrd::Missing),
+            Err(e) if e.status_code() == Some(403) => Ok(InstalledCrd::Forbidden),
+            Err(e) => Err(StoreError::Kube(e)),
+        }
+    }
+
     /// DELETE with a uid (and optionally a resourceVersion) precondition; 404 is success.
     fn delete_with(
         &self,

@@ -3,6 +3,10 @@
 //!
 //! - [`kube::KubeStore`]: the Kubernetes API (node config `publisher: kubernetes`).
 //! - [`local::LocalStore`]: JSON files under the node's state directory (`publisher: local`).
+//!
+//! The backends move whole documents ([`ObjectStore`]); the publish algorithm reads and writes
+//! typed resources through [`Documents`] (the CRD types of `galactic_core::kube`, EndpointSlice,
+//! Pod), converted at this boundary only.
 
 pub mod kube;
 pub mod local;
@@ -10,6 +14,10 @@ pub mod local;
 use galactic_core::kube::KubeError;
 use galactic_core::lockfile::LockError;
 use galactic_core::state::StateError;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::Value;
 
 /// A resource the backends store.
@@ -181,4 +189,119 @@ pub trait ObjectStore {
 /// `metadata.<field>` of a document.
 pub fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
     object.get("metadata")?.get(field)?.as_str()
+}
+
+/// A resource the publish algorithm reads or writes, typed.
+pub trait Document: Serialize + DeserializeOwned {
+    /// Its kind.
+    const KIND: Kind;
+}
+
+impl Document for galactic_core::kube::BGPRouter {
+    const KIND: Kind = Kind::Router;
+}
+impl Document for galactic_core::kube::BGPVRFInstance {
+    const KIND: Kind = Kind::VrfInstance;
+}
+impl Document for galactic_core::kube::BGPAdvertisement {
+    const KIND: Kind = Kind::Advertisement;
+}
+impl Document for EndpointSlice {
+    const KIND: Kind = Kind::EndpointSlice;
+}
+impl Document for Pod {
+    const KIND: Kind = Kind::Pod;
+}
+
+/// The stored document `value` as a `D` (a document of another shape is [`StoreError::Shape`]).
+pub fn parse<D: Document>(value: Value) -> Result<D, StoreError> {
+    let name = meta_str(&value, "name").unwrap_or_default().to_owned();
+    serde_json::from_value(value).map_err(|e| StoreError::Shape {
+        what: format!("{} {name}", D::KIND.kind()),
+        why: e.to_string(),
+    })
+}
+
+fn document<D: Document>(object: &D) -> Result<Value, StoreError> {
+    let mut value = serde_json::to_value(object).map_err(|e| StoreError::Shape {
+        what: format!("{} to write", D::KIND.kind()),
+        why: e.to_string(),
+    })?;
+    value["apiVersion"] = Value::from(D::KIND.api_version());
+    value["kind"] = Value::from(D::KIND.kind());
+    Ok(value)
+}
+
+/// Typed access to any [`ObjectStore`].
+pub trait Documents {
+    /// Every `D` in `namespace`, with the documents that are not a `D` apart.
+    fn list_typed<D: Document>(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<Result<D, StoreError>>, StoreError>;
+    /// One `D`, `None` when absent.
+    fn get_typed<D: Document>(&self, namespace: &str, name: &str) -> Result<Option<D>, StoreError>;
+    /// Creates `object` ([`StoreError::Exists`] when the name is taken); returns it as stored.
+    fn create_typed<D: Document>(&self, namespace: &str, object: &D) -> Result<D, StoreError>;
+    /// Replaces `object` (its resourceVersion, if any, is a precondition); returns it as stored.
+    fn replace_typed<D: Document>(&self, namespace: &str, object: &D) -> Result<D, StoreError>;
+    /// Merge-patches the `D` `name` with `patch` (fields absent from it are kept).
+    fn merge_patch_typed<D: Document, P: Serialize>(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &P,
+    ) -> Result<D, StoreError>;
+    /// Deletes `object` only if it is still exactly as read (its uid and resourceVersion).
+    fn delete_unchanged_typed<D: Document>(
+        &self,
+        namespace: &str,
+        object: &D,
+    ) -> Result<(), StoreError>;
+}
+
+impl<S: ObjectStore + ?Sized> Documents for S {
+    fn list_typed<D: Document>(
+        &self,
+        namespace: &str,
+    ) -> Result<Vec<Result<D, StoreError>>, StoreError> {
+        Ok(self
+            .list(D::KIND, namespace)?
+            .into_iter()
+            .map(parse)
+            .collect())
+    }
+
+    fn get_typed<D: Document>(&self, namespace: &str, name: &str) -> Result<Option<D>, StoreError> {
+        self.get(D::KIND, namespace, name)?.map(parse).transpose()
+    }
+
+    fn create_typed<D: Document>(&self, namespace: &str, object: &D) -> Result<D, StoreError> {
+        parse(self.create(D::KIND, namespace, &document(object)?)?)
+    }
+
+    fn replace_typed<D: Document>(&self, namespace: &str, object: &D) -> Result<D, StoreError> {
+        parse(self.replace(D::KIND, namespace, &document(object)?)?)
+    }
+
+    fn merge_patch_typed<D: Document, P: Serialize>(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &P,
+    ) -> Result<D, StoreError> {
+        let patch = serde_json::to_value(patch).map_err(|e| StoreError::Shape {
+            what: format!("patch of {} {name}", D::KIND.kind()),
+            why: e.to_string(),
+        })?;
+        parse(self.merge_patch(D::KIND, namespace, name, &patch)?)
+    }
+
+    fn delete_unchanged_typed<D: Document>(
+        &self,
+        namespace: &str,
+        object: &D,
+    ) -> Result<(), StoreError> {
+        self.delete_unchanged(D::KIND, namespace, &document(object)?)
+    }
 }

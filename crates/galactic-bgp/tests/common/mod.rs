@@ -50,6 +50,7 @@ impl Node {
             "metadata": {"name": "router-a", "namespace": NS},
             "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "roles": ["tenant"],
                      "localASN": 65000, "routerID": "10.0.2.1",
+                     "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}],
                      "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}});
         std::fs::write(dir.join("router-a.json"), router.to_string()).unwrap();
         Self {

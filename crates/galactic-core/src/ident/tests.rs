@@ -82,14 +82,135 @@ fn ids_are_range_checked() {
     assert!(err.to_string().contains("vpcattachment") && err.to_string().contains("16-bit"));
 }
 
+/// The VPC a route target names, for either form ([`route_target`]).
+fn vpc_of(text: &str) -> u64 {
+    let (admin, number) = text.split_once(':').unwrap();
+    let number: u64 = number.parse().unwrap();
+    match admin.parse::<std::net::Ipv4Addr>() {
+        Ok(address) => {
+            assert!(number <= 0xffff, "{text}");
+            u64::from(u32::from(address)) << 16 | number
+        }
+        Err(_) => number,
+    }
+}
+
+/// The Galactic API's route-target rule (BGPVRFInstance) and community rule (BGPAdvertisement).
+fn accepted(text: &str) -> bool {
+    static RULES: std::sync::OnceLock<(regex::Regex, regex::Regex)> = std::sync::OnceLock::new();
+    let (rt, community) = RULES.get_or_init(|| {
+        (
+            regex::Regex::new(
+                r"^([0-9]{1,9}[.][0-9]{1,9}[.][0-9]{1,9}[.][0-9]{1,9}|[0-9]{1,9}):[0-9]{1,9}$",
+            )
+            .unwrap(),
+            regex::Regex::new(
+                r"^[0-9]{1,10}:[0-9]{1,10}$|^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}:[0-9]{1,10}$",
+            )
+            .unwrap(),
+        )
+    });
+    !text.is_empty() && text.len() <= 21 && rt.is_match(text) && community.is_match(text)
+}
+
+fn vpc(value: u64) -> VpcId {
+    VpcId::parse(&base62_encode(value)).unwrap()
+}
+
 #[test]
-fn route_targets_use_the_low_32_bits() {
-    let rt = |hex: &str| route_target(65000, &VpcId::parse(&hex_to_base62(hex).unwrap()).unwrap());
+fn route_targets_keep_the_go_text_where_the_api_accepts_it() {
+    let rt = |hex: &str| {
+        route_target(
+            Some(65000),
+            &VpcId::parse(&hex_to_base62(hex).unwrap()).unwrap(),
+        )
+    };
     assert_eq!(rt("0000000004d2"), "65000:1234");
-    assert_eq!(rt("000100000001"), "65000:1");
-    assert_eq!(rt("0000ffffffff"), "65000:4294967295");
-    let vpc = VpcId::parse("jU").unwrap();
-    assert_eq!(route_target(4_200_000_000, &vpc), "4200000000:1234");
+    assert_eq!(rt("00003b9ac9ff"), "65000:999999999");
+    assert_eq!(route_target(Some(999_999_999), &vpc(1)), "999999999:1");
+    assert_eq!(
+        route_target(Some(0), &vpc(7)),
+        "0:7",
+        "localASN 2^32 speaks as AS 0"
+    );
+    // Where the Go text is refused (10 digits) or names another VPC too (low 32 bits), the VPC's
+    // 48 bits as an IPv4-specific route target.
+    assert_eq!(rt("0000ffffffff"), "0.0.255.255:65535");
+    assert_eq!(rt("00003b9aca00"), "0.0.59.154:51712");
+    assert_eq!(
+        rt("000100000001"),
+        "0.1.0.0:1",
+        "not 65000:1, which is VPC 1's"
+    );
+    assert_eq!(rt("ffffffffffff"), "255.255.255.255:65535");
+    assert_eq!(
+        route_target(Some(4_200_000_000), &vpc(1234)),
+        "0.0.0.0:1234"
+    );
+    assert_eq!(route_target(Some(1_000_000_000), &vpc(1)), "0.0.0.0:1");
+    assert_eq!(
+        route_target(None, &vpc(1)),
+        "0.0.0.0:1",
+        "no router: no ASN"
+    );
+    assert_eq!(speaking_asn(65000), 65000);
+    assert_eq!(speaking_asn((1 << 32) + 65000), 65000);
+    assert_eq!(speaking_asn(i64::MAX), u32::MAX);
+}
+
+#[test]
+fn every_asn_and_vpc_gives_an_accepted_route_target_unique_per_vpc() {
+    let edge_asns = [
+        None,
+        Some(0),
+        Some(1),
+        Some(65535),
+        Some(65536),
+        Some(999_999_999),
+        Some(1_000_000_000),
+        Some(4_199_999_999),
+        Some(4_200_000_000),
+        Some(4_294_967_294),
+        Some(u32::MAX),
+    ];
+    let mut vpcs: Vec<u64> = vec![0, 1, 999_999_999, 1_000_000_000, (1 << 32) - 1, 1 << 32];
+    vpcs.extend([
+        (1 << 32) + 1,
+        (1 << 32) + 999_999_999,
+        (1 << 48) - 1,
+        0xffff,
+        0x10000,
+    ]);
+    // A deterministic spread over the whole 48-bit space.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..5_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        vpcs.push(x & ((1 << 48) - 1));
+        vpcs.push(x % 2_000_000_000);
+    }
+    for asn in edge_asns
+        .into_iter()
+        .chain((0..40).map(|i| Some(speaking_asn(i64::MAX - i * 7_919_113))))
+    {
+        let mut seen = std::collections::HashMap::new();
+        for &v in &vpcs {
+            let text = route_target(asn, &vpc(v));
+            assert!(
+                accepted(&text),
+                "ASN {asn:?} VPC {v}: {text:?} refused by the API"
+            );
+            assert_eq!(vpc_of(&text), v, "{text} names VPC {v}");
+            if let Some(other) = seen.insert(text.clone(), v) {
+                assert_eq!(other, v, "{text} names VPCs {other} and {v}");
+            }
+            let go = asn.map(|a| format!("{a}:{}", v as u32));
+            if let Some(go) = go.filter(|g| accepted(g) && v < 1 << 32) {
+                assert_eq!(text, go, "the Go chain's text where it was valid");
+            }
+        }
+    }
 }
 
 #[test]

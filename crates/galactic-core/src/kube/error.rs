@@ -5,6 +5,18 @@ use super::retry::ErrorClass;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The client's error as a person reads it: the server's own message and reason for an API
+/// answer (the client's Display adds a Rust dump of the whole Status).
+fn describe(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!(
+            "the API server answered {} {}: {}",
+            status.code, status.reason, status.message
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// What went wrong talking to the API server.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
@@ -30,7 +42,7 @@ pub enum KubeError {
     #[error("cannot start the Kubernetes client runtime: {0}")]
     Runtime(#[source] std::io::Error),
     /// A call failed (after retries when the failure was transient).
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", describe(source))]
     Api {
         /// What was being done, to which object.
         what: String,
@@ -122,5 +134,35 @@ impl KubeError {
             } => Some(status.code),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_answer_reads_as_the_servers_message_without_a_status_dump() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 422, "reason": "Invalid",
+            "message": "BGPAdvertisement.network.datumapis.com \"1-1\" is invalid: spec: Invalid value: \"object\": at least one of prefixes, redistribute, or originateFrom must be specified"
+        }))
+        .unwrap();
+        let err = KubeError::Api {
+            what: "create BGPAdvertisement galactic-system/1-1".into(),
+            class: ErrorClass::Permanent,
+            source: kube::Error::Api(Box::new(status)),
+        };
+        let text = err.to_string();
+        assert_eq!(
+            text,
+            "create BGPAdvertisement galactic-system/1-1: the API server answered 422 Invalid: \
+             BGPAdvertisement.network.datumapis.com \"1-1\" is invalid: spec: Invalid value: \
+             \"object\": at least one of prefixes, redistribute, or originateFrom must be specified"
+        );
+        assert!(
+            !text.contains("Status {") && !text.contains("Some("),
+            "{text}"
+        );
     }
 }

@@ -20,11 +20,13 @@ mod retry;
 
 pub use client::{ClientOptions, KubeClient};
 pub use crd::{
-    crds, AddressFamily, Afi, BGPAdvertisement, BGPAdvertisementSpec, BGPRouter, BGPRouterSpec,
-    BGPVRFInstance, BGPVRFInstanceSpec, NetworkAttachmentDefinition,
-    NetworkAttachmentDefinitionSpec, Nptv6, Role, RouteTargetValue, RouterRef, RouterSelector,
-    SRv6Function, Safi, TargetRef, COMMUNITY_PATTERN, GROUP, PREFIX_PATTERN, ROUTE_TARGET_PATTERN,
-    VERSION,
+    crds, upstream_shape, AddressFamily, Afi, BGPAdvertisement, BGPAdvertisementSpec,
+    BGPAdvertisementStatus, BGPRouter, BGPRouterSpec, BGPRouterStatus, BGPVRFInstance,
+    BGPVRFInstanceSpec, BGPVRFInstanceStatus, Condition, ConditionStatus, Conditions,
+    LabelSelector, LabelSelectorRequirement, NameRef, NetworkAttachmentDefinition,
+    NetworkAttachmentDefinitionSpec, Nptv6, OriginType, OriginateFrom, PeerSummary,
+    RedistributeSource, ResolvedConfig, Role, RouteTarget, RouterStatus, SRv6Function, Safi,
+    TargetRef, GROUP, VERSION,
 };
 pub use error::KubeError;
 pub use nad::{

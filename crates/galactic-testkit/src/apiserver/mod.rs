@@ -3,14 +3,23 @@
 //!
 //! What it does (and nothing more):
 //! - stores objects of a fixed set of resources (see [`store::RESOURCES`]), namespaced or not,
-//!   stamping `uid`, `resourceVersion` (one global counter) and `creationTimestamp`;
+//!   stamping `uid`, `resourceVersion` (one global counter), `creationTimestamp` and
+//!   `generation`;
+//! - serves the custom resources only while their CustomResourceDefinition is stored (a new
+//!   fixture has the workspace's, `galactic_core::kube::crds`, which equal the Galactic API's),
+//!   and validates every create, update and patch of one as the real server does: unknown fields
+//!   pruned, defaults applied, the structural schema checked (types, required, enums, bounds,
+//!   lengths, item counts, patterns, formats, set and map lists, [`schema`]) and the
+//!   `x-kubernetes-validations` CEL rules evaluated by a CEL interpreter with the Kubernetes
+//!   libraries ([`cel`]); the `status` subresource (writes of the object keep the stored status,
+//!   `/status` writes change only the status);
 //! - GET / LIST (namespaced and across namespaces, `labelSelector` with `=`, `==`, `!=`, `k`,
 //!   `!k`), POST, PUT, PATCH (merge, strategic-merge treated as merge, JSON patch, server-side
 //!   apply treated as an upsert merge: no field-manager ownership) and DELETE with
 //!   `uid`/`resourceVersion` preconditions;
 //! - 404 `NotFound`, 409 `AlreadyExists` (create of an existing name) and 409 `Conflict` (stale
-//!   `resourceVersion` on PUT/PATCH/DELETE), 422 `Invalid` for the validation rules of
-//!   [`validate`] (the CRD rules upstream galactic trips over), as `Status` bodies;
+//!   `resourceVersion` on PUT/PATCH/DELETE), 422 `Invalid` with `details.causes` (field, reason,
+//!   message as apimachinery words them, [`failure`]), as `Status` bodies;
 //! - per-request fault injection ([`Fault`]): an error status, added latency, or a dropped
 //!   connection, matched by method and path;
 //! - a record of every request ([`Seen`]) so tests can assert what the client sent.
@@ -19,7 +28,11 @@
 //! `kube::Client::new`) and over HTTP/1.1 on an ephemeral 127.0.0.1 port ([`ApiServer`]), with a
 //! kubeconfig writer for child processes. No watch, no discovery, no admission, no finalizers.
 
+pub mod cel;
+pub mod failure;
 mod http;
+mod resources;
+pub mod schema;
 pub mod store;
 pub mod validate;
 
@@ -93,9 +106,19 @@ struct Shared {
 
 /// A handle on one fixture's state; cheap to clone, shared by every server and service built
 /// from it.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Fixture {
     shared: Arc<Shared>,
+}
+
+impl Default for Fixture {
+    fn default() -> Self {
+        let fixture = Self::without_crds();
+        for (_, crd) in galactic_core::kube::crds() {
+            fixture.insert(crd);
+        }
+        fixture
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -104,9 +127,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Fixture {
-    /// An empty fixture.
+    /// A fixture with the workspace's CRDs installed and nothing else.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A fixture with nothing stored, not even CRDs (the custom resources answer 404 until one
+    /// is inserted).
+    pub fn without_crds() -> Self {
+        Self {
+            shared: Arc::default(),
+        }
     }
 
     /// The fixture as a `tower::Service`, for `kube::Client::new(service, "default")`.
@@ -114,12 +145,19 @@ impl Fixture {
         FixtureService::new(self.clone())
     }
 
-    /// Stores `object` as a client create would (stamping metadata), bypassing validation and
-    /// faults; its `apiVersion` and `kind` pick the resource. Panics on an unknown kind (tests only).
+    /// Stores `object` as a client create would (pruned, defaulted, validated, metadata stamped)
+    /// but keeping its `status` and bypassing faults; its `apiVersion` and `kind` pick the
+    /// resource. Panics on an unknown kind or an object the server would refuse (tests only:
+    /// every seeded object is one the real server would store).
     pub fn insert(&self, object: Value) -> Value {
-        lock(&self.shared.store)
-            .insert(object)
+        self.try_insert(object)
             .unwrap_or_else(|e| panic!("fixture insert: {e}"))
+    }
+
+    /// [`Fixture::insert`] answering what the server would answer instead of panicking (a
+    /// manifest check: would the API server store this object?).
+    pub fn try_insert(&self, object: Value) -> Result<Value, store::Failure> {
+        lock(&self.shared.store).insert(object)
     }
 
     /// The stored object `plural` `namespace/name` (`namespace` `None` for cluster-scoped).

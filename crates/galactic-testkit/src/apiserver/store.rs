@@ -1,137 +1,19 @@
 //! The fixture's object store and the API semantics of each verb.
+//!
+//! A CRD-backed resource is served only while its CRD (a stored
+//! `apiextensions.k8s.io/v1` CustomResourceDefinition) serves the version: every write is then
+//! pruned, defaulted and validated by that CRD's schema and CEL rules, and with a status
+//! subresource a write of the main resource keeps the stored `status` while a write of
+//! `/status` changes nothing else. `metadata.generation` counts changes outside metadata (and
+//! outside status, with the subresource); a write that changes nothing keeps the object and its
+//! resourceVersion.
 
-use super::validate;
+pub use super::failure::Failure;
+pub use super::resources::{resource, Resource, RESOURCES};
+use super::validate::{self, Served};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// A resource the fixture serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Resource {
-    /// API group (`""` for the core group).
-    pub group: &'static str,
-    /// Version.
-    pub version: &'static str,
-    /// Plural (the URL segment).
-    pub plural: &'static str,
-    /// Kind.
-    pub kind: &'static str,
-    /// Whether objects live in a namespace.
-    pub namespaced: bool,
-}
-
-impl Resource {
-    /// `group/version`, or `version` for the core group.
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() {
-            self.version.to_owned()
-        } else {
-            format!("{}/{}", self.group, self.version)
-        }
-    }
-}
-
-const fn res(
-    group: &'static str,
-    version: &'static str,
-    plural: &'static str,
-    kind: &'static str,
-    namespaced: bool,
-) -> Resource {
-    Resource {
-        group,
-        version,
-        plural,
-        kind,
-        namespaced,
-    }
-}
-
-/// Every resource served; any other path is a 404, as for an unregistered CRD.
-pub const RESOURCES: &[Resource] = &[
-    res("", "v1", "pods", "Pod", true),
-    res("", "v1", "nodes", "Node", false),
-    res("", "v1", "configmaps", "ConfigMap", true),
-    res(
-        "discovery.k8s.io",
-        "v1",
-        "endpointslices",
-        "EndpointSlice",
-        true,
-    ),
-    res(
-        galactic_core::kube::GROUP,
-        galactic_core::kube::VERSION,
-        "bgprouters",
-        "BGPRouter",
-        true,
-    ),
-    res(
-        galactic_core::kube::GROUP,
-        galactic_core::kube::VERSION,
-        "bgpvrfinstances",
-        "BGPVRFInstance",
-        true,
-    ),
-    res(
-        galactic_core::kube::GROUP,
-        galactic_core::kube::VERSION,
-        "bgpadvertisements",
-        "BGPAdvertisement",
-        true,
-    ),
-    res(
-        "k8s.cni.cncf.io",
-        "v1",
-        "network-attachment-definitions",
-        "NetworkAttachmentDefinition",
-        true,
-    ),
-];
-
-/// The resource for a URL's group, version and plural.
-pub fn resource(group: &str, version: &str, plural: &str) -> Option<Resource> {
-    RESOURCES
-        .iter()
-        .copied()
-        .find(|r| r.group == group && r.version == version && r.plural == plural)
-}
-
-/// A failed request, answered as a `Status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// HTTP status.
-    pub code: u16,
-    /// Machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, `Invalid`, …).
-    pub reason: &'static str,
-    /// Message.
-    pub message: String,
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}: {}", self.code, self.reason, self.message)
-    }
-}
-
-impl Failure {
-    /// A failure.
-    pub fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            reason,
-            message: message.into(),
-        }
-    }
-
-    /// The `Status` body.
-    pub fn body(&self) -> Value {
-        json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": self.message, "reason": self.reason, "code": self.code,
-        })
-    }
-}
 
 /// A patch as the content type says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,7 +79,30 @@ impl Store {
         m["generation"] = json!(1);
     }
 
-    /// Stores an object directly (fixture seeding), picking the resource from apiVersion/kind.
+    /// The CRD serving `r`: `None` for a built-in resource, 404 while no stored CRD serves the
+    /// version (as for an unregistered resource).
+    pub fn served(&self, r: &Resource) -> Result<Option<Served>, Failure> {
+        if !r.crd {
+            return Ok(None);
+        }
+        let name = format!("{}.{}", r.plural, r.group);
+        self.get("customresourcedefinitions", "", &name)
+            .and_then(|crd| Served::of(&crd, r.version))
+            .map(Some)
+            .ok_or_else(|| {
+                Failure::new(
+                    404,
+                    "NotFound",
+                    format!(
+                        "the server could not find the requested resource ({}/{} {})",
+                        r.group, r.version, r.plural
+                    ),
+                )
+            })
+    }
+
+    /// Stores an object as a create would (pruned, defaulted, validated, metadata stamped) but
+    /// keeping its `status`, for seeding; its `apiVersion` and `kind` pick the resource.
     pub fn insert(&mut self, mut object: Value) -> Result<Value, Failure> {
         let api_version = object["apiVersion"].as_str().unwrap_or_default().to_owned();
         let kind = object["kind"].as_str().unwrap_or_default().to_owned();
@@ -210,6 +115,8 @@ impl Store {
             })?;
         let namespace = meta(&object, "namespace").unwrap_or_default();
         let name = meta(&object, "name").ok_or_else(|| Failure::new(422, "Invalid", "no name"))?;
+        let served = self.served(&r)?;
+        validate::admit(&r, served.as_ref(), &name, &mut object, None)?;
         self.stamp_new(&r, &namespace, &mut object);
         let ns = if r.namespaced {
             namespace
@@ -260,19 +167,32 @@ impl Store {
         )
     }
 
-    /// Reads an object (404 when absent).
+    /// Lists objects of `r` (404 while its CRD is not installed).
+    pub fn list_served(
+        &self,
+        r: &Resource,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Value>, Failure> {
+        self.served(r)?;
+        Ok(self.list(r.plural, namespace))
+    }
+
+    /// Reads an object (404 when absent, or while its CRD is not installed).
     pub fn read(&self, r: &Resource, namespace: &str, name: &str) -> Result<Value, Failure> {
+        self.served(r)?;
         self.get(r.plural, namespace, name)
             .ok_or_else(|| Self::not_found(r, name))
     }
 
-    /// Creates an object (409 AlreadyExists, 422 Invalid).
+    /// Creates an object (409 AlreadyExists, 422 Invalid); with a status subresource the
+    /// object's `status` is dropped.
     pub fn create(
         &mut self,
         r: &Resource,
         namespace: &str,
         mut object: Value,
     ) -> Result<Value, Failure> {
+        let served = self.served(r)?;
         let name = meta(&object, "name")
             .ok_or_else(|| Failure::new(422, "Invalid", "metadata.name: Required value"))?;
         if let Some(body_ns) = meta(&object, "namespace") {
@@ -291,42 +211,49 @@ impl Store {
                 format!("{}.{} \"{name}\" already exists", r.plural, r.group),
             ));
         }
-        validate::object(r, &name, &object)?;
+        if served.as_ref().is_some_and(|s| s.status_subresource) {
+            if let Some(fields) = object.as_object_mut() {
+                fields.remove("status");
+            }
+        }
+        validate::admit(r, served.as_ref(), &name, &mut object, None)?;
         self.stamp_new(r, namespace, &mut object);
         self.objects
             .insert((r.plural, namespace.to_owned(), name), object.clone());
         Ok(object)
     }
 
-    /// Replaces an object (PUT): 404, 409 on a stale resourceVersion, 422.
+    /// Replaces an object (PUT) or its status (PUT `/status`): 404, 409 on a stale
+    /// resourceVersion, 422.
     pub fn replace(
         &mut self,
         r: &Resource,
-        namespace: &str,
-        name: &str,
+        target: (&str, &str, Part),
         object: Value,
     ) -> Result<Value, Failure> {
+        let (namespace, name, part) = target;
         let current = self.read(r, namespace, name)?;
-        self.commit(r, namespace, name, &current, object)
+        self.commit(r, namespace, name, part, &current, object)
     }
 
-    /// Patches an object; an apply patch of an absent object creates it.
+    /// Patches an object or its status; an apply patch of an absent object creates it.
     pub fn patch(
         &mut self,
         r: &Resource,
-        namespace: &str,
-        name: &str,
+        target: (&str, &str, Part),
         kind: PatchKind,
         patch: &Value,
     ) -> Result<Value, Failure> {
-        let current = match (self.get(r.plural, namespace, name), kind) {
-            (Some(current), _) => current,
-            (None, PatchKind::Apply) => {
+        let (namespace, name, part) = target;
+        self.served(r)?;
+        let current = match (self.get(r.plural, namespace, name), kind, part) {
+            (Some(current), _, _) => current,
+            (None, PatchKind::Apply, Part::Main) => {
                 let mut object = patch.clone();
                 object["metadata"]["name"] = json!(name);
                 return self.create(r, namespace, object);
             }
-            (None, _) => return Err(Self::not_found(r, name)),
+            (None, _, _) => return Err(Self::not_found(r, name)),
         };
         let mut next = current.clone();
         match kind {
@@ -342,7 +269,50 @@ impl Store {
                     .map_err(|e| Failure::new(422, "Invalid", format!("JSON patch failed: {e}")))?;
             }
         }
-        self.commit(r, namespace, name, &current, next)
+        self.commit(r, namespace, name, part, &current, next)
+    }
+
+    /// What a write of `part` makes of `current`: the main resource keeps the stored status
+    /// (with the subresource), `/status` takes nothing but the status.
+    fn merge_part(
+        served: Option<&Served>,
+        part: Part,
+        current: &Value,
+        mut next: Value,
+    ) -> Result<Value, Failure> {
+        let subresource = served.is_some_and(|s| s.status_subresource);
+        match part {
+            Part::Status if !subresource => Err(Failure::new(
+                404,
+                "NotFound",
+                "the resource has no status subresource",
+            )),
+            Part::Status => {
+                let mut merged = current.clone();
+                merged["metadata"]["resourceVersion"] = next["metadata"]["resourceVersion"].clone();
+                match next.get("status") {
+                    Some(status) => merged["status"] = status.clone(),
+                    None => {
+                        if let Some(fields) = merged.as_object_mut() {
+                            fields.remove("status");
+                        }
+                    }
+                }
+                Ok(merged)
+            }
+            Part::Main if subresource => {
+                match current.get("status") {
+                    Some(status) => next["status"] = status.clone(),
+                    None => {
+                        if let Some(fields) = next.as_object_mut() {
+                            fields.remove("status");
+                        }
+                    }
+                }
+                Ok(next)
+            }
+            Part::Main => Ok(next),
+        }
     }
 
     /// Checks the precondition carried in `next` and stores it with fresh metadata.
@@ -351,9 +321,11 @@ impl Store {
         r: &Resource,
         namespace: &str,
         name: &str,
+        part: Part,
         current: &Value,
-        mut next: Value,
+        next: Value,
     ) -> Result<Value, Failure> {
+        let served = self.served(r)?;
         let current_rv = meta(current, "resourceVersion");
         if let Some(sent) = meta(&next, "resourceVersion") {
             if Some(&sent) != current_rv.as_ref() {
@@ -370,14 +342,32 @@ impl Store {
                 "metadata.name does not match the URL",
             ));
         }
-        validate::object(r, name, &next)?;
+        let mut next = Self::merge_part(served.as_ref(), part, current, next)?;
+        validate::admit(r, served.as_ref(), name, &mut next, Some(current))?;
         next["apiVersion"] = json!(r.api_version());
         next["kind"] = json!(r.kind);
-        for field in ["uid", "creationTimestamp", "namespace", "name"] {
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "namespace",
+            "name",
+            "generation",
+            "resourceVersion",
+        ] {
             next["metadata"][field] = current["metadata"][field].clone();
         }
-        let generation = current["metadata"]["generation"].as_i64().unwrap_or(1);
-        next["metadata"]["generation"] = json!(generation + 1);
+        if r.namespaced {
+            next["metadata"]["namespace"] = json!(namespace);
+        }
+        if next == *current {
+            // Nothing changed: the server writes nothing and keeps the resourceVersion.
+            return Ok(next);
+        }
+        let subresource = served.as_ref().is_some_and(|s| s.status_subresource);
+        if content(&next, subresource) != content(current, subresource) {
+            let generation = current["metadata"]["generation"].as_i64().unwrap_or(1);
+            next["metadata"]["generation"] = json!(generation + 1);
+        }
         next["metadata"]["resourceVersion"] = json!(self.next_revision());
         self.objects.insert(
             (r.plural, namespace.to_owned(), name.to_owned()),
@@ -412,4 +402,26 @@ impl Store {
         self.remove(r.plural, namespace, name);
         Ok(current)
     }
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The object (`.../name`).
+    Main,
+    /// Its status subresource (`.../name/status`).
+    Status,
+}
+
+/// What `metadata.generation` counts changes of: everything but metadata (and status, when it
+/// is a subresource).
+fn content(object: &Value, status_subresource: bool) -> Value {
+    let mut content = object.clone();
+    if let Some(fields) = content.as_object_mut() {
+        fields.remove("metadata");
+        if status_subresource {
+            fields.remove("status");
+        }
+    }
+    content
 }

@@ -177,7 +177,11 @@ impl Lab {
         for (path, doc) in ads {
             let annotations = doc["metadata"]["annotations"].as_object();
             for key in annotations.into_iter().flat_map(|a| a.keys()) {
-                if let Some(cid) = key.strip_prefix("galactic.datum.net/netns.") {
+                // Under either netns key (decision 0016).
+                let cid = key
+                    .strip_prefix("galactic.datum.net/netns.")
+                    .or_else(|| key.strip_prefix("galactic.datum.net/netns-path."));
+                if let Some(cid) = cid {
                     if !short.contains(cid) {
                         out.push(format!("advertisement {path} records {cid}"));
                     }

@@ -1,0 +1,104 @@
+//! Retracting a container's publication (DEL, and GC with the local publisher): its records on
+//! the attachment's advertisement, and the VPC's VRF instance of this node with the VPC's last
+//! attachment here.
+
+use super::advertisement::routes;
+use super::MAX_ATTEMPTS;
+use crate::annotations;
+use crate::error::BgpError;
+use crate::store::{Documents, ObjectStore};
+use galactic_core::kube::{BGPAdvertisement, BGPVRFInstance};
+
+/// What DEL did to an advertisement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retraction {
+    /// There is no advertisement, or it records none of the containers.
+    NotListed,
+    /// The containers' records and prefixes are gone; other containers keep it.
+    Retracted,
+    /// No live container was left: the advertisement is gone.
+    Deleted,
+}
+
+impl Retraction {
+    /// The log field's value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotListed => "not listed",
+            Self::Retracted => "retracted",
+            Self::Deleted => "deleted",
+        }
+    }
+}
+
+/// Removes the records of `containers` (and with them their prefixes) from the advertisement
+/// `name`, with those of dead containers as ADD prunes them, or the whole advertisement when no
+/// live container is left. The spec is rebuilt from the remaining records as ADD builds it: an
+/// advertisement left without prefixes originates from `host_ifname` (else from what it
+/// originated from before), decision 0016. Every write carries the resourceVersion it read, and
+/// the delete its uid and resourceVersion, so a concurrent ADD's record is never lost: on a
+/// conflict the advertisement is read again.
+pub fn retract_advertisement(
+    store: &dyn ObjectStore,
+    namespace: &str,
+    name: &str,
+    containers: &[&str],
+    host_ifname: Option<&str>,
+    alive: &dyn Fn(&str) -> bool,
+) -> Result<Retraction, BgpError> {
+    for _ in 1..=MAX_ATTEMPTS {
+        let Some(mut object) = store.get_typed::<BGPAdvertisement>(namespace, name)? else {
+            return Ok(Retraction::NotListed);
+        };
+        let mut ann = object.metadata.annotations.clone().unwrap_or_default();
+        let mut found = false;
+        for cid in containers {
+            found |= annotations::forget(&mut ann, cid);
+        }
+        if !found {
+            return Ok(Retraction::NotListed);
+        }
+        annotations::prune_dead(&mut ann, |p| alive(p));
+        let outcome = if annotations::containers(&ann) == 0 {
+            store
+                .delete_unchanged_typed(namespace, &object)
+                .map(|()| Retraction::Deleted)
+        } else {
+            let (prefixes, from_host) = routes(annotations::all_prefixes(&ann), host_ifname);
+            let before = object.spec.originate_from.take();
+            object.spec.originate_from = if prefixes.is_empty() {
+                from_host.or(before)
+            } else {
+                None
+            };
+            object.spec.prefixes = prefixes;
+            object.metadata.annotations = Some(ann);
+            store
+                .replace_typed(namespace, &object)
+                .map(|_| Retraction::Retracted)
+        };
+        match outcome {
+            Ok(done) => return Ok(done),
+            Err(e) if e.is_conflict() => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(BgpError::Contended {
+        what: format!("BGPAdvertisement {namespace}/{name}"),
+        attempts: MAX_ATTEMPTS,
+    })
+}
+
+/// DEL of the VPC's last attachment on this node: deletes the node's BGPVRFInstance of the VPC
+/// (as read, so an instance re-created meanwhile is kept). Returns whether one was deleted.
+pub fn retire_vrf_instance(
+    store: &dyn ObjectStore,
+    namespace: &str,
+    name: &str,
+) -> Result<bool, BgpError> {
+    let Some(object) = store.get_typed::<BGPVRFInstance>(namespace, name)? else {
+        return Ok(false);
+    };
+    store.delete_unchanged_typed(namespace, &object)?;
+    Ok(true)
+}
