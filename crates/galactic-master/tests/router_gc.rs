@@ -296,9 +296,14 @@ fn the_router_gc_reclaims_nothing_live_of_any_attachment_kind() {
     if !privileged("the_router_gc_reclaims_nothing_live_of_any_attachment_kind") {
         return;
     }
+    // With the Kubernetes publisher `auto` refuses a kernel without VRF: the node names its
+    // backend (the production-kernel tier's, else table on the development kernel).
+    let routing_domain =
+        std::env::var(galactic_testkit::ROUTING_DOMAIN_ENV).unwrap_or_else(|_| "table".into());
     let host = Host::new(
         "rgc",
-        json!({"publisher": "kubernetes", "node_name": NODE, "namespace": NS}),
+        json!({"publisher": "kubernetes", "node_name": NODE, "namespace": NS,
+               "routing_domain": routing_domain}),
         &["galactic-ipam", "galactic-route", "galactic-bgp"],
     );
     let server = host.start_apiserver();
