@@ -5,27 +5,11 @@
 
 use galactic_testkit::host::{ip_of, Host, Pod};
 use galactic_testkit::privileged::privileged;
-use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
+use galactic_testkit::runtime::{Attachment, Conflist};
 use serde_json::{json, Value};
-use std::path::Path;
 
-fn cni() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_galactic-cni"))
-}
-
-/// The host's runtime, with this test's own master binary.
-fn runtime(host: &Host) -> Runtime<'_> {
-    host.runtime().binary("galactic-cni", cni())
-}
-
-/// The host interface name of (vpc, attachment), computed like the plugin does.
-fn hname(vpc: &str, att: &str) -> String {
-    use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
-    host_ifname(
-        &VpcId::parse(vpc).unwrap(),
-        &AttachmentId::parse(att).unwrap(),
-    )
-}
+mod common;
+use common::{cni, hname, ipam_holds, pools, runtime};
 
 fn host(tag: &str) -> Host {
     Host::new(tag, json!({"routing_domain": "auto"}), &["galactic-ipam"])
@@ -45,10 +29,6 @@ fn conf(version: &str, vpc: &str, att: &str, ipam: Value) -> Conflist {
         conf["ipam"] = ipam;
     }
     Conflist::from_conf(&conf).unwrap()
-}
-
-fn pools(v6: &str, v4: &str) -> Value {
-    json!({"type": "galactic-ipam", "ipv6_subnet": v6, "ipv4_subnet": v4})
 }
 
 /// Everything on the host that mentions `ifname`: links, rules, firewall rules.
@@ -85,16 +65,6 @@ fn records(host: &Host) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// IPAM's own CHECK for the attachment, given the master's stanza as the master delegates it:
-/// succeeds only while it holds an allocation.
-fn ipam_holds(host: &Host, att: &Attachment, list: &Conflist, result: &Value) -> bool {
-    let ipam = host.bin_dir.join("galactic-ipam");
-    host.runtime()
-        .binary("galactic-cni", &ipam)
-        .plugin(list, 0, "CHECK", att, Some(result))
-        .success
 }
 
 #[test]

@@ -6,27 +6,13 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
 use galactic_testkit::host::{ip_of, Host, Pod};
 use galactic_testkit::privileged::{privileged, TestNetns};
-use galactic_testkit::runtime::{Conflist, Runtime};
+use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};
-use std::path::Path;
 
-fn cni() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_galactic-cni"))
-}
-
-fn runtime(host: &Host) -> Runtime<'_> {
-    host.runtime().binary("galactic-cni", cni())
-}
-
-fn hname(vpc: &str, att: &str) -> String {
-    host_ifname(
-        &VpcId::parse(vpc).unwrap(),
-        &AttachmentId::parse(att).unwrap(),
-    )
-}
+mod common;
+use common::{domain, hname, runtime};
 
 fn master(vpc: &str, att: &str, v6: &str, v4: &str) -> Value {
     json!({"type": "galactic-cni", "vpc": vpc, "vpcattachment": att,
@@ -35,14 +21,6 @@ fn master(vpc: &str, att: &str, v6: &str, v4: &str) -> Value {
 
 fn conf(vpc: &str, att: &str, v6: &str, v4: &str) -> Conflist {
     Conflist::new("1.1.0", "tenant-d", vec![master(vpc, att, v6, v4)])
-}
-
-/// The VPC's routing domain record.
-fn domain(host: &Host, vpc: &str) -> Option<Value> {
-    let hex = VpcId::parse(vpc).unwrap().hex();
-    std::fs::read(host.path("state").join(format!("routing/vpc-{hex}.json")))
-        .ok()
-        .map(|b| serde_json::from_slice(&b).unwrap())
 }
 
 /// `ip -4`/`-6` for the family of `addr`.

@@ -6,53 +6,15 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use galactic_core::ident::{host_ifname, vrf_name, AttachmentId, VpcId};
 use galactic_testkit::host::{ip_of, Host, Pod};
-use galactic_testkit::privileged::{privileged, TestNetns};
-use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
+use galactic_testkit::privileged::TestNetns;
+use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};
-use std::path::Path;
 
-fn cni() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_galactic-cni"))
-}
-
-/// The host's runtime, with this test's own master binary.
-fn runtime(host: &Host) -> Runtime<'_> {
-    host.runtime().binary("galactic-cni", cni())
-}
-
-fn hname(vpc: &str, att: &str) -> String {
-    host_ifname(
-        &VpcId::parse(vpc).unwrap(),
-        &AttachmentId::parse(att).unwrap(),
-    )
-}
-
-fn vrf(vpc: &str) -> String {
-    vrf_name(&VpcId::parse(vpc).unwrap())
-}
-
-/// A host with `routing_domain=vrf`, or `None` (reported SKIPPED) on a kernel without VRF.
-fn vrf_host(test: &str, tag: &str) -> Option<Host> {
-    if !privileged(test) {
-        return None;
-    }
-    let probe = TestNetns::new("vrfprobe");
-    let (ok, why) = probe.try_ip(&["link", "add", "Gprobe", "type", "vrf", "table", "4242"]);
-    if !ok {
-        eprintln!(
-            "SKIPPED {test}: this kernel has no VRF support ({}); it runs in `cargo xtask test-kernel`",
-            why.trim()
-        );
-        return None;
-    }
-    Some(Host::new(
-        tag,
-        json!({"routing_domain": "vrf"}),
-        &["galactic-ipam"],
-    ))
-}
+mod common;
+use common::{
+    domain, hname, ipam_holds, link, pools, record_count, runtime, table_routes, vrf, vrf_host,
+};
 
 /// A network config file with the master alone.
 fn conf(vpc: &str, att: &str, ipam: Value) -> Conflist {
@@ -60,28 +22,6 @@ fn conf(vpc: &str, att: &str, ipam: Value) -> Conflist {
     let conf = json!({"cniVersion": "1.1.0", "name": name, "type": "galactic-cni",
            "vpc": vpc, "vpcattachment": att, "mtu": 1400, "ipam": ipam});
     Conflist::from_conf(&conf).unwrap()
-}
-
-/// Pools of the node's IPAM store (`ipam_data_dir`, under the node's state directory).
-fn pools(v6: &str, v4: &str) -> Value {
-    json!({"type": "galactic-ipam", "ipv6_subnet": v6, "ipv4_subnet": v4})
-}
-
-/// The VPC's routing domain record.
-fn domain(host: &Host, vpc: &str) -> Option<Value> {
-    let hex = VpcId::parse(vpc).unwrap().hex();
-    let path = host.path("state").join(format!("routing/vpc-{hex}.json"));
-    std::fs::read(path)
-        .ok()
-        .map(|b| serde_json::from_slice(&b).unwrap())
-}
-
-/// `ip -d link show NAME` as JSON, if the link exists.
-fn link(host: &Host, name: &str) -> Option<Value> {
-    if !host.netns.try_ip(&["link", "show", name]).0 {
-        return None;
-    }
-    Some(host.netns.ip_json(&["-d", "link", "show", name])[0].clone())
 }
 
 /// Everything on the host that mentions `ifname`: the link, rules, firewall rules.
@@ -109,40 +49,10 @@ fn host_traces(host: &Host, ifname: &str) -> Vec<String> {
     traces
 }
 
-/// Routes of both families in `table`, one line each.
-fn table_routes(host: &Host, table: &str) -> Vec<String> {
-    ["-4", "-6"]
-        .iter()
-        .flat_map(|f| {
-            host.netns
-                .ip(&[f, "route", "show", "table", table])
-                .lines()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-fn records(host: &Host) -> usize {
-    std::fs::read_dir(host.path("state").join("attachments"))
-        .map(|d| d.count())
-        .unwrap_or(0)
-}
-
-/// IPAM's own CHECK for the attachment, given the master's stanza as the master delegates it:
-/// succeeds only while it holds an allocation.
-fn ipam_holds(host: &Host, att: &Attachment, list: &Conflist, result: &Value) -> bool {
-    let ipam = host.bin_dir.join("galactic-ipam");
-    host.runtime()
-        .binary("galactic-cni", &ipam)
-        .plugin(list, 0, "CHECK", att, Some(result))
-        .success
-}
-
 #[test]
 fn each_vpc_gets_a_vrf_bound_to_its_own_table_and_only_its_pods_reach_each_other() {
     let test = "each_vpc_gets_a_vrf_bound_to_its_own_table_and_only_its_pods_reach_each_other";
-    let Some(host) = vrf_host(test, "vvpc") else {
+    let Some(host) = vrf_host(test, "vvpc", &["galactic-ipam"]) else {
         return;
     };
     // Stand-ins for the host's own addresses (main and local tables, default VRF).
@@ -255,7 +165,7 @@ fn each_vpc_gets_a_vrf_bound_to_its_own_table_and_only_its_pods_reach_each_other
 #[test]
 fn overlapping_address_spaces_are_separate_vrfs() {
     let test = "overlapping_address_spaces_are_separate_vrfs";
-    let Some(host) = vrf_host(test, "vovl") else {
+    let Some(host) = vrf_host(test, "vovl", &["galactic-ipam"]) else {
         return;
     };
     // The same pools (hence the same gateways) in two VPCs: table mode refuses the second; each
@@ -291,7 +201,7 @@ fn overlapping_address_spaces_are_separate_vrfs() {
 #[test]
 fn a_retried_add_converges_and_check_del_del_again_and_del_without_netns_work() {
     let test = "a_retried_add_converges_and_check_del_del_again_and_del_without_netns_work";
-    let Some(host) = vrf_host(test, "vrtr") else {
+    let Some(host) = vrf_host(test, "vrtr", &["galactic-ipam"]) else {
         return;
     };
     let c = conf("R", "1", pools("fd69:1::/64", "10.69.0.0/24"));
@@ -343,7 +253,7 @@ fn a_retried_add_converges_and_check_del_del_again_and_del_without_netns_work() 
 
     rt.del(&c, &att).unwrap();
     assert_eq!(host_traces(&host, &hname("R", "1")), Vec::<String>::new());
-    assert_eq!(records(&host), 0);
+    assert_eq!(record_count(&host), 0);
     assert!(!ipam_holds(&host, &att, &c, &first), "address released");
     rt.del(&c, &att).unwrap();
 
@@ -366,7 +276,11 @@ fn a_retried_add_converges_and_check_del_del_again_and_del_without_netns_work() 
 
 #[test]
 fn a_failure_at_any_step_leaves_nothing_behind() {
-    let Some(host) = vrf_host("a_failure_at_any_step_leaves_nothing_behind", "vvfl") else {
+    let Some(host) = vrf_host(
+        "a_failure_at_any_step_leaves_nothing_behind",
+        "vvfl",
+        &["galactic-ipam"],
+    ) else {
         return;
     };
     let failpoints = [
@@ -425,7 +339,7 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
             !pod.ns.try_ip(&["link", "show", "eth0"]).0,
             "guest end gone"
         );
-        assert_eq!(records(&host), 0, "record gone after {failpoint}");
+        assert_eq!(record_count(&host), 0, "record gone after {failpoint}");
         assert!(
             !ipam_holds(
                 &host,
@@ -445,7 +359,11 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
 
 #[test]
 fn host_services_are_not_reachable_at_the_gateway() {
-    let Some(host) = vrf_host("host_services_are_not_reachable_at_the_gateway", "vvsv") else {
+    let Some(host) = vrf_host(
+        "host_services_are_not_reachable_at_the_gateway",
+        "vvsv",
+        &["galactic-ipam"],
+    ) else {
         return;
     };
     let rt = runtime(&host);

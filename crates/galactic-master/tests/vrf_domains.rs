@@ -7,53 +7,13 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use galactic_core::ident::{host_ifname, vrf_name, AttachmentId, VpcId};
 use galactic_testkit::host::{ip_of, Host, Pod};
-use galactic_testkit::privileged::{privileged, TestNetns};
-use galactic_testkit::runtime::{Conflist, Runtime};
+use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};
 use std::path::Path;
 
-fn cni() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_galactic-cni"))
-}
-
-fn runtime(host: &Host) -> Runtime<'_> {
-    host.runtime().binary("galactic-cni", cni())
-}
-
-fn hname(vpc: &str, att: &str) -> String {
-    host_ifname(
-        &VpcId::parse(vpc).unwrap(),
-        &AttachmentId::parse(att).unwrap(),
-    )
-}
-
-fn vrf(vpc: &str) -> String {
-    vrf_name(&VpcId::parse(vpc).unwrap())
-}
-
-/// A host with `routing_domain=vrf`, IPAM and galactic-route, or `None` (reported SKIPPED) on a
-/// kernel without VRF.
-fn vrf_host(test: &str, tag: &str) -> Option<Host> {
-    if !privileged(test) {
-        return None;
-    }
-    let probe = TestNetns::new("vrfprobe");
-    let (ok, why) = probe.try_ip(&["link", "add", "Gprobe", "type", "vrf", "table", "4242"]);
-    if !ok {
-        eprintln!(
-            "SKIPPED {test}: this kernel has no VRF support ({}); it runs in `cargo xtask test-kernel`",
-            why.trim()
-        );
-        return None;
-    }
-    Some(Host::new(
-        tag,
-        json!({"routing_domain": "vrf"}),
-        &["galactic-ipam", "galactic-route"],
-    ))
-}
+mod common;
+use common::{domain, hname, link, record_count, runtime, table_routes, vrf, vrf_host};
 
 /// The master alone, or followed by galactic-route with `terminations`.
 fn chain(vpc: &str, att: &str, v6: &str, v4: &str, terminations: Option<Value>) -> Conflist {
@@ -70,49 +30,13 @@ fn chain(vpc: &str, att: &str, v6: &str, v4: &str, terminations: Option<Value>) 
     Conflist::new("1.1.0", &format!("tenant-{}", vpc.to_lowercase()), plugins)
 }
 
-/// The VPC's routing domain record.
-fn domain(host: &Host, vpc: &str) -> Option<Value> {
-    let hex = VpcId::parse(vpc).unwrap().hex();
-    std::fs::read(host.path("state").join(format!("routing/vpc-{hex}.json")))
-        .ok()
-        .map(|b| serde_json::from_slice(&b).unwrap())
-}
-
 fn record_table(host: &Host, vpc: &str) -> String {
     domain(host, vpc).expect("a domain record")["table"].to_string()
-}
-
-/// `ip -d link show NAME` as JSON, if the link exists.
-fn link(host: &Host, name: &str) -> Option<Value> {
-    if !host.netns.try_ip(&["link", "show", name]).0 {
-        return None;
-    }
-    Some(host.netns.ip_json(&["-d", "link", "show", name])[0].clone())
 }
 
 /// The table a VRF device is bound to.
 fn bound_table(host: &Host, name: &str) -> Option<String> {
     link(host, name).map(|l| l["linkinfo"]["info_data"]["table"].to_string())
-}
-
-/// Routes of both families in `table`, one line each.
-fn table_routes(host: &Host, table: &str) -> Vec<String> {
-    ["-4", "-6"]
-        .iter()
-        .flat_map(|f| {
-            host.netns
-                .ip(&[f, "route", "show", "table", table])
-                .lines()
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-fn records(host: &Host) -> usize {
-    std::fs::read_dir(host.path("state").join("attachments"))
-        .map(|d| d.count())
-        .unwrap_or(0)
 }
 
 /// What the upstream Go chain leaves for a VPC: `G{vpc}V` bound to `table`, up, with one of its
@@ -158,7 +82,7 @@ fn vrfs(host: &Host) -> Vec<String> {
 #[test]
 fn a_go_chain_vrf_is_adopted_with_its_table_and_its_pods_reach_each_other() {
     let test = "a_go_chain_vrf_is_adopted_with_its_table_and_its_pods_reach_each_other";
-    let Some(host) = vrf_host(test, "vado") else {
+    let Some(host) = vrf_host(test, "vado", &["galactic-ipam", "galactic-route"]) else {
         return;
     };
     // Table 7: not what this node would pick (the lowest free id from 1000).
@@ -246,7 +170,11 @@ fn a_go_chain_vrf_is_adopted_with_its_table_and_its_pods_reach_each_other() {
 
 #[test]
 fn a_failed_adoption_leaves_the_vrf_as_it_was_found() {
-    let Some(host) = vrf_host("a_failed_adoption_leaves_the_vrf_as_it_was_found", "vafl") else {
+    let Some(host) = vrf_host(
+        "a_failed_adoption_leaves_the_vrf_as_it_was_found",
+        "vafl",
+        &["galactic-ipam", "galactic-route"],
+    ) else {
         return;
     };
     go_chain_vrf(&host, "F", "7");
@@ -297,7 +225,11 @@ fn a_failed_adoption_leaves_the_vrf_as_it_was_found() {
         assert!(err.expect_error(999).contains(failpoint));
         assert_eq!(found(), before, "the VRF as found after {failpoint}");
         assert!(domain(&host, "F").is_none(), "no record after {failpoint}");
-        assert_eq!(records(&host), 0, "no attachment record after {failpoint}");
+        assert_eq!(
+            record_count(&host),
+            0,
+            "no attachment record after {failpoint}"
+        );
         assert!(link(&host, &hname("F", "1")).is_none());
     }
     let pod = Pod::new("vaflok");
@@ -309,7 +241,7 @@ fn a_failed_adoption_leaves_the_vrf_as_it_was_found() {
 #[test]
 fn a_vrf_removed_behind_the_record_is_reported_by_check_and_recreated_by_the_next_add() {
     let test = "a_vrf_removed_behind_the_record_is_reported_by_check_and_recreated_by_the_next_add";
-    let Some(host) = vrf_host(test, "vrem") else {
+    let Some(host) = vrf_host(test, "vrem", &["galactic-ipam", "galactic-route"]) else {
         return;
     };
     let rt = runtime(&host);
@@ -389,7 +321,7 @@ fn a_vrf_removed_behind_the_record_is_reported_by_check_and_recreated_by_the_nex
 #[test]
 fn a_vrf_recreated_with_another_table_behind_the_record_is_adopted_by_the_next_add() {
     let test = "a_vrf_recreated_with_another_table_behind_the_record_is_adopted_by_the_next_add";
-    let Some(host) = vrf_host(test, "vrec") else {
+    let Some(host) = vrf_host(test, "vrec", &["galactic-ipam", "galactic-route"]) else {
         return;
     };
     let rt = runtime(&host);
@@ -446,7 +378,7 @@ fn a_vrf_recreated_with_another_table_behind_the_record_is_adopted_by_the_next_a
 #[test]
 fn a_crash_after_creating_the_vrf_leaves_a_record_the_retry_completes() {
     let test = "a_crash_after_creating_the_vrf_leaves_a_record_the_retry_completes";
-    let Some(host) = vrf_host(test, "vcra") else {
+    let Some(host) = vrf_host(test, "vcra", &["galactic-ipam", "galactic-route"]) else {
         return;
     };
     let rt = runtime(&host);
@@ -475,7 +407,7 @@ fn a_crash_after_creating_the_vrf_leaves_a_record_the_retry_completes() {
 #[test]
 fn without_force_forwarding_and_ipv6_forwarding_off_add_says_what_to_set() {
     let test = "without_force_forwarding_and_ipv6_forwarding_off_add_says_what_to_set";
-    let Some(host) = vrf_host(test, "vfwd") else {
+    let Some(host) = vrf_host(test, "vfwd", &["galactic-ipam", "galactic-route"]) else {
         return;
     };
     if Path::new("/proc/sys/net/ipv6/conf/default/force_forwarding").exists() {
@@ -501,7 +433,7 @@ fn without_force_forwarding_and_ipv6_forwarding_off_add_says_what_to_set() {
          set net.ipv6.conf.all.forwarding=1 on this node (e.g. in /etc/sysctl.d/)"
     );
     assert!(link(&host, &hname("W", "1")).is_none(), "nothing left");
-    assert_eq!(records(&host), 0);
+    assert_eq!(record_count(&host), 0);
     assert!(set("1").status.success());
     rt.add(&c, &pod.attachment()).unwrap();
     rt.del(&c, &pod.attachment()).unwrap();
