@@ -199,7 +199,12 @@ fn a_failed_adoption_leaves_the_vrf_as_it_was_found() {
             dev["linkinfo"]["info_data"]["table"].clone(),
             dev["flags"].clone(),
             link(&host, "goh").unwrap()["master"].clone(),
-            table_routes(&host, "7"),
+            // The kernel adds the Go pod's link-local routes some time after its link came up
+            // (after duplicate address detection): they are not state any step leaves.
+            table_routes(&host, "7")
+                .into_iter()
+                .filter(|r| !(r.contains("fe80:") || r.starts_with("multicast ff00::/8")))
+                .collect::<Vec<_>>(),
             rules,
         )
     };
