@@ -215,10 +215,7 @@ impl Scene {
         )?;
         println!(
             "[NOTE] left by design for the node's lifetime: the table backend's local rule at 32765 and \
-             the host-services chain of nftables table inet galactic (node-wide, made by the first ADD), \
-             and galactic-bgp's published BGPVRFInstances and BGPAdvertisements ({} files; reclaimed by \
-             the router's GC, not by the chain)",
-            self.files("state/bgp", "").iter().filter(|f| f.ends_with(".json")).count()
+             the host-services chain of nftables table inet galactic (node-wide, made by the first ADD)"
         );
         println!(
             "test-podman: scenario {:.1} s",
@@ -378,8 +375,9 @@ impl Scene {
             }
         }
         // Per attachment nothing may stay; per node and per VPC only what outlives a container
-        // by design: lock files, the routing domains (GC's, next step), galactic-bgp's
-        // publications (the router's GC).
+        // by design: lock files, the routing domains (GC's, next step) and the local
+        // publisher's resourceVersion counter (it only grows). galactic-bgp's publications go
+        // with the VPC's last attachment on the node (its DEL retracts them).
         let state = self.host.path("state");
         let records: Vec<String> = self
             .files("state", "")
@@ -388,8 +386,8 @@ impl Scene {
                 let relative = Path::new(f).strip_prefix(&state).unwrap_or(Path::new(f));
                 let first = relative.components().next().map(|c| c.as_os_str());
                 !(f.ends_with(".lock")
-                    || first
-                        .is_some_and(|c| ["locks", "routing", "bgp"].map(OsStr::new).contains(&c)))
+                    || relative == Path::new("bgp/revision")
+                    || first.is_some_and(|c| ["locks", "routing"].map(OsStr::new).contains(&c)))
             })
             .collect();
         if !records.is_empty() {
