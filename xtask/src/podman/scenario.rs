@@ -126,13 +126,29 @@ impl Scene {
                 || self.isolated("f1", &[&c1.ipv6, &c1.ipv4]),
             )
         })?;
-        let c1_restarted = step(
+        step(
             "podman restart keeps c1's addresses (DEL, then ADD asking nothing)",
             || {
                 self.engine.ok(&["restart", "--time", "0", "c1"])?;
                 let after = self.seen("c1", c)?;
                 expect_eq(
                     "c1 after restart",
+                    (&after.ipv6, &after.ipv4),
+                    (&c1.ipv6, &c1.ipv4),
+                )?;
+                self.reach("c2", &[&c1.ipv6, &c1.ipv4])
+            },
+        )?;
+        // A started container gets a new random MAC (Podman asks for none), the same addresses.
+        let c1_started = step(
+            "podman stop detaches c1, and start gives it its addresses back",
+            || {
+                self.engine.ok(&["stop", "--time", "0", "c1"])?;
+                self.gone("C", "1")?;
+                self.engine.ok(&["start", "c1"])?;
+                let after = self.seen("c1", c)?;
+                expect_eq(
+                    "c1 after stop and start",
                     (&after.ipv6, &after.ipv4),
                     (&c1.ipv6, &c1.ipv4),
                 )?;
@@ -144,7 +160,7 @@ impl Scene {
             "podman network reload --all keeps every container's addresses and MAC (it asks for them back)",
             || {
                 self.engine.ok(&["network", "reload", "--all"])?;
-                expect_eq("c1 after reload", &self.seen("c1", c)?, &c1_restarted)?;
+                expect_eq("c1 after reload", &self.seen("c1", c)?, &c1_started)?;
                 expect_eq("c2 after reload", &self.seen("c2", c2)?, &c2_seen)?;
                 expect_eq("f1 after reload", &self.seen("f1", f)?, &f1_seen)?;
                 both(
@@ -183,6 +199,19 @@ impl Scene {
                 let args = self.engine.run_args("e1", &["--network", c3], &["sleep", "1"]);
                 self.engine.ok(&args)?;
                 self.wait_until("e1's attachment is removed", || self.gone("C", "3").is_ok())
+            },
+        )?;
+        step(
+            "podman run --rm: the attachment goes with the container",
+            || {
+                let args = self
+                    .engine
+                    .run_args("e2", &["--rm", "--network", c3], &["sleep", "1"]);
+                self.engine.ok(&args)?;
+                self.wait_until("e2 and its attachment are removed", || {
+                    self.gone("C", "3").is_ok()
+                        && self.engine.ok(&["container", "exists", "e2"]).is_err()
+                })
             },
         )?;
         step(
