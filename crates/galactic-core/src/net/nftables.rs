@@ -101,22 +101,33 @@ enum Scan {
 }
 
 /// Walks the netlink messages of one datagram, collecting the chains.
-fn scan(mut data: &[u8], chains: &mut Vec<Chain>) -> Result<Scan, NetError> {
-    while data.len() >= NLMSG_HDRLEN {
-        let len = u32::from_ne_bytes([data[0], data[1], data[2], data[3]]) as usize;
-        let kind = u16::from_ne_bytes([data[4], data[5]]);
-        if len < NLMSG_HDRLEN || len > data.len() {
-            break;
-        }
-        let payload = &data[NLMSG_HDRLEN..len];
+fn scan(data: &[u8], chains: &mut Vec<Chain>) -> Result<Scan, NetError> {
+    for (kind, payload) in messages(data) {
         match kind {
             NLMSG_DONE => return Ok(Scan::Done),
             NLMSG_ERROR => return error(payload).map(|()| Scan::Done),
             _ => chains.extend(chain(payload)),
         }
-        data = &data[align(len).min(data.len())..];
     }
     Ok(Scan::More)
+}
+
+/// Iterates the netlink messages of one datagram: (message type, payload after the header).
+/// Stops at a truncated or malformed message.
+fn messages(mut data: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        if data.len() < NLMSG_HDRLEN {
+            return None;
+        }
+        let len = u32::from_ne_bytes([data[0], data[1], data[2], data[3]]) as usize;
+        let kind = u16::from_ne_bytes([data[4], data[5]]);
+        if len < NLMSG_HDRLEN || len > data.len() {
+            return None;
+        }
+        let payload = &data[NLMSG_HDRLEN..len];
+        data = &data[align(len).min(data.len())..];
+        Some((kind, payload))
+    })
 }
 
 /// One NFT_MSG_NEWCHAIN payload: nfgenmsg (family first), then the chain's attributes.

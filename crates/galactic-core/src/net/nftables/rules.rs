@@ -7,7 +7,7 @@
 //! user data), so a rule written by either is found and removed by the other. Changes go in one
 //! nfnetlink batch: all of them or none.
 
-use super::{align, attributes, error, NFGENMSG_LEN, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN};
+use super::{align, attributes, error, messages, NFGENMSG_LEN, NLMSG_DONE, NLMSG_ERROR};
 use super::{NFNL_SUBSYS_NFTABLES, NLM_F_DUMP, NLM_F_REQUEST};
 use crate::net::NetError;
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
@@ -133,20 +133,12 @@ pub fn rules(chain: &ChainRef) -> Result<Vec<Rule>, NetError> {
     loop {
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
         let n = socket.recv(&mut buf, 0).map_err(|e| io_error(what(), e))?;
-        let mut data = &buf[..n.min(buf.len())];
-        while data.len() >= NLMSG_HDRLEN {
-            let len = u32::from_ne_bytes([data[0], data[1], data[2], data[3]]) as usize;
-            let kind = u16::from_ne_bytes([data[4], data[5]]);
-            if len < NLMSG_HDRLEN || len > data.len() {
-                break;
-            }
-            let payload = &data[NLMSG_HDRLEN..len];
+        for (kind, payload) in messages(&buf[..n.min(buf.len())]) {
             match kind {
                 NLMSG_DONE => return Ok(out),
                 NLMSG_ERROR => return error(payload).map(|()| out),
                 _ => out.extend(rule(payload)),
             }
-            data = &data[align(len).min(data.len())..];
         }
     }
 }
@@ -173,15 +165,8 @@ pub fn apply(changes: &[Change]) -> Result<(), NetError> {
     while pending > 0 {
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
         let n = socket.recv(&mut buf, 0).map_err(|e| io_error(what(), e))?;
-        let mut data = &buf[..n.min(buf.len())];
-        while data.len() >= NLMSG_HDRLEN {
-            let len = u32::from_ne_bytes([data[0], data[1], data[2], data[3]]) as usize;
-            let kind = u16::from_ne_bytes([data[4], data[5]]);
-            if len < NLMSG_HDRLEN || len > data.len() {
-                break;
-            }
+        for (kind, payload) in messages(&buf[..n.min(buf.len())]) {
             if kind == NLMSG_ERROR {
-                let payload = &data[NLMSG_HDRLEN..len];
                 let errno = payload
                     .get(..4)
                     .map_or(0, |b| -i32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
@@ -199,7 +184,6 @@ pub fn apply(changes: &[Change]) -> Result<(), NetError> {
                 }
                 pending = pending.saturating_sub(1);
             }
-            data = &data[align(len).min(data.len())..];
         }
     }
     match first_error {
