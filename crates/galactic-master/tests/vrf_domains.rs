@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use galactic_testkit::host::{ip_of, Host, Pod};
+use galactic_testkit::host::{ip_of, is_kernel_link_local, Host, Pod};
 use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -199,11 +199,10 @@ fn a_failed_adoption_leaves_the_vrf_as_it_was_found() {
             dev["linkinfo"]["info_data"]["table"].clone(),
             dev["flags"].clone(),
             link(&host, "goh").unwrap()["master"].clone(),
-            // The kernel adds the Go pod's link-local routes some time after its link came up
-            // (after duplicate address detection): they are not state any step leaves.
+            // The Go pod's link-local routes appear whenever its DAD ends: not a step's state.
             table_routes(&host, "7")
                 .into_iter()
-                .filter(|r| !(r.contains("fe80:") || r.starts_with("multicast ff00::/8")))
+                .filter(|r| !is_kernel_link_local(r))
                 .collect::<Vec<_>>(),
             rules,
         )

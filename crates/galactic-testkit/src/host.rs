@@ -205,12 +205,18 @@ fn files(dir: &Path) -> Vec<String> {
     out
 }
 
-/// A route dump without the kernel's IPv6 link-local and multicast entries: the kernel adds them
-/// some time after a link comes up (after duplicate address detection), so a snapshot taken right
-/// after an ADD may or may not hold them. No plugin writes them; links themselves are compared.
+/// Whether a line of `ip route show` is one of the kernel's IPv6 link-local or multicast
+/// entries: the kernel adds them some time after a link comes up (after duplicate address
+/// detection), so a snapshot taken right after an ADD may or may not hold them. No plugin writes
+/// them; links themselves are compared.
+pub fn is_kernel_link_local(route: &str) -> bool {
+    route.contains("fe80:") || route.starts_with("multicast ff00::/8")
+}
+
+/// A route dump without [`is_kernel_link_local`] lines.
 fn without_link_local(dump: &str) -> String {
     dump.lines()
-        .filter(|l| !(l.contains("fe80:") || l.starts_with("multicast ff00::/8")))
+        .filter(|l| !is_kernel_link_local(l))
         .map(|l| format!("{l}\n"))
         .collect()
 }
