@@ -275,9 +275,7 @@ fn every_hostile_input_gets_its_code_and_changes_nothing() {
                 case.what, case.code, case.message
             ));
         }
-        let after = host.snapshot();
-        if after != before {
-            let new: Vec<&String> = after.iter().filter(|l| !before.contains(l)).collect();
+        if let Some(new) = host.changed_since(&before) {
             failures.push(format!("{}: the node changed: {new:?}", case.what));
         }
         assert!(

@@ -271,10 +271,8 @@ fn no_stanza_steers_the_node_and_every_refusal_says_why() {
                 case.what, case.code, case.message
             ));
         }
-        let after = host.snapshot();
-        if after != before {
-            let changed: Vec<&String> = after.iter().filter(|a| !before.contains(a)).collect();
-            failures.push(format!("{}: the node changed: {changed:?}", case.what));
+        if let Some(new) = host.changed_since(&before) {
+            failures.push(format!("{}: the node changed: {new:?}", case.what));
         }
     }
     assert!(

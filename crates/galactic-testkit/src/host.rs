@@ -77,6 +77,13 @@ impl Host {
         out
     }
 
+    /// `None` while [`Host::snapshot`] still equals `before`; otherwise the entries that are new
+    /// (a whole dump for a changed route or rule listing, a path for a file).
+    pub fn changed_since(&self, before: &[String]) -> Option<Vec<String>> {
+        let after = self.snapshot();
+        (after != before).then(|| after.into_iter().filter(|a| !before.contains(a)).collect())
+    }
+
     /// A data directory under the node's temporary directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.node.dir.path().join(name)
