@@ -1,8 +1,15 @@
 //! ADD for both masters.
 //!
 //! Order: validate (stanza, delegate present, NAD chain, routing domain backend) → IPAM delegate
-//! ADD → attachment record → routing domain (created, adopted or repaired: [`routing`]) → host
-//! interface → sysctls → forward rules → domain membership → guest → VPC gateways → host gateway.
+//! ADD started → attachment record → host interface → sysctls → forward rules → IPAM result →
+//! routing domain (created, adopted or repaired: [`routing`]) → domain membership → guest → VPC
+//! gateways → host gateway.
+//!
+//! The IPAM delegate is a process of its own: it allocates while this one builds the
+//! attachment's own interface, which needs no address (a full attachment's ADD is shorter by
+//! most of the delegate's run time). Its undo is pushed before anything else, so it runs last:
+//! it waits for the delegate if it is still running and then calls its DEL unless the delegate
+//! refused, so an allocation is never left behind by a failed host step.
 
 mod routing;
 
@@ -13,7 +20,7 @@ use super::nad::Nad;
 use super::{gateway, guest};
 use crate::error::MasterError;
 use galactic_core::attachment::{Kind, Record, Records};
-use galactic_core::cni::delegate::{self, Delegate};
+use galactic_core::cni::delegate::{self, Delegate, DelegateError, Running};
 use galactic_core::cni::{CniResult, Command, Interface, Request};
 use galactic_core::failpoint;
 use galactic_core::ip::Assignment;
@@ -26,6 +33,7 @@ use galactic_core::net::sysctl;
 use galactic_core::net::{firewall, tap};
 use galactic_core::rollback::Rollback;
 use serde_json::json;
+use std::cell::RefCell;
 
 /// Everything one ADD works with.
 struct Add<'a> {
@@ -40,6 +48,31 @@ struct Add<'a> {
     records: Records,
     domains: Domains,
     nad: Option<Nad<'a>>,
+    /// Where the IPAM delegate's ADD stands.
+    ipam: RefCell<Ipam>,
+}
+
+/// The IPAM delegate's ADD, as far as this ADD knows it.
+enum Ipam {
+    /// Not started (no IPAM, or not yet).
+    Idle,
+    /// Started, outcome not collected yet.
+    Running(Running),
+    /// It may hold addresses for this attachment: it answered with them, or its outcome is
+    /// unknown (stopped at the bound, or it could not be waited for).
+    Allocated,
+    /// It answered with its own error: it holds nothing for this call.
+    Refused,
+}
+
+impl Ipam {
+    /// The state after `outcome`.
+    fn after<T>(outcome: &Result<T, DelegateError>) -> Self {
+        match outcome {
+            Err(DelegateError::Failed(_)) => Self::Refused,
+            _ => Self::Allocated,
+        }
+    }
 }
 
 pub fn add(kind: Kind, req: &Request) -> Result<CniResult, MasterError> {
@@ -95,6 +128,7 @@ impl<'a> Add<'a> {
             mac: mac::requested(&req.env.args, &req.conf.raw)?,
             pod,
             nad,
+            ipam: RefCell::new(Ipam::Idle),
         })
     }
 
@@ -122,9 +156,9 @@ impl<'a> Add<'a> {
             .map_err(MasterError::lock)?;
         // A node config whose routing domains cannot work here refuses before anything changes.
         let choice = self.choose_backend()?;
-        self.claim(&record)?;
+        let retried = self.claim(&record)?;
         let mut rb = Rollback::new();
-        let result = self.steps(&record, choice, &mut rb);
+        let result = self.steps(&record, choice, retried, &mut rb);
         match result {
             Ok(out) => {
                 rb.commit();
@@ -139,12 +173,18 @@ impl<'a> Add<'a> {
         &'a self,
         record: &Record,
         choice: Choice,
+        retried: bool,
         rb: &mut Rollback<'a>,
     ) -> Result<CniResult, MasterError> {
-        // IPAM first: a configuration only the delegate can judge (or a full disk) then fails
-        // before anything on the node changed; its undo is the delegate's DEL.
-        let assigned = self.delegate_ipam(rb)?;
-        failpoint::hit("after-ipam")?;
+        // IPAM starts first and its undo goes first (so it runs last); its result is needed
+        // only once the container interface is configured.
+        self.start_ipam(rb)?;
+        // A retried ADD converges an attachment that is there: the delegate is heard first, so
+        // its refusal (a busy store, say) leaves that attachment as it is.
+        let mut early = None;
+        if retried {
+            early = Some(self.ipam_result()?);
+        }
 
         self.records
             .put(record)
@@ -153,9 +193,6 @@ impl<'a> Add<'a> {
             self.records.remove(&self.host_ifname)
         });
         failpoint::hit("after-record")?;
-
-        let domain = self.ensure_domain(choice, rb)?;
-        failpoint::hit("after-domain")?;
 
         let host = self.create_host_interface()?;
         rb.push("host interface", move || {
@@ -170,6 +207,18 @@ impl<'a> Add<'a> {
         firewall::allow(&self.host_ifname).map_err(MasterError::node("allow forwarding"))?;
         rb.push("forward rules", move || firewall::remove(&self.host_ifname));
         failpoint::hit("after-firewall")?;
+
+        // The node-wide part (the routing domain, created on a VPC's first attachment, with the
+        // node's first domain moving the local rule and adding the host-service filter) waits for
+        // the addresses: an ADD the IPAM delegate refuses leaves the node as it found it.
+        let assigned = match early {
+            Some(assigned) => assigned,
+            None => self.ipam_result()?,
+        };
+        failpoint::hit("after-ipam")?;
+
+        let domain = self.ensure_domain(choice, rb)?;
+        failpoint::hit("after-domain")?;
 
         domain::attach(&self.host, &domain, &self.conf.ids.vpc, &host)
             .map_err(MasterError::node("join the routing domain"))?;
@@ -207,8 +256,9 @@ impl<'a> Add<'a> {
         Ok(self.result(&host, guest.as_ref(), &assigned))
     }
 
-    /// Decides what to do when the host interface or its record already exists.
-    fn claim(&self, ours: &Record) -> Result<(), MasterError> {
+    /// Decides what to do when the host interface or its record already exists; whether this
+    /// ADD is a retry for an attachment this container already has.
+    fn claim(&self, ours: &Record) -> Result<bool, MasterError> {
         let existing = self
             .records
             .get(&self.host_ifname)
@@ -219,7 +269,7 @@ impl<'a> Add<'a> {
                     "ADD: retried for an existing attachment; converging",
                     json!({"hostIfname": self.host_ifname}),
                 );
-                Ok(())
+                Ok(true)
             }
             Some(r) if owner_alive(&r) => Err(MasterError::Claimed {
                 attachment: ours.attachment.clone(),
@@ -241,9 +291,10 @@ impl<'a> Add<'a> {
                 }
                 self.records
                     .remove(&stale.host_ifname)
-                    .map_err(MasterError::node("remove the stale record"))
+                    .map_err(MasterError::node("remove the stale record"))?;
+                Ok(false)
             }
-            None => Ok(()),
+            None => Ok(false),
         }
     }
 
@@ -345,15 +396,42 @@ impl<'a> Add<'a> {
         }
     }
 
-    fn delegate_ipam(&'a self, rb: &mut Rollback<'a>) -> Result<Vec<Assignment>, MasterError> {
+    /// Starts the IPAM delegate's ADD and pushes its undo: wait for it if it is still running,
+    /// then its DEL unless it refused (as when it ran first: a delegate that answered with an
+    /// error holds nothing, and a retried ADD's refusal must not release a live allocation).
+    fn start_ipam(&'a self, rb: &mut Rollback<'a>) -> Result<(), MasterError> {
         let Some(plugin_type) = self.conf.ipam_type.as_deref() else {
-            return Ok(Vec::new());
+            return Ok(());
         };
         let delegate = Delegate::new(plugin_type, &self.req.env.path);
-        let result = delegate.add(&self.req.stdin)?;
+        let running = delegate.start(Command::Add, &self.req.stdin)?;
+        *self.ipam.borrow_mut() = Ipam::Running(running);
         rb.push("IPAM allocation", move || {
-            Delegate::new(plugin_type, &self.req.env.path).call(Command::Del, &self.req.stdin)
+            let state = self.ipam.replace(Ipam::Idle);
+            let state = match state {
+                Ipam::Running(running) => Ipam::after(&running.wait()),
+                other => other,
+            };
+            match state {
+                Ipam::Refused | Ipam::Idle => Ok(()),
+                _ => Delegate::new(plugin_type, &self.req.env.path)
+                    .call(Command::Del, &self.req.stdin),
+            }
         });
+        Ok(())
+    }
+
+    /// The addresses the IPAM delegate allocated (none without IPAM).
+    fn ipam_result(&self) -> Result<Vec<Assignment>, MasterError> {
+        let (Some(plugin_type), Ipam::Running(running)) = (
+            self.conf.ipam_type.as_deref(),
+            self.ipam.replace(Ipam::Idle),
+        ) else {
+            return Ok(Vec::new());
+        };
+        let result = running.result();
+        *self.ipam.borrow_mut() = Ipam::after(&result);
+        let result = result?;
         let assigned = addressing::from_result(&result);
         if assigned.is_empty() {
             return Err(MasterError::NoAddresses {

@@ -5,11 +5,17 @@
 //! collected, and the IPAM release runs even when a host step failed, so a kernel hiccup never
 //! costs an address. The record stays when the host side could not be removed completely, so a
 //! retried DEL or GC finishes from it.
+//!
+//! An address is released only once it is configured nowhere. Deleting a veth is the slow part
+//! of DEL (the kernel waits for an RCU grace period, ≈ 25 ms), so the container interface's
+//! addresses are removed first and the IPAM delegate's DEL runs while the kernel deletes the
+//! interface. Without a container interface to unconfigure (a tap, whose VM keeps its address
+//! until the tap is gone, or a namespace already gone) the release waits for the teardown.
 
 use super::conf::MasterConf;
 use crate::error::MasterError;
-use galactic_core::attachment::{Record, Records};
-use galactic_core::cni::delegate::Delegate;
+use galactic_core::attachment::{Kind, Record, Records};
+use galactic_core::cni::delegate::{Delegate, Running};
 use galactic_core::cni::{Command, Request};
 use galactic_core::ident::VpcId;
 use galactic_core::lockfile::LockError;
@@ -56,10 +62,18 @@ pub fn del(req: &Request) -> Result<(), MasterError> {
         None => None,
     };
     let mut host_removed = true;
+    let mut release = None;
     if let Some(record) = &record {
+        let guest = guest_netlink(req, record);
         // The container side goes before the address is released, so the address is never
         // handed out while still configured (the host end takes its peer with it).
-        remove_guest(req, record);
+        if guest
+            .as_ref()
+            .is_some_and(|nl| unconfigure_guest(nl, record))
+        {
+            release = Some(start_release(req, Some(record)));
+        }
+        remove_guest(guest.as_ref(), record);
         galactic_core::bpf::unregister_or_defer(&req.node.state_dir, &record.host_ifname);
         let host_failures = match Netlink::current() {
             Ok(host) => teardown_host(&host, &Domains::new(&req.node.state_dir), record),
@@ -68,7 +82,10 @@ pub fn del(req: &Request) -> Result<(), MasterError> {
         host_removed = host_failures.is_empty();
         failures.extend(host_failures);
     }
-    let released = match release_ipam(req, record.as_ref()) {
+    let released = release
+        .unwrap_or_else(|| start_release(req, record.as_ref()))
+        .and_then(|running| running.map_or(Ok(()), |r| Ok(r.wait().map(drop)?)));
+    let released = match released {
         Ok(()) => true,
         Err(e) => {
             failures.push(e);
@@ -113,14 +130,37 @@ fn find_record(req: &Request, records: &Records) -> Result<Option<Record>, Maste
     }
 }
 
+/// A netlink socket in the container's namespace, if the attachment has an interface there (a
+/// veth: a tap master creates nothing in it) and the namespace still exists.
+fn guest_netlink(req: &Request, record: &Record) -> Option<Netlink> {
+    if record.kind != Kind::Veth {
+        return None;
+    }
+    let ns = Netns::open(req.env.netns.as_ref()?).ok()?;
+    Netlink::in_netns(&ns).ok()
+}
+
+/// Removes the container interface's addresses; whether none is left configured there.
+fn unconfigure_guest(nl: &Netlink, record: &Record) -> bool {
+    let flushed = nl
+        .link(&record.ifname)
+        .and_then(|link| link.map_or(Ok(()), |l| nl.flush_global_addresses(l.index)));
+    match flushed {
+        Ok(()) => true,
+        Err(e) => {
+            log::warn(
+                "DEL: could not remove the container interface's addresses; releasing them after the interface is gone",
+                json!({"err": e.to_string()}),
+            );
+            false
+        }
+    }
+}
+
 /// Deletes the guest interface inside the container, if the namespace still exists.
-fn remove_guest(req: &Request, record: &Record) {
-    let Some(path) = req.env.netns.as_ref() else {
-        return;
-    };
-    let Ok(ns) = Netns::open(path) else { return };
-    let removed = Netlink::in_netns(&ns).and_then(|nl| nl.delete_link(&record.ifname));
-    if let Err(e) = removed {
+fn remove_guest(nl: Option<&Netlink>, record: &Record) {
+    let Some(nl) = nl else { return };
+    if let Err(e) = nl.delete_link(&record.ifname) {
         log::warn(
             "DEL: could not remove the container interface; its host end goes anyway",
             json!({"err": e.to_string()}),
@@ -150,15 +190,16 @@ pub fn teardown_host(host: &Netlink, domains: &Domains, record: &Record) -> Vec<
     failures
 }
 
-/// Runs the IPAM delegate's DEL with the caller's stdin. The delegate comes from the config, or
-/// from the record when the config no longer says.
-fn release_ipam(req: &Request, record: Option<&Record>) -> Result<(), MasterError> {
+/// Starts the IPAM delegate's DEL with the caller's stdin (`None` without IPAM). The delegate
+/// comes from the config, or from the record when the config no longer says.
+fn start_release(req: &Request, record: Option<&Record>) -> Result<Option<Running>, MasterError> {
     let from_config = MasterConf::parse(&req.conf.raw)
         .ok()
         .and_then(|c| c.ipam_type);
     let plugin_type = from_config.or_else(|| record.and_then(|r| r.ipam_type.clone()));
     let Some(plugin_type) = plugin_type else {
-        return Ok(());
+        return Ok(None);
     };
-    Ok(Delegate::new(&plugin_type, &req.env.path).call(Command::Del, &req.stdin)?)
+    let running = Delegate::new(&plugin_type, &req.env.path).start(Command::Del, &req.stdin)?;
+    Ok(Some(running))
 }

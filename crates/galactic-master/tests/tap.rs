@@ -160,3 +160,34 @@ fn tap_rollback_leaves_nothing_behind() {
     rt.add(&conf, &vm.attachment()).unwrap();
     rt.del(&conf, &vm.attachment()).unwrap();
 }
+
+/// A tap master creates nothing in the runtime's namespace, so its DEL must not touch what is
+/// there: the VM's pod already has an interface of the CNI_IFNAME the runtime passes (its
+/// primary network's), and it keeps it and its address.
+#[test]
+fn tap_del_leaves_the_namespaces_interface_of_the_same_name_alone() {
+    if !privileged("tap_del_leaves_the_namespaces_interface_of_the_same_name_alone") {
+        return;
+    }
+    let host = Host::new(
+        "tkeep",
+        json!({"routing_domain": "auto"}),
+        &["galactic-ipam"],
+    );
+    let rt = runtime(&host);
+    let vm = Pod::new("tkeepvm");
+    vm.ns.ip(&[
+        "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
+    ]);
+    vm.ns.ip(&["addr", "add", "192.0.2.7/24", "dev", "eth0"]);
+    let att = vm.attachment();
+    let conf = conf("K", json!({}));
+    rt.add(&conf, &att).unwrap();
+    rt.del(&conf, &att).unwrap();
+    let left = vm.ns.ip(&["-4", "addr", "show", "dev", "eth0"]);
+    assert!(
+        left.contains("192.0.2.7/24"),
+        "the pod's own eth0 and its address survive the tap's DEL: {left}"
+    );
+    assert!(!host.netns.try_ip(&["link", "show", &hname("K", "1")]).0);
+}

@@ -16,7 +16,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command as Process, Output, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Default bound on one delegate call.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -178,21 +178,12 @@ impl<'a> Delegate<'a> {
 
     /// ADD: the delegate's result. Empty output is a decode error (an IPAM ADD must answer).
     pub fn add(&self, stdin: &[u8]) -> Result<CniResult, DelegateError> {
-        let stdout = self.exec(&[], Command::Add, stdin)?;
-        if stdout.iter().all(u8::is_ascii_whitespace) {
-            return Err(DelegateError::NoResult {
-                name: self.plugin_type.into(),
-            });
-        }
-        serde_json::from_slice(&stdout).map_err(|source| DelegateError::BadResult {
-            name: self.plugin_type.into(),
-            source,
-        })
+        self.start(Command::Add, stdin)?.result()
     }
 
     /// DEL, CHECK, STATUS or GC: success unless the delegate fails; its output is ignored.
     pub fn call(&self, command: Command, stdin: &[u8]) -> Result<(), DelegateError> {
-        self.exec(&[], command, stdin).map(drop)
+        self.start(command, stdin)?.wait().map(drop)
     }
 
     /// A step another plugin binary performs for this one (`args` name it, e.g. the NAD calls
@@ -204,33 +195,156 @@ impl<'a> Delegate<'a> {
         command: Command,
         stdin: &[u8],
     ) -> Result<(), DelegateError> {
-        self.exec(args, command, stdin).map(drop)
+        self.start_with(args, command, stdin)?.wait().map(drop)
     }
 
-    /// Runs the delegate once and returns its stdout when it exits 0.
-    fn exec(
+    /// Starts the delegate for `command` and returns at once: the caller does other work while
+    /// it runs (a master creates its interfaces while the IPAM delegate allocates) and collects
+    /// the outcome with [`Running::wait`] or [`Running::result`]. The bound on the call counts
+    /// from here.
+    pub fn start(&self, command: Command, stdin: &[u8]) -> Result<Running, DelegateError> {
+        self.start_with(&[], command, stdin)
+    }
+
+    fn start_with(
         &self,
         args: &[&str],
         command: Command,
         stdin: &[u8],
-    ) -> Result<Vec<u8>, DelegateError> {
+    ) -> Result<Running, DelegateError> {
         if is_delegated() {
             return Err(DelegateError::Nested {
                 name: self.plugin_type.into(),
             });
         }
         let binary = self.find()?;
-        let output = run_bounded(&binary, args, command, stdin, self.timeout)?;
-        // Forward the delegate's diagnostics to our stderr (C77); the runtime keeps it.
+        let child = spawn_retrying(&binary, args, command)?;
+        Ok(Running::watch(
+            child,
+            binary,
+            self.plugin_type,
+            command,
+            stdin,
+            self.timeout,
+        ))
+    }
+}
+
+/// A delegate process under way, started by [`Delegate::start`]. Dropping it without waiting
+/// still waits (within the bound), so no delegate ever outlives the call that started it
+/// unobserved.
+pub struct Running {
+    plugin_type: String,
+    binary: PathBuf,
+    command: Command,
+    pid: Pid,
+    deadline: Instant,
+    timeout: Duration,
+    outcome: Option<mpsc::Receiver<std::io::Result<Output>>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Feeds `stdin` and collects the output on threads of their own, so a delegate that does
+    /// not read all its stdin, or writes more than a pipe holds, cannot deadlock the caller.
+    fn watch(
+        mut child: std::process::Child,
+        binary: PathBuf,
+        plugin_type: &str,
+        command: Command,
+        stdin: &[u8],
+        timeout: Duration,
+    ) -> Self {
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+        let input = child.stdin.take();
+        let bytes = stdin.to_vec();
+        let writer = std::thread::spawn(move || {
+            if let Some(mut input) = input {
+                let _ = input.write_all(&bytes);
+            }
+        });
+        let (tx, rx) = mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        Self {
+            plugin_type: plugin_type.to_owned(),
+            binary,
+            command,
+            pid,
+            deadline: Instant::now() + timeout,
+            timeout,
+            outcome: Some(rx),
+            threads: vec![writer, waiter],
+        }
+    }
+
+    /// Waits for the delegate and returns its stdout when it exits 0; its own error otherwise.
+    /// Its stderr is forwarded to ours (C77); the runtime keeps it.
+    pub fn wait(mut self) -> Result<Vec<u8>, DelegateError> {
+        let output = self.finish()?;
         let _ = std::io::stderr().write_all(&output.stderr);
         if output.status.success() {
             return Ok(output.stdout);
         }
         Err(DelegateError::Failed(delegate_error(
-            self.plugin_type,
-            command,
+            &self.plugin_type,
+            self.command,
             &output,
         )))
+    }
+
+    /// Waits for an ADD and parses its result. Empty output is a decode error (an IPAM ADD
+    /// must answer).
+    pub fn result(self) -> Result<CniResult, DelegateError> {
+        let name = self.plugin_type.clone();
+        let stdout = self.wait()?;
+        if stdout.iter().all(u8::is_ascii_whitespace) {
+            return Err(DelegateError::NoResult { name });
+        }
+        serde_json::from_slice(&stdout).map_err(|source| DelegateError::BadResult { name, source })
+    }
+
+    /// The delegate's output, at most until the deadline (then the whole process group is
+    /// killed: code 11). Runs once; later calls find nothing to wait for.
+    fn finish(&mut self) -> Result<Output, DelegateError> {
+        let Some(rx) = self.outcome.take() else {
+            return Err(self.timed_out());
+        };
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let outcome = match rx.recv_timeout(left) {
+            Ok(result) => result.map_err(|source| DelegateError::Wait {
+                binary: self.binary.clone(),
+                source,
+            }),
+            Err(_) => {
+                // The child is not reaped until the waiter returns, so its pid (the group's
+                // id) cannot be reused yet. Its own children die with it: they may hold our
+                // pipes.
+                let _ = killpg(self.pid, Signal::SIGKILL);
+                Err(self.timed_out())
+            }
+        };
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+        outcome
+    }
+
+    fn timed_out(&self) -> DelegateError {
+        DelegateError::Timeout {
+            binary: self.binary.clone(),
+            command: self.command,
+            timeout: self.timeout,
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.outcome.is_some() {
+            let _ = self.finish();
+        }
     }
 }
 
@@ -238,50 +352,8 @@ fn is_executable_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Spawns `binary` in a process group of its own, feeds `stdin`, and waits at most `timeout`
-/// (then kills the whole group, whatever the delegate started: code 11).
-fn run_bounded(
-    binary: &Path,
-    args: &[&str],
-    command: Command,
-    stdin: &[u8],
-    timeout: Duration,
-) -> Result<Output, DelegateError> {
-    let mut child = spawn_retrying(binary, args, command)?;
-    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
-    let input = child.stdin.take();
-    let bytes = stdin.to_vec();
-    // A writer thread, so a delegate that does not read all its stdin cannot deadlock us.
-    let writer = std::thread::spawn(move || {
-        if let Some(mut input) = input {
-            let _ = input.write_all(&bytes);
-        }
-    });
-    let (tx, rx) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let outcome = match rx.recv_timeout(timeout) {
-        Ok(result) => result.map_err(|source| DelegateError::Wait {
-            binary: binary.into(),
-            source,
-        }),
-        Err(_) => {
-            // The child is not reaped until the waiter returns, so its pid (the group's id)
-            // cannot be reused yet. Its own children die with it: they may hold our pipes.
-            let _ = killpg(pid, Signal::SIGKILL);
-            Err(DelegateError::Timeout {
-                binary: binary.into(),
-                command,
-                timeout,
-            })
-        }
-    };
-    let _ = waiter.join();
-    let _ = writer.join();
-    outcome
-}
-
+/// Spawns `binary` in a process group of its own (so the bound can kill whatever it starts),
+/// retrying while the file is still being written by an installer (`ETXTBSY`).
 fn spawn_retrying(
     binary: &Path,
     args: &[&str],

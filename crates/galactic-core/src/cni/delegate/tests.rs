@@ -208,3 +208,47 @@ fn a_delegate_knows_it_is_one() {
     delegate("depth-ipam", &path).add(b"{}").unwrap();
     assert_eq!(std::fs::read_to_string(&seen).unwrap().trim(), "1");
 }
+
+#[test]
+fn a_started_delegate_runs_while_the_caller_works_and_its_result_comes_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    // The delegate answers only once the caller has done its own work after start(): if start
+    // waited for the delegate, the handshake could never happen and the call would time out.
+    script(
+        dir.path(),
+        "slow-ipam",
+        &format!(
+            "while [ ! -e {go} ]; do sleep 0.01; done\n\
+             echo '{{\"cniVersion\":\"1.0.0\",\"ips\":[{{\"address\":\"10.0.0.9/32\"}}]}}'",
+            go = go.display()
+        ),
+    );
+    let path = vec![dir.path().to_path_buf()];
+    let mut d = delegate("slow-ipam", &path);
+    d.timeout = Duration::from_secs(5);
+    let running = d.start(Command::Add, b"{}").unwrap();
+    std::fs::write(&go, "").unwrap();
+    let result = running.result().unwrap();
+    assert_eq!(result.ips[0].address.to_string(), "10.0.0.9/32");
+}
+
+#[test]
+fn a_started_delegate_that_is_dropped_is_still_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let done = dir.path().join("done");
+    script(
+        dir.path(),
+        "late-ipam",
+        &format!("sleep 0.3; echo finished > {}", done.display()),
+    );
+    let path = vec![dir.path().to_path_buf()];
+    let running = delegate("late-ipam", &path)
+        .start(Command::Del, b"{}")
+        .unwrap();
+    drop(running);
+    assert!(
+        done.exists(),
+        "dropping a running delegate waits for it: nothing it does comes after its caller moved on"
+    );
+}

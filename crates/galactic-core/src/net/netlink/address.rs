@@ -80,6 +80,23 @@ impl Netlink {
         )
     }
 
+    /// Removes every global-scope address from a link (what IPAM assigned; the kernel's
+    /// link-local ones stay); a link without any is success.
+    pub fn flush_global_addresses(&self, index: u32) -> Result<(), NetError> {
+        for msg in self
+            .address_messages(index)?
+            .into_iter()
+            .filter(|m| m.header.scope == AddressScope::Universe)
+        {
+            tolerate_missing(
+                self.runtime
+                    .block_on(self.handle.address().del(msg).execute())
+                    .map_err(nl(format!("delete the addresses of link {index}"))),
+            )?;
+        }
+        Ok(())
+    }
+
     /// Removes an address; a missing one is success.
     pub fn delete_address(&self, index: u32, addr: IpNetwork) -> Result<(), NetError> {
         for msg in self
