@@ -4,18 +4,24 @@
 
 use crate::debian::{self, REFERENCE_PACKAGE, REFERENCE_PLUGINS};
 use anyhow::{bail, Result};
-use galactic_testkit::bench::chain::{self, Paths};
+use galactic_testkit::bench::chain::{self, Options, Paths};
 use std::path::Path;
 
-/// `cargo xtask bench-chain [--iterations N] [--master-only]`.
+/// `cargo xtask bench-chain [--iterations N] [--master-only] [--concurrency N] [--rounds N]`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Attachments per chain
+    /// Sequential attachments per chain
     #[arg(long, value_name = "N", default_value_t = 60)]
     pub iterations: usize,
     /// Our chain without galactic-route and galactic-bgp (the master with its IPAM only)
     #[arg(long)]
     pub master_only: bool,
+    /// Attachments started at once in the concurrent part (0 leaves it out)
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub concurrency: usize,
+    /// Rounds of the concurrent part
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub rounds: usize,
 }
 
 pub fn run(args: &Args) -> Result<()> {
@@ -33,7 +39,13 @@ pub fn run(args: &Args) -> Result<()> {
         reference,
         probe: &probe,
     };
-    let chains = chain::run(&paths, args.iterations, args.master_only)?;
-    print!("{}", chain::table(&chains, args.iterations));
+    let options = Options {
+        iterations: args.iterations,
+        master_only: args.master_only,
+        concurrency: args.concurrency,
+        rounds: args.rounds,
+    };
+    let report = chain::run(&paths, options)?;
+    print!("{}", chain::table(&report));
     Ok(())
 }

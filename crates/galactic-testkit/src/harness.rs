@@ -47,6 +47,15 @@ pub enum Error {
         #[source]
         source: nix::Error,
     },
+    /// A kernel operation the harness performs itself failed.
+    #[error("{what}: {source}")]
+    Kernel {
+        /// What was being done.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: galactic_core::net::NetError,
+    },
     /// A chain operation of the test kit's runtime failed where it must not.
     #[error(transparent)]
     Runtime(#[from] Box<RuntimeError>),

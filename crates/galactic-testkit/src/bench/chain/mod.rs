@@ -12,12 +12,21 @@
 //! once through `rss-probe`, which stops every process at exec and exit (ptrace) to read its peak
 //! RSS — stops that would bias the times against the chain with more processes. Both passes
 //! start each plugin with the same environment, the one the test kit's runtime gives it.
+//!
+//! Two more figures put the chains in context: the kernel's own cost of the veth pair both
+//! chains create and delete ([`floor`], measured in-process over netlink, no plugin), and many
+//! attachments at once ([`concurrent`]).
+
+pub mod concurrent;
+pub mod floor;
+mod table;
+
+pub use table::table;
 
 use crate::harness::{json, Entered, Error, Result};
 use crate::privileged::TestNetns;
 use crate::process::{self, Finished, Probed};
 use crate::runtime::{Attachment, Conflist};
-use crate::stats::median_p95;
 use crate::TestNode;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -34,6 +43,19 @@ pub struct Paths<'a> {
     pub probe: &'a Path,
 }
 
+/// How much to measure.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Sequential attachments per chain.
+    pub iterations: usize,
+    /// Our chain without galactic-route and galactic-bgp (the master with its IPAM only).
+    pub master_only: bool,
+    /// Attachments started at once in the concurrent part (0: no concurrent part).
+    pub concurrency: usize,
+    /// Rounds of the concurrent part.
+    pub rounds: usize,
+}
+
 /// A chain and what was measured for it.
 pub struct Chain {
     /// Its name in the table.
@@ -48,6 +70,20 @@ pub struct Chain {
     pub rss: BTreeMap<String, u64>,
     /// ADD wall time per plugin process.
     pub stage_add: BTreeMap<String, Vec<Duration>>,
+    /// DEL wall time per plugin process.
+    pub stage_del: BTreeMap<String, Vec<Duration>>,
+    /// The concurrent part's figures.
+    pub concurrent: Option<concurrent::Figures>,
+}
+
+/// Everything one run measured.
+pub struct Report {
+    /// The chains, ours first.
+    pub chains: Vec<Chain>,
+    /// The kernel's veth cost.
+    pub floor: floor::Floor,
+    /// What was asked for.
+    pub options: Options,
 }
 
 /// How a chain run is observed.
@@ -59,14 +95,13 @@ enum Probe {
     Rss,
 }
 
-/// Runs `iterations` attachments per chain; with `master_only`, our chain is the master with
-/// its IPAM only.
-pub fn run(paths: &Paths<'_>, iterations: usize, master_only: bool) -> Result<Vec<Chain>> {
+/// Runs the sequential attachments, the kernel floor and (when asked) the concurrent part.
+pub fn run(paths: &Paths<'_>, options: Options) -> Result<Report> {
     let host = TestNetns::new("gbench-host");
     let _entered = Entered::new(&host)?;
     let node = TestNode::new(json!({"log_level": "info", "routing_domain": "auto"}));
     let mut mine = our_chain(paths.ours);
-    if master_only {
+    if options.master_only {
         mine.list.plugins.truncate(1);
         mine.label = "galactic (veth+ipam only)";
     }
@@ -76,7 +111,8 @@ pub fn run(paths: &Paths<'_>, iterations: usize, master_only: bool) -> Result<Ve
         paths.ours.display(),
         paths.reference.display()
     ));
-    for i in 0..iterations {
+    let mut floor = floor::Floor::default();
+    for i in 0..options.iterations {
         for chain in chains.iter_mut() {
             let pod = TestNetns::new("gbench-pod");
             let call = Call {
@@ -86,24 +122,37 @@ pub fn run(paths: &Paths<'_>, iterations: usize, master_only: bool) -> Result<Ve
                 node: &node,
                 probe: paths.probe,
             };
-            let (add, result) = run_chain(chain, &call, None, Probe::Timed)?;
-            let (del, _) = run_chain(chain, &call, Some(&result), Probe::Timed)?;
-            chain.add.push(add);
-            chain.del.push(del);
-            let (_, result) = run_chain(chain, &call, None, Probe::Rss)?;
-            run_chain(chain, &call, Some(&result), Probe::Rss)?;
+            let add = run_chain(chain, &call, Verb::Add, None, Probe::Timed)?;
+            let del = run_chain(chain, &call, Verb::Del, Some(&add.result), Probe::Timed)?;
+            chain.record_times(&add, &del);
+            let add = run_chain(chain, &call, Verb::Add, None, Probe::Rss)?;
+            let del = run_chain(chain, &call, Verb::Del, Some(&add.result), Probe::Rss)?;
+            chain.record_rss(&add);
+            chain.record_rss(&del);
+        }
+        floor.measure_once()?;
+    }
+    if options.concurrency > 0 {
+        for chain in chains.iter_mut() {
+            let figures =
+                concurrent::measure(chain, &node, &cni_path, options.concurrency, options.rounds)?;
+            chain.concurrent = Some(figures);
         }
     }
-    Ok(chains)
+    Ok(Report {
+        chains,
+        floor,
+        options,
+    })
 }
 
 /// One attachment's plugin calls.
-struct Call<'a> {
-    cid: String,
-    netns: String,
-    cni_path: &'a Path,
-    node: &'a TestNode,
-    probe: &'a Path,
+pub(crate) struct Call<'a> {
+    pub(crate) cid: String,
+    pub(crate) netns: String,
+    pub(crate) cni_path: &'a Path,
+    pub(crate) node: &'a TestNode,
+    pub(crate) probe: &'a Path,
 }
 
 impl Call<'_> {
@@ -123,21 +172,58 @@ impl Call<'_> {
     }
 }
 
-/// Runs ADD forward (threading prevResult) or DEL in reverse (with the final result).
+/// One chain ADD or DEL: its total, the result to thread on, and what each plugin cost.
+pub(crate) struct Pass {
+    /// The sum of the plugins' wall times.
+    pub(crate) total: Duration,
+    /// ADD: the last plugin's result; DEL: the result it was given.
+    pub(crate) result: Value,
+    /// Each plugin's wall time, in the order run.
+    stages: Vec<(String, Duration)>,
+    /// Each plugin's peak RSS and those of the programs it started (probed passes only).
+    rss: Vec<Peak>,
+}
+
+/// A plugin's own peak RSS (KiB) and those of the programs it started, by name.
+struct Peak {
+    plugin: String,
+    kib: u64,
+    started: Vec<(String, u64)>,
+}
+
+/// A chain verb.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum Verb {
+    /// Forward, threading prevResult from plugin to plugin.
+    Add,
+    /// In reverse, every plugin given the chain's cached result (none after a failed ADD).
+    Del,
+}
+
+/// Runs ADD forward (threading prevResult) or DEL in reverse (with `cached`, the final result).
 fn run_chain(
-    chain: &mut Chain,
+    chain: &Chain,
     call: &Call<'_>,
+    verb: Verb,
     cached: Option<&Value>,
     probe: Probe,
-) -> Result<(Duration, Value)> {
-    let command = if cached.is_none() { "ADD" } else { "DEL" };
+) -> Result<Pass> {
+    let command = match verb {
+        Verb::Add => "ADD",
+        Verb::Del => "DEL",
+    };
     let env = call.env(command);
-    let mut total = Duration::ZERO;
+    let mut pass = Pass {
+        total: Duration::ZERO,
+        result: Value::Null,
+        stages: Vec::new(),
+        rss: Vec::new(),
+    };
     let mut prev: Option<Value> = cached.cloned();
     let stages = chain.list.plugins.len();
-    let order: Vec<usize> = match cached {
-        None => (0..stages).collect(),
-        Some(_) => (0..stages).rev().collect(),
+    let order: Vec<usize> = match verb {
+        Verb::Add => (0..stages).collect(),
+        Verb::Del => (0..stages).rev().collect(),
     };
     for i in order {
         let name = chain.list.plugin_type(i).to_owned();
@@ -146,17 +232,21 @@ fn run_chain(
         // work.
         let att = Attachment::new(&call.cid, &call.netns, "eth0");
         let stdin = chain.list.plugin_conf(i, prev.as_ref(), &att).to_string();
-        let (run, started) = match probe {
-            Probe::Timed => (
-                process::start(process::command(&binary, &env), stdin.as_bytes())?.wait()?,
-                Vec::new(),
-            ),
+        let run: Finished = match probe {
+            Probe::Timed => {
+                process::start(process::command(&binary, &env), stdin.as_bytes())?.wait()?
+            }
             Probe::Rss => {
                 let Probed {
                     finished,
                     started_rss_kib,
                 } = process::run_probed(call.probe, &binary, &env, stdin.as_bytes())?;
-                (finished, started_rss_kib)
+                pass.rss.push(Peak {
+                    plugin: name.clone(),
+                    kib: finished.max_rss_kib,
+                    started: started_rss_kib,
+                });
+                finished
             }
         };
         if !run.status.success() {
@@ -166,34 +256,53 @@ fn run_chain(
                 reply: String::from_utf8_lossy(&run.stdout).into_owned(),
             });
         }
-        total += run.elapsed;
-        match probe {
-            Probe::Timed if cached.is_none() => chain
-                .stage_add
-                .entry(name.clone())
-                .or_default()
-                .push(run.elapsed),
-            Probe::Timed => {}
-            Probe::Rss => record_rss(chain, &name, &run, &started),
-        }
-        if cached.is_none() {
+        pass.total += run.elapsed;
+        pass.stages.push((name.clone(), run.elapsed));
+        if verb == Verb::Add {
             prev = Some(
                 serde_json::from_slice(&run.stdout).map_err(json(format!("{name} ADD result")))?,
             );
         }
     }
-    Ok((total, prev.unwrap_or(Value::Null)))
+    pass.result = prev.unwrap_or(Value::Null);
+    Ok(pass)
 }
 
-fn record_rss(chain: &mut Chain, stage: &str, run: &Finished, started: &[(String, u64)]) {
-    let rss = chain.rss.entry(stage.to_owned()).or_default();
-    *rss = (*rss).max(run.max_rss_kib);
-    for (program, kib) in started {
-        let rss = chain
-            .rss
-            .entry(format!("{program} (started by {stage})"))
-            .or_default();
-        *rss = (*rss).max(*kib);
+impl Chain {
+    fn record_times(&mut self, add: &Pass, del: &Pass) {
+        self.add.push(add.total);
+        self.del.push(del.total);
+        for (name, elapsed) in &add.stages {
+            self.stage_add
+                .entry(name.clone())
+                .or_default()
+                .push(*elapsed);
+        }
+        for (name, elapsed) in &del.stages {
+            self.stage_del
+                .entry(name.clone())
+                .or_default()
+                .push(*elapsed);
+        }
+    }
+
+    fn record_rss(&mut self, pass: &Pass) {
+        for Peak {
+            plugin: stage,
+            kib: own,
+            started,
+        } in &pass.rss
+        {
+            let rss = self.rss.entry(stage.clone()).or_default();
+            *rss = (*rss).max(*own);
+            for (program, kib) in started {
+                let rss = self
+                    .rss
+                    .entry(format!("{program} (started by {stage})"))
+                    .or_default();
+                *rss = (*rss).max(*kib);
+            }
+        }
     }
 }
 
@@ -206,6 +315,8 @@ fn chain(label: &'static str, network: &str, bins: &Path, plugins: Vec<Value>) -
         del: Vec::new(),
         rss: BTreeMap::new(),
         stage_add: BTreeMap::new(),
+        stage_del: BTreeMap::new(),
+        concurrent: None,
     }
 }
 
@@ -235,50 +346,4 @@ fn reference_chain(bins: &Path, work: &Path) -> Chain {
                          "ranges": [[{"subnet": "fd92::/64"}], [{"subnet": "10.92.0.0/16"}]]}}),
         ],
     )
-}
-
-/// The table of `chains` after `iterations` attachments each.
-pub fn table(chains: &[Chain], iterations: usize) -> String {
-    let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1000.0);
-    let mut out = format!(
-        "{iterations} attachments per chain, release builds, plugins run as processes in a throwaway host netns\n"
-    );
-    out.push_str(&format!(
-        "{:<38} {:>10} {:>10} {:>10} {:>10}\n",
-        "chain", "ADD med", "ADD p95", "DEL med", "DEL p95"
-    ));
-    let mut medians = Vec::new();
-    for chain in chains {
-        let (am, ap) = median_p95(&mut chain.add.clone());
-        let (dm, dp) = median_p95(&mut chain.del.clone());
-        medians.push(am);
-        out.push_str(&format!(
-            "{:<38} {:>10} {:>10} {:>10} {:>10}\n",
-            chain.label,
-            ms(am),
-            ms(ap),
-            ms(dm),
-            ms(dp)
-        ));
-    }
-    if let [ours, reference] = medians[..] {
-        out.push_str(&format!(
-            "ADD median ratio ours/reference: {:.2}\n",
-            ours.as_secs_f64() / reference.as_secs_f64()
-        ));
-    }
-    out.push_str(
-        "\nper plugin process: ADD median (a plugin's includes the processes it starts), \
-         peak RSS (own VmHWM, max over all ADD and DEL runs):\n",
-    );
-    for chain in chains {
-        for (plugin, kib) in &chain.rss {
-            let add = chain
-                .stage_add
-                .get(plugin)
-                .map_or("–".to_owned(), |t| ms(median_p95(&mut t.clone()).0));
-            out.push_str(&format!("  {:<46} {:>10} {:>8} KiB\n", plugin, add, kib));
-        }
-    }
-    out
 }
