@@ -64,6 +64,11 @@ pub(super) fn measure(
                 cni_path,
                 node,
                 probe: Path::new(""),
+                patch: Some(serde_json::json!({
+                    "vpcattachment": format!("c{i}"),
+                    "terminations": [{"network": format!("fd91:{i:x}::/64")},
+                                     {"network": format!("10.91.{}.0/24", i % 256)}],
+                })),
             })
             .collect();
         let added = all_at_once(&calls, |call| {

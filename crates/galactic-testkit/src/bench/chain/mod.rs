@@ -121,6 +121,7 @@ pub fn run(paths: &Paths<'_>, options: Options) -> Result<Report> {
                 cni_path: &cni_path,
                 node: &node,
                 probe: paths.probe,
+                patch: None,
             };
             let add = run_chain(chain, &call, Verb::Add, None, Probe::Timed)?;
             let del = run_chain(chain, &call, Verb::Del, Some(&add.result), Probe::Timed)?;
@@ -153,6 +154,10 @@ pub(crate) struct Call<'a> {
     pub(crate) cni_path: &'a Path,
     pub(crate) node: &'a TestNode,
     pub(crate) probe: &'a Path,
+    /// Keys this call's plugins take instead of the list's, where the plugin has the key (pods
+    /// attached at the same time each need their own VPC attachment, since one attachment has
+    /// one holder, and their own terminations, since a network terminates at one attachment).
+    pub(crate) patch: Option<Value>,
 }
 
 impl Call<'_> {
@@ -231,7 +236,13 @@ fn run_chain(
         // Debian's reference plugins speak up to 1.0.0; both chains use it so they do the same
         // work.
         let att = Attachment::new(&call.cid, &call.netns, "eth0");
-        let stdin = chain.list.plugin_conf(i, prev.as_ref(), &att).to_string();
+        let mut conf = chain.list.plugin_conf(i, prev.as_ref(), &att);
+        for (key, value) in call.patch.iter().filter_map(Value::as_object).flatten() {
+            if let Some(field) = conf.get_mut(key) {
+                *field = value.clone();
+            }
+        }
+        let stdin = conf.to_string();
         let run: Finished = match probe {
             Probe::Timed => {
                 process::start(process::command(&binary, &env), stdin.as_bytes())?.wait()?
