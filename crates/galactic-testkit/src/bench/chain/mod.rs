@@ -82,6 +82,10 @@ pub struct Report {
     pub chains: Vec<Chain>,
     /// The kernel's veth cost.
     pub floor: floor::Floor,
+    /// Our plugins' own work per operation, from their log lines (`durationMs` of "ADD: done"
+    /// and "DEL: done"), by (plugin, verb): the rest of a process's wall time is its start,
+    /// configuration and exit.
+    pub own_work: BTreeMap<(String, String), Vec<Duration>>,
     /// What was asked for.
     pub options: Options,
 }
@@ -133,6 +137,7 @@ pub fn run(paths: &Paths<'_>, options: Options) -> Result<Report> {
         }
         floor.measure_once()?;
     }
+    let own_work = own_work(&node.dir.path().join("galactic.log"));
     if options.concurrency > 0 {
         for chain in chains.iter_mut() {
             let figures =
@@ -143,8 +148,32 @@ pub fn run(paths: &Paths<'_>, options: Options) -> Result<Report> {
     Ok(Report {
         chains,
         floor,
+        own_work,
         options,
     })
+}
+
+/// The `durationMs` of every "ADD: done" and "DEL: done" line of the node's log, by plugin and
+/// verb (a plugin logs its operation's own time, after reading its input and configuration).
+fn own_work(log: &Path) -> BTreeMap<(String, String), Vec<Duration>> {
+    let mut out: BTreeMap<(String, String), Vec<Duration>> = BTreeMap::new();
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    for line in text.lines() {
+        let Ok(entry) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let verb = match entry["msg"].as_str() {
+            Some("ADD: done") => "ADD",
+            Some("DEL: done") => "DEL",
+            _ => continue,
+        };
+        if let (Some(plugin), Some(ms)) = (entry["plugin"].as_str(), entry["durationMs"].as_f64()) {
+            out.entry((plugin.to_owned(), verb.to_owned()))
+                .or_default()
+                .push(Duration::from_secs_f64(ms / 1000.0));
+        }
+    }
+    out
 }
 
 /// One attachment's plugin calls.

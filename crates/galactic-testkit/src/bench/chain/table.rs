@@ -21,7 +21,7 @@ fn ratio(ours: Duration, reference: Duration) -> f64 {
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
     sequential(&mut out, report);
-    per_plugin(&mut out, &report.chains);
+    per_plugin(&mut out, report);
     floor(&mut out, report);
     concurrent(&mut out, &report.chains);
     out
@@ -60,11 +60,14 @@ fn sequential(out: &mut String, report: &Report) {
     }
 }
 
-fn per_plugin(out: &mut String, chains: &[Chain]) {
+fn per_plugin(out: &mut String, report: &Report) {
+    let chains = &report.chains;
     let _ = writeln!(
         out,
-        "\nper plugin process: ADD and DEL medians (a plugin's include the processes it starts), \
-         peak RSS (own VmHWM, max over all ADD and DEL runs) and its ratio to bridge's:"
+        "\nper plugin process: ADD and DEL medians, wall time from spawn to exit (a plugin's \
+         include the processes it starts) and, in brackets, its own work as it logs it (the rest \
+         is process start, configuration and exit); peak RSS (own VmHWM, max over all ADD and \
+         DEL runs) and its ratio to bridge's:"
     );
     let bridge = chains
         .iter()
@@ -73,24 +76,29 @@ fn per_plugin(out: &mut String, chains: &[Chain]) {
         .map(|(_, kib)| *kib);
     let _ = writeln!(
         out,
-        "  {:<46} {:>10} {:>10} {:>9} {:>9}",
-        "process", "ADD med", "DEL med", "peak RSS", "× bridge"
+        "  {:<46} {:>20} {:>20} {:>9} {:>9}",
+        "process", "ADD med (own)", "DEL med (own)", "peak RSS", "× bridge"
     );
+    let name_of = |plugin: &str| plugin.split(' ').next().unwrap_or(plugin).to_owned();
     for chain in chains {
         for (plugin, kib) in &chain.rss {
-            let median = |stage: Option<&Vec<Duration>>| {
-                stage.map_or("–".to_owned(), |t| ms(summary(t).median))
+            let median = |stage: Option<&Vec<Duration>>, verb: &str| {
+                let wall = stage.map_or("–".to_owned(), |t| ms(summary(t).median));
+                match report.own_work.get(&(name_of(plugin), verb.to_owned())) {
+                    Some(own) => format!("{wall} ({:.2})", summary(own).median_ms()),
+                    None => wall,
+                }
             };
             let times = (
-                median(chain.stage_add.get(plugin)),
-                median(chain.stage_del.get(plugin)),
+                median(chain.stage_add.get(plugin), "ADD"),
+                median(chain.stage_del.get(plugin), "DEL"),
             );
             let share = bridge.map_or("–".to_owned(), |b| {
                 format!("{:.2}", *kib as f64 / b.max(1) as f64)
             });
             let _ = writeln!(
                 out,
-                "  {:<46} {:>10} {:>10} {:>5} KiB {:>9}",
+                "  {:<46} {:>20} {:>20} {:>5} KiB {:>9}",
                 plugin, times.0, times.1, kib, share
             );
         }
