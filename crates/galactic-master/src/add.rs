@@ -1,9 +1,9 @@
 //! ADD for both masters.
 //!
 //! Order: validate (stanza, delegate present, NAD chain, routing domain backend) → IPAM delegate
-//! ADD started → attachment record → host interface → sysctls → forward rules → IPAM result →
-//! routing domain (created, adopted or repaired: [`routing`]) → domain membership → guest → VPC
-//! gateways → host gateway.
+//! ADD started → attachment record → host interface → sysctls → forward rules → [a recorded
+//! routing domain joined] → IPAM result → [a new routing domain created, adopted: [`routing`],
+//! and joined] → guest → VPC gateways → host gateway.
 //!
 //! The IPAM delegate is a process of its own: it allocates while this one builds the
 //! attachment's own interface, which needs no address (a full attachment's ADD is shorter by
@@ -11,27 +11,28 @@
 //! it waits for the delegate if it is still running and then calls its DEL unless the delegate
 //! refused, so an allocation is never left behind by a failed host step.
 
+mod ipam;
 mod routing;
 
-use super::addressing;
 use super::conf::MasterConf;
 use super::mac::{self, Mac};
 use super::nad::Nad;
 use super::{gateway, guest};
 use crate::error::MasterError;
 use galactic_core::attachment::{Kind, Record, Records};
-use galactic_core::cni::delegate::{self, Delegate, DelegateError, Running};
-use galactic_core::cni::{CniResult, Command, Interface, Request};
+use galactic_core::cni::delegate::{self, Delegate};
+use galactic_core::cni::{CniResult, Interface, Request};
 use galactic_core::failpoint;
 use galactic_core::ip::Assignment;
 use galactic_core::ip::Family;
 use galactic_core::log;
-use galactic_core::net::domain::{self, Choice, Domains};
+use galactic_core::net::domain::{self, Choice, Domain, Domains};
 use galactic_core::net::netlink::{Link, Netlink};
 use galactic_core::net::netns::Netns;
 use galactic_core::net::sysctl;
 use galactic_core::net::{firewall, tap};
 use galactic_core::rollback::Rollback;
+use ipam::Ipam;
 use serde_json::json;
 use std::cell::RefCell;
 
@@ -50,29 +51,6 @@ struct Add<'a> {
     nad: Option<Nad<'a>>,
     /// Where the IPAM delegate's ADD stands.
     ipam: RefCell<Ipam>,
-}
-
-/// The IPAM delegate's ADD, as far as this ADD knows it.
-enum Ipam {
-    /// Not started (no IPAM, or not yet).
-    Idle,
-    /// Started, outcome not collected yet.
-    Running(Running),
-    /// It may hold addresses for this attachment: it answered with them, or its outcome is
-    /// unknown (stopped at the bound, or it could not be waited for).
-    Allocated,
-    /// It answered with its own error: it holds nothing for this call.
-    Refused,
-}
-
-impl Ipam {
-    /// The state after `outcome`.
-    fn after<T>(outcome: &Result<T, DelegateError>) -> Self {
-        match outcome {
-            Err(DelegateError::Failed(_)) => Self::Refused,
-            _ => Self::Allocated,
-        }
-    }
 }
 
 pub fn add(kind: Kind, req: &Request) -> Result<CniResult, MasterError> {
@@ -208,28 +186,29 @@ impl<'a> Add<'a> {
         rb.push("forward rules", move || firewall::remove(&self.host_ifname));
         failpoint::hit("after-firewall")?;
 
-        // The node-wide part (the routing domain, created on a VPC's first attachment, with the
-        // node's first domain moving the local rule and adding the host-service filter) waits for
-        // the addresses: an ADD the IPAM delegate refuses leaves the node as it found it.
+        // Joining a VPC whose domain is recorded (every attachment of it but the first) changes
+        // nothing node-wide, so it runs while the delegate allocates. Creating the domain (a
+        // VPC's first attachment; the node's first domain also moves the local rule and adds the
+        // host-service filter) waits for the addresses: an ADD the IPAM delegate refuses leaves
+        // the node as it found it.
+        let recorded = self
+            .domains
+            .get(&self.conf.ids.vpc)
+            .map_err(MasterError::node("read the VPC's routing domain"))?
+            .is_some();
+        let mut joined = None;
+        if recorded {
+            joined = Some(self.join_domain(choice, &host, rb)?);
+        }
         let assigned = match early {
             Some(assigned) => assigned,
             None => self.ipam_result()?,
         };
         failpoint::hit("after-ipam")?;
-
-        let domain = self.ensure_domain(choice, rb)?;
-        failpoint::hit("after-domain")?;
-
-        domain::attach(&self.host, &domain, &self.conf.ids.vpc, &host)
-            .map_err(MasterError::node("join the routing domain"))?;
-        let attached = domain.clone();
-        rb.push("routing domain membership", move || {
-            domain::detach(&self.host, &attached, &self.host_ifname)
-        });
-        self.host
-            .set_up(host.index)
-            .map_err(MasterError::node("set the host interface up"))?;
-        failpoint::hit("after-attach")?;
+        let domain = match joined {
+            Some(domain) => domain,
+            None => self.join_domain(choice, &host, rb)?,
+        };
 
         let guest = self.configure_guest(&assigned)?;
         failpoint::hit("after-guest")?;
@@ -254,6 +233,29 @@ impl<'a> Add<'a> {
             json!({"hostIfname": self.host_ifname, "table": domain.table}),
         );
         Ok(self.result(&host, guest.as_ref(), &assigned))
+    }
+
+    /// The VPC's routing domain, created, adopted or repaired, with the host interface in it
+    /// and up.
+    fn join_domain(
+        &'a self,
+        choice: Choice,
+        host: &Link,
+        rb: &mut Rollback<'a>,
+    ) -> Result<Domain, MasterError> {
+        let domain = self.ensure_domain(choice, rb)?;
+        failpoint::hit("after-domain")?;
+        domain::attach(&self.host, &domain, &self.conf.ids.vpc, host)
+            .map_err(MasterError::node("join the routing domain"))?;
+        let attached = domain.clone();
+        rb.push("routing domain membership", move || {
+            domain::detach(&self.host, &attached, &self.host_ifname)
+        });
+        self.host
+            .set_up(host.index)
+            .map_err(MasterError::node("set the host interface up"))?;
+        failpoint::hit("after-attach")?;
+        Ok(domain)
     }
 
     /// Decides what to do when the host interface or its record already exists; whether this
@@ -394,55 +396,6 @@ impl<'a> Add<'a> {
             "1" => Ok(()),
             _ => Err(MasterError::Ipv6ForwardingOff),
         }
-    }
-
-    /// Starts the IPAM delegate's ADD and pushes its undo: wait for it if it is still running,
-    /// then its DEL unless it refused (as when it ran first: a delegate that answered with an
-    /// error holds nothing, and a retried ADD's refusal must not release a live allocation).
-    fn start_ipam(&'a self, rb: &mut Rollback<'a>) -> Result<(), MasterError> {
-        let Some(plugin_type) = self.conf.ipam_type.as_deref() else {
-            return Ok(());
-        };
-        let delegate = Delegate::new(plugin_type, &self.req.env.path);
-        let running = delegate.start(Command::Add, &self.req.stdin)?;
-        *self.ipam.borrow_mut() = Ipam::Running(running);
-        rb.push("IPAM allocation", move || {
-            let state = self.ipam.replace(Ipam::Idle);
-            let state = match state {
-                Ipam::Running(running) => Ipam::after(&running.wait()),
-                other => other,
-            };
-            match state {
-                Ipam::Refused | Ipam::Idle => Ok(()),
-                _ => Delegate::new(plugin_type, &self.req.env.path)
-                    .call(Command::Del, &self.req.stdin),
-            }
-        });
-        Ok(())
-    }
-
-    /// The addresses the IPAM delegate allocated (none without IPAM).
-    fn ipam_result(&self) -> Result<Vec<Assignment>, MasterError> {
-        let (Some(plugin_type), Ipam::Running(running)) = (
-            self.conf.ipam_type.as_deref(),
-            self.ipam.replace(Ipam::Idle),
-        ) else {
-            return Ok(Vec::new());
-        };
-        let result = running.result();
-        *self.ipam.borrow_mut() = Ipam::after(&result);
-        let result = result?;
-        let assigned = addressing::from_result(&result);
-        if assigned.is_empty() {
-            return Err(MasterError::NoAddresses {
-                plugin: plugin_type.to_owned(),
-            });
-        }
-        log::debug(
-            "ADD: IPAM allocated",
-            json!({"ips": result.ips.iter().map(|i| i.address.to_string()).collect::<Vec<_>>()}),
-        );
-        Ok(assigned)
     }
 
     fn configure_guest(&self, assigned: &[Assignment]) -> Result<Option<Link>, MasterError> {
