@@ -26,7 +26,7 @@ pub fn run(args: &Args) -> Result<()> {
         Shape::LiveRoutes(args.size),
         Shape::Unrelated(args.size),
     ];
-    let (rows, floor) = route::run(&Paths { plugins: &plugins }, &shapes, args.iterations)?;
-    print!("{}", route::table(&rows, floor, args.iterations));
+    let rows = route::run(&Paths { plugins: &plugins }, &shapes, args.iterations)?;
+    print!("{}", route::table(&rows, args.iterations));
     Ok(())
 }
