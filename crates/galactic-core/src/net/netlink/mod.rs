@@ -81,16 +81,20 @@ fn runtime() -> Result<Runtime, NetError> {
 /// Opens the two sockets of a [`Netlink`] in the calling thread's namespace: the plain one and the
 /// strictly checked one for filtered dumps.
 fn connect() -> Result<(Handle, Handle), NetError> {
-    let open = |what: &str| {
-        let what = what.to_owned();
-        move |source| NetError::Io { what, source }
+    let (connection, handle, _) = rtnetlink::new_connection().map_err(|source| NetError::Io {
+        what: "open a netlink socket".into(),
+        source,
+    })?;
+    tokio::spawn(connection);
+    // Kernels before 4.20 have no strict checking: they ignore the filter and send every
+    // route, which `Netlink::routes` then filters itself (slower, still exact).
+    let filtered = match rtnetlink::new_connection_with_strict_check() {
+        Ok((connection, filtered, _)) => {
+            tokio::spawn(connection);
+            filtered
+        }
+        Err(_) => handle.clone(),
     };
-    let (connection, handle, _) =
-        rtnetlink::new_connection().map_err(open("open a netlink socket"))?;
-    tokio::spawn(connection);
-    let (connection, filtered, _) = rtnetlink::new_connection_with_strict_check()
-        .map_err(open("open a strictly checked netlink socket"))?;
-    tokio::spawn(connection);
     Ok((handle, filtered))
 }
 
