@@ -6,6 +6,7 @@
 
 mod bench_chain;
 mod bench_ipam;
+mod bench_route;
 mod bench_startup;
 mod bpf_maps;
 mod crash;
@@ -54,6 +55,8 @@ enum Command {
     BenchChain(bench_chain::Args),
     /// IPAM ADD/CHECK/DEL at several occupancies, galactic-ipam vs. host-local
     BenchIpam(bench_ipam::Args),
+    /// galactic-route ADD/CHECK/DEL on a fresh VPC vs. long history and many routes
+    BenchRoute(bench_route::Args),
     /// Median start-up cost of every release plugin vs. the spawn floor
     BenchStartup(bench_startup::Args),
     /// Write deploy/crds/*.yaml from the Rust custom resource types
@@ -94,6 +97,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::TestPodman(args) => podman::run(&args),
         Command::BenchChain(args) => bench_chain::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
+        Command::BenchRoute(args) => bench_route::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),
         Command::GenCrds(args) => crds::run(&args),
         Command::LintManifests(args) => manifests::run(&args),

@@ -62,19 +62,17 @@ impl Owner<'_> {
     }
 }
 
-/// Removes `owner`'s entries of `vpc` under the VPC's lock; returns how many there were.
+/// Removes `owner`'s entries of `vpc` under the VPC's lock; returns how many there were. The
+/// record is read once and written at most once: its size is the VPC's live attachments'.
 fn remove_owned(ledger: &Ledger, vpc: &VpcId, owner: &Owner<'_>) -> Result<usize, RouteError> {
     let _lock = ledger.lock(vpc)?;
-    let record = ledger.get(vpc)?;
-    let mine: Vec<Owned> = record
-        .routes
-        .iter()
-        .filter(|e| owner.owns(e))
-        .cloned()
-        .collect();
-    if mine.is_empty() {
-        return Ok(0);
+    let mut record = ledger.get(vpc)?;
+    let held = record.routes.len();
+    // One entry per route (Ledger::add): the owner's entries are exactly its routes' entries.
+    record.routes.retain(|e| !owner.owns(e));
+    let removed = held - record.routes.len();
+    if removed > 0 {
+        ledger.put(vpc, &record)?;
     }
-    ledger.remove(vpc, &mine)?;
-    Ok(mine.len())
+    Ok(removed)
 }

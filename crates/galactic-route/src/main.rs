@@ -22,6 +22,8 @@ mod add;
 mod chain;
 mod check;
 mod conf;
+#[cfg(test)]
+mod cost;
 mod del;
 mod error;
 mod gc;

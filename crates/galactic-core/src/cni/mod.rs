@@ -12,7 +12,7 @@ pub mod result;
 pub mod version;
 
 pub use conf::{Attachment, NetConf};
-pub use dispatch::{run, run_step, version_flag, version_line, Plugin, Request};
+pub use dispatch::{execute, run, run_step, version_flag, version_line, Plugin, Request};
 pub use env::{CniArgs, CniEnv, Command, ContainerId, IfName};
 pub use error::{CniError, Code, ErrorCode};
 pub use result::{CniResult, Dns, Interface, IpConfig, Route};

@@ -439,3 +439,51 @@ fn tap_is_persistent_with_the_requested_options() {
         "an unnamed uid is printed as a number: {info}"
     );
 }
+
+#[test]
+fn a_table_dump_receives_that_table_only() {
+    if !privileged("a_table_dump_receives_that_table_only") {
+        return;
+    }
+    let host = TestNetns::new("nldump");
+    let peer = TestNetns::new("nldumpp");
+    let (_h, nl) = open(&host);
+    nl.create_veth("up0", "up1", &Netns::open(&peer.path()).unwrap(), None)
+        .unwrap();
+    let link = nl.require_link("up0").unwrap();
+    nl.set_up(link.index).unwrap();
+    for family in Family::ALL {
+        assert!(
+            nl.routes(family, 70_000).unwrap().is_empty(),
+            "a table that does not exist has no routes"
+        );
+    }
+    let mine = ["10.1.0.0/24", "fd01::/64"];
+    for dst in mine {
+        nl.add_route(&RouteSpec::device(dst.parse().unwrap(), 70_000, link.index))
+            .unwrap();
+    }
+    let measure = |family| {
+        let before = super::netlink::received();
+        let routes = nl.routes(family, 70_000).unwrap();
+        (routes, super::netlink::received() - before)
+    };
+    let alone = Family::ALL.map(measure);
+    for n in 0..200u32 {
+        for (dst, table) in [
+            (format!("10.2.{n}.0/24"), 254),
+            (format!("fd02:{n:x}::/64"), 7),
+        ] {
+            nl.add_route(&RouteSpec::device(dst.parse().unwrap(), table, link.index))
+                .unwrap();
+        }
+    }
+    let crowded = Family::ALL.map(measure);
+    assert_eq!(crowded, alone, "routes of other tables are not received");
+    for (routes, received) in crowded {
+        assert_eq!(routes.len(), 1, "{routes:?}");
+        assert!(mine.contains(&routes[0].dst.to_string().as_str()));
+        assert_eq!(routes[0].table, 70_000);
+        assert_eq!(received, 1);
+    }
+}

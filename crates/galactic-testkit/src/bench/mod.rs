@@ -1,6 +1,7 @@
 //! Benchmarks of the plugins as processes, the way a runtime runs them: the full chain against
 //! the reference plugins ([`chain`]), the IPAM against `host-local` at several occupancies
-//! ([`ipam`]), and the start-up cost of every binary against the spawn floor ([`startup`]).
+//! ([`ipam`]), galactic-route as its VPC and node grow ([`route`]), and the start-up cost of every
+//! binary against the spawn floor ([`startup`]).
 //!
 //! The caller builds what is measured (xtask builds static release plugins and the `rss-probe`
 //! launcher, and installs the reference plugins) and passes its paths in; each bench returns
@@ -8,6 +9,7 @@
 
 pub mod chain;
 pub mod ipam;
+pub mod route;
 pub mod startup;
 
 use crate::harness::{io, Result};

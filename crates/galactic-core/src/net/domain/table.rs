@@ -183,22 +183,39 @@ pub fn isolation_problems(
     table: u32,
     vpc: &VpcId,
 ) -> Result<Vec<String>, NetError> {
+    Ok(isolation_differences(
+        family,
+        table,
+        vpc,
+        &nl.rules(family)?,
+        &nl.routes(family, table)?,
+    ))
+}
+
+/// [`isolation_problems`] on rules and table routes already listed.
+fn isolation_differences(
+    family: Family,
+    table: u32,
+    vpc: &VpcId,
+    rules: &[RuleSpec],
+    routes: &[RouteSpec],
+) -> Vec<String> {
     let mut problems = Vec::new();
-    if nl.rules(family)?.contains(&local_rule(family, 0)) {
+    if rules.contains(&local_rule(family, 0)) {
         problems.push(format!(
             "{} local table rule is still at priority 0 (leaks across VPCs); the next ADD on this \
              node moves it",
             family.label()
         ));
     }
-    if !has_default(&nl.routes(family, table)?) {
+    if !has_default(routes) {
         problems.push(format!(
             "{} 'unreachable default' is missing from table {table} (VPC {vpc}'s packets fall \
              through to the main table); the next ADD of the VPC on this node restores it",
             family.label()
         ));
     }
-    Ok(problems)
+    problems
 }
 
 /// Makes `gw` local inside the VPC table and routes host packets sourced from it into the table.
@@ -234,9 +251,16 @@ pub fn problems(nl: &Netlink, domain: &Domain, vpc: &VpcId) -> Result<Vec<String
     let mut problems = Vec::new();
     let restores = format!("the next ADD of VPC {vpc} on this node restores it");
     for family in Family::ALL {
-        problems.extend(isolation_problems(nl, family, domain.table, vpc)?);
+        // Listed once for both checks: the table's size is the VPC's routes.
         let rules = nl.rules(family)?;
         let routes = nl.routes(family, domain.table)?;
+        problems.extend(isolation_differences(
+            family,
+            domain.table,
+            vpc,
+            &rules,
+            &routes,
+        ));
         for gw in domain.gateways.iter().filter(|g| Family::of(**g) == family) {
             if !routes
                 .iter()

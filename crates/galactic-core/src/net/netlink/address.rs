@@ -1,6 +1,6 @@
 //! Addresses of a link.
 
-use super::{nl, tolerate_exists, tolerate_missing, NetError, Netlink};
+use super::{counted, nl, tolerate_exists, tolerate_missing, NetError, Netlink};
 use futures_util::TryStreamExt;
 use ipnetwork::IpNetwork;
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage, AddressScope};
@@ -27,7 +27,7 @@ impl Netlink {
             .runtime
             .block_on(request.try_collect())
             .map_err(nl(format!("list addresses of link {index}")))?;
-        Ok(msgs
+        Ok(counted(msgs)
             .into_iter()
             .filter(|m| m.header.index == index)
             .collect())

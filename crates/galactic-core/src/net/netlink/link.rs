@@ -1,6 +1,6 @@
 //! Links: lookup, veth pairs, VRF devices, up/MTU/controller, deletion.
 
-use super::{nl, tolerate_missing, NetError, Netlink};
+use super::{counted, counted_one, nl, tolerate_missing, NetError, Netlink};
 use crate::net::netns::Netns;
 use futures_util::TryStreamExt;
 use netlink_packet_route::link::{
@@ -42,7 +42,7 @@ impl Netlink {
             .match_name(name.to_owned())
             .execute();
         match self.runtime.block_on(request.try_next()) {
-            Ok(msg) => Ok(msg.map(link_from)),
+            Ok(msg) => Ok(counted_one(msg).map(link_from)),
             Err(e) => match nl(format!("get link {name}"))(e) {
                 NetError::NotFound { .. } => Ok(None),
                 other => Err(other),
@@ -64,7 +64,7 @@ impl Netlink {
             .runtime
             .block_on(request.try_collect())
             .map_err(nl("list links"))?;
-        Ok(msgs.into_iter().map(link_from).collect())
+        Ok(counted(msgs).into_iter().map(link_from).collect())
     }
 
     /// Creates a veth pair: `host` here, its peer created directly inside `peer_ns` as `peer`.

@@ -22,6 +22,7 @@ use super::NetError;
 use crate::ip::Family;
 use netlink_packet_route::AddressFamily;
 use rtnetlink::Handle;
+use std::cell::Cell;
 use std::io;
 use tokio::runtime::{Builder, Runtime};
 
@@ -29,6 +30,34 @@ use tokio::runtime::{Builder, Runtime};
 pub struct Netlink {
     runtime: Runtime,
     handle: Handle,
+    /// A second socket with `NETLINK_GET_STRICT_CHK`, for dumps the kernel filters itself (one
+    /// routing table instead of every route of the family). Only for those: strict checking
+    /// also rejects header fields other requests leave set, so everything else stays on
+    /// `handle`.
+    filtered: Handle,
+}
+
+thread_local! {
+    static RECEIVED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many netlink messages this thread has received in answers to dumps and lookups so far:
+/// a deterministic measure of how much kernel state an operation reads, which cost tests compare
+/// across node sizes (each `Netlink` runs its requests on the calling thread).
+pub fn received() -> u64 {
+    RECEIVED.with(Cell::get)
+}
+
+/// Counts a dump's messages towards [`received`].
+fn counted<T>(answer: Vec<T>) -> Vec<T> {
+    RECEIVED.with(|r| r.set(r.get() + answer.len() as u64));
+    answer
+}
+
+/// Counts a lookup's answer towards [`received`].
+fn counted_one<T>(answer: Option<T>) -> Option<T> {
+    RECEIVED.with(|r| r.set(r.get() + u64::from(answer.is_some())));
+    answer
 }
 
 /// The netlink address family of `family`.
@@ -49,13 +78,24 @@ fn runtime() -> Result<Runtime, NetError> {
         })
 }
 
-fn connect() -> Result<Handle, NetError> {
+/// Opens the two sockets of a [`Netlink`] in the calling thread's namespace: the plain one and the
+/// strictly checked one for filtered dumps.
+fn connect() -> Result<(Handle, Handle), NetError> {
     let (connection, handle, _) = rtnetlink::new_connection().map_err(|source| NetError::Io {
         what: "open a netlink socket".into(),
         source,
     })?;
     tokio::spawn(connection);
-    Ok(handle)
+    // Kernels before 4.20 have no strict checking: they ignore the filter and send every
+    // route, which `Netlink::routes` then filters itself (slower, still exact).
+    let filtered = match rtnetlink::new_connection_with_strict_check() {
+        Ok((connection, filtered, _)) => {
+            tokio::spawn(connection);
+            filtered
+        }
+        Err(_) => handle.clone(),
+    };
+    Ok((handle, filtered))
 }
 
 /// Maps an rtnetlink error to a typed one, saying what was being done.
@@ -92,21 +132,29 @@ impl Netlink {
     /// Netlink for the calling thread's namespace (the plugin's host).
     pub fn current() -> Result<Self, NetError> {
         let runtime = runtime()?;
-        let handle = {
+        let (handle, filtered) = {
             let _entered = runtime.enter();
             connect()?
         };
-        Ok(Self { runtime, handle })
+        Ok(Self {
+            runtime,
+            handle,
+            filtered,
+        })
     }
 
     /// Netlink for `ns`: the socket is opened inside it on a dedicated thread, then used from here.
     pub fn in_netns(ns: &Netns) -> Result<Self, NetError> {
         let runtime = runtime()?;
         let rt = runtime.handle().clone();
-        let handle = run_in(ns, move || {
+        let (handle, filtered) = run_in(ns, move || {
             let _entered = rt.enter();
             connect()
         })??;
-        Ok(Self { runtime, handle })
+        Ok(Self {
+            runtime,
+            handle,
+            filtered,
+        })
     }
 }

@@ -1,6 +1,6 @@
 //! Neighbour entries (ARP/NDP).
 
-use super::{nl, NetError, Netlink};
+use super::{counted, nl, NetError, Netlink};
 use futures_util::TryStreamExt;
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
@@ -90,7 +90,7 @@ impl Netlink {
             .block_on(request.try_collect())
             .map_err(nl("list neighbours"))?;
         // The dump covers every link (the kernel filters by ifindex only under strict checking).
-        Ok(msgs
+        Ok(counted(msgs)
             .iter()
             .filter(|m| m.header.ifindex == index)
             .filter_map(neighbour_from)

@@ -1,6 +1,6 @@
 //! Routes: dumps per family and table, single lookups, install (replace or exclusive), removal.
 
-use super::{address_family, nl, tolerate_missing, NetError, Netlink};
+use super::{address_family, counted, counted_one, nl, tolerate_missing, NetError, Netlink};
 use crate::ip::Family;
 use futures_util::TryStreamExt;
 use ipnetwork::IpNetwork;
@@ -82,11 +82,28 @@ impl RouteLookup {
 }
 
 impl Netlink {
-    /// Routes of one family in `table`.
+    /// Routes of one family in `table`. The kernel filters the dump (a strictly checked request
+    /// naming the table), so the answer holds that table's routes only, however many routes the
+    /// node's other tables hold; a table that does not exist (yet) has none.
     pub fn routes(&self, family: Family, table: u32) -> Result<Vec<RouteSpec>, NetError> {
-        Ok(self
-            .all_routes(family)?
-            .into_iter()
+        let mut filter = RouteMessage::default();
+        filter.header.address_family = address_family(family);
+        // Ids above 255 are only in the attribute; the kernel takes the attribute over the header.
+        filter.header.table = u8::try_from(table).unwrap_or(RouteHeader::RT_TABLE_UNSPEC);
+        filter.attributes.push(RouteAttribute::Table(table));
+        let request = self.filtered.route().get(filter).execute();
+        let msgs: Vec<RouteMessage> = match self.runtime.block_on(request.try_collect()) {
+            Ok(msgs) => msgs,
+            Err(e) => match nl(format!("list routes of table {table}"))(e) {
+                NetError::NotFound { .. } => Vec::new(),
+                other => return Err(other),
+            },
+        };
+        // The filter is the kernel's; checking the table again costs nothing and keeps the
+        // answer exact should a kernel ever ignore it.
+        Ok(counted(msgs)
+            .iter()
+            .filter_map(route_from)
             .filter(|r| r.table == table)
             .collect())
     }
@@ -100,7 +117,7 @@ impl Netlink {
             .runtime
             .block_on(request.try_collect())
             .map_err(nl("list routes"))?;
-        Ok(msgs.iter().filter_map(route_from).collect())
+        Ok(counted(msgs).iter().filter_map(route_from).collect())
     }
 
     /// The route the kernel would use for a packet this host sends to `dst` (`RTM_GETROUTE`
@@ -115,7 +132,7 @@ impl Netlink {
             .push(RouteAttribute::Destination(RouteAddress::from(dst)));
         let mut request = self.handle.route().get(msg).execute();
         match self.runtime.block_on(request.try_next()) {
-            Ok(Some(reply)) => Ok(Some(lookup_from(&reply))),
+            Ok(Some(reply)) => Ok(counted_one(Some(reply)).as_ref().map(lookup_from)),
             Ok(None) => Err(NetError::Io {
                 what: format!("route get {dst}"),
                 source: io::Error::other("the kernel sent no answer"),

@@ -1,6 +1,6 @@
 //! Policy rules (`ip rule`).
 
-use super::{address_family, nl, tolerate_exists, tolerate_missing, NetError, Netlink};
+use super::{address_family, counted, nl, tolerate_exists, tolerate_missing, NetError, Netlink};
 use crate::ip::Family;
 use futures_util::TryStreamExt;
 use ipnetwork::IpNetwork;
@@ -35,7 +35,7 @@ impl Netlink {
             .runtime
             .block_on(request.try_collect())
             .map_err(nl("list rules"))?;
-        Ok(msgs.iter().map(|m| rule_from(m, family)).collect())
+        Ok(counted(msgs).iter().map(|m| rule_from(m, family)).collect())
     }
 
     /// Adds a rule; an identical one already present is success.
