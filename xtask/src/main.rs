@@ -14,6 +14,7 @@ mod debian;
 mod demo;
 mod fuzz;
 mod kernel;
+mod layout;
 mod manifests;
 mod podman;
 mod smoke;
@@ -56,6 +57,8 @@ enum Command {
     BenchIpam(bench_ipam::Args),
     /// Median start-up cost of every release plugin vs. the spawn floor
     BenchStartup(bench_startup::Args),
+    /// Write layout/<plugin>.ld, each plugin's hot-code layout, from traced calls (as root)
+    Layout(layout::Args),
     /// Write deploy/crds/*.yaml from the Rust custom resource types
     GenCrds(crds::Args),
     /// Check every NAD and conflist under deploy/ (or PATHs) with the plugins' own validation
@@ -95,6 +98,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::BenchChain(args) => bench_chain::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),
+        Command::Layout(args) => layout::run(&args),
         Command::GenCrds(args) => crds::run(&args),
         Command::LintManifests(args) => manifests::run(&args),
         Command::BpfPinMaps(args) => bpf_maps::run(&args),
