@@ -161,3 +161,37 @@ fn which(program: &str) -> Option<PathBuf> {
         .map(|dir| Path::new(dir).join(program))
         .find(|p| p.is_file())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plugin without a script, or whose crate's build script does not pass it, is linked
+    /// with its hot code scattered again (`cargo xtask check-rss` would notice, as root).
+    #[test]
+    fn every_plugin_is_linked_with_its_layout() {
+        for plugin in crate::stage::PLUGINS {
+            let path = dir().join(format!("{plugin}.ld"));
+            let script = std::fs::read_to_string(&path).expect("read the layout script");
+            let placed = script
+                .lines()
+                .filter(|l| l.trim_start().starts_with('*'))
+                .count();
+            assert!(
+                script.contains(".text.hot : {") && placed > 100,
+                "{} places {placed} sections: regenerate it with `cargo xtask layout`",
+                path.display()
+            );
+            let package = galactic_core::plugins::package(plugin);
+            let build = crate::workspace_root()
+                .join("crates")
+                .join(package)
+                .join("build.rs");
+            let build = std::fs::read_to_string(&build).expect("read the build script");
+            assert!(
+                build.contains("layout::link(") && build.contains(&format!("\"{plugin}\"")),
+                "crates/{package}/build.rs does not link {plugin} with its layout"
+            );
+        }
+    }
+}
