@@ -8,6 +8,7 @@ mod bench_chain;
 mod bench_ipam;
 mod bench_startup;
 mod bpf_maps;
+mod check_rss;
 mod crash;
 mod crds;
 mod debian;
@@ -57,6 +58,8 @@ enum Command {
     BenchIpam(bench_ipam::Args),
     /// Median start-up cost of every release plugin vs. the spawn floor
     BenchStartup(bench_startup::Args),
+    /// Every plugin's peak RSS in ADD/CHECK/DEL at most half of bridge's (as root)
+    CheckRss(check_rss::Args),
     /// Write layout/<plugin>.ld, each plugin's hot-code layout, from traced calls (as root)
     Layout(layout::Args),
     /// Write deploy/crds/*.yaml from the Rust custom resource types
@@ -98,6 +101,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::BenchChain(args) => bench_chain::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),
+        Command::CheckRss(args) => check_rss::run(&args),
         Command::Layout(args) => layout::run(&args),
         Command::GenCrds(args) => crds::run(&args),
         Command::LintManifests(args) => manifests::run(&args),

@@ -1,6 +1,6 @@
 //! The calls a layout is made from and checked against: ADD, CHECK and DEL of our full chain,
 //! once with each master (`galactic-cni`, `galactic-tap-cni`, each delegating to
-//! `galactic-ipam`). Every chain entry runs
+//! `galactic-ipam`), and of the reference chain (`bridge` + `host-local`). Every chain entry runs
 //! behind a wrapper (a `sh` script exec'ing a launcher such as valgrind or rss-probe on the real
 //! binary); delegated plugins are found in the real bin dir, so the launcher follows them.
 
@@ -32,6 +32,19 @@ pub fn ours(master: &str) -> Conflist {
             json!({"type": plugins::ROUTE, "vpc": "1", "vpcattachment": "1",
                 "terminations": [{"network": "fd91::/64"}, {"network": "10.91.0.0/24"}]}),
             json!({"type": plugins::BGP, "vpc": "1", "vpcattachment": "1"}),
+        ],
+    )
+}
+
+/// The reference chain of `bench-chain`.
+pub fn reference(work: &Path) -> Conflist {
+    Conflist::new(
+        "1.0.0",
+        "layout-reference",
+        vec![
+            json!({"type": "bridge", "bridge": "glayout0", "isGateway": true, "ipMasq": false,
+                "ipam": {"type": "host-local", "dataDir": work.join("host-local"),
+                         "ranges": [[{"subnet": "fd92::/64"}], [{"subnet": "10.92.0.0/16"}]]}}),
         ],
     )
 }
