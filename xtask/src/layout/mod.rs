@@ -116,8 +116,8 @@ fn profiles(logs: &Path) -> Result<BTreeMap<String, Profile>> {
             symbols.insert(traced.program.clone(), trace::Symbols::of(&traced.program)?);
         }
         let profile = profiles.entry(name).or_default();
-        for (function, rank) in trace::functions(&traced, &symbols[&traced.program]) {
-            profile.ran(command, &function, rank);
+        for function in trace::functions(&traced, &symbols[&traced.program]) {
+            profile.ran(command, function);
         }
     }
     Ok(profiles)

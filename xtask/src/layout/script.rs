@@ -91,45 +91,32 @@ fn v0_crates_globbed(symbol: &str) -> String {
 
 /// The functions a plugin ran, by command: how the hot section is ordered. Functions every
 /// command runs come first (start-up, dispatch, the node config), then those fewer commands run,
-/// grouped by command set; within a group, in the order first run.
+/// grouped by command set (ADD's first); within a group by name, so that regenerating the
+/// scripts only moves what changed.
 #[derive(Default)]
 pub struct Profile {
-    /// function → (commands that ran it, as bits of `COMMANDS` order; rank of first run).
-    functions: BTreeMap<String, (u8, usize)>,
+    /// function → the commands that ran it, as bits of `COMMANDS` order.
+    functions: BTreeMap<String, u8>,
 }
 
 impl Profile {
-    /// Records that `command` (its index) ran `function`, first at `rank`.
-    pub fn ran(&mut self, command: usize, function: &str, rank: usize) {
-        let entry = self
-            .functions
-            .entry(function.to_owned())
-            .or_insert((0, usize::MAX));
-        if entry.0 == 0 || command < lowest(entry.0) {
-            entry.1 = rank;
-        } else if command == lowest(entry.0) {
-            entry.1 = entry.1.min(rank);
-        }
-        entry.0 |= 1 << command;
+    /// Records that `command` (its index) ran `function`.
+    pub fn ran(&mut self, command: usize, function: &str) {
+        *self.functions.entry(function.to_owned()).or_default() |= 1 << command;
     }
 
     /// The functions in layout order.
     pub fn ordered(&self) -> Vec<&str> {
-        let mut all: Vec<(&String, &(u8, usize))> = self.functions.iter().collect();
-        all.sort_by_key(|(name, (set, rank))| {
+        let mut all: Vec<(&String, &u8)> = self.functions.iter().collect();
+        all.sort_by_key(|(name, set)| {
             (
                 std::cmp::Reverse(set.count_ones()),
                 std::cmp::Reverse(set.reverse_bits()),
-                *rank,
                 *name,
             )
         });
         all.into_iter().map(|(name, _)| name.as_str()).collect()
     }
-}
-
-fn lowest(set: u8) -> usize {
-    set.trailing_zeros() as usize
 }
 
 /// The linker script of `plugin`.
@@ -192,22 +179,30 @@ mod tests {
     }
 
     #[test]
-    fn common_functions_come_first_then_by_command_set_and_first_run() {
+    fn common_functions_come_first_then_by_command_set_and_name() {
         let mut p = Profile::default();
-        p.ran(0, "add_only", 1);
-        p.ran(0, "everywhere", 5);
-        p.ran(1, "everywhere", 0);
-        p.ran(2, "everywhere", 0);
-        p.ran(2, "del_only", 0);
-        p.ran(0, "add_and_del", 3);
-        p.ran(2, "add_and_del", 1);
-        p.ran(0, "add_first", 0);
+        for (command, function) in [
+            (0, "add_only"),
+            (0, "everywhere"),
+            (1, "everywhere"),
+            (2, "everywhere"),
+            (2, "del_only"),
+            (2, "check_and_del"),
+            (1, "check_and_del"),
+            (0, "add_and_del"),
+            (2, "add_and_del"),
+            (0, "add_also"),
+            (0, "add_only"),
+        ] {
+            p.ran(command, function);
+        }
         assert_eq!(
             p.ordered(),
             [
                 "everywhere",
                 "add_and_del",
-                "add_first",
+                "check_and_del",
+                "add_also",
                 "add_only",
                 "del_only"
             ]
@@ -217,7 +212,7 @@ mod tests {
     #[test]
     fn the_script_inserts_the_hot_section_before_text() {
         let mut p = Profile::default();
-        p.ran(0, "_ZN1a1b17h0123456789abcdefE", 0);
+        p.ran(0, "_ZN1a1b17h0123456789abcdefE");
         let script = render("galactic-x", &p, &BTreeMap::new());
         assert!(script.contains("  .text.hot : {\n    *(.text._ZN1a1b17h*E .text.unlikely._ZN1a1b17h*E)\n  }\n} INSERT BEFORE .text;\n"));
     }

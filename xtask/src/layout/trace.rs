@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use object::{Object, ObjectSymbol, SymbolKind};
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
@@ -54,7 +54,7 @@ impl Symbols {
 pub struct Trace {
     /// The executable it ran (valgrind's `Command:` line).
     pub program: PathBuf,
-    /// Addresses of the superblocks it entered, each once, in the order first entered.
+    /// Addresses of the superblocks it entered, each once.
     pub executed: Vec<u64>,
 }
 
@@ -93,15 +93,13 @@ fn command(line: &[u8]) -> Option<PathBuf> {
     rest.split_whitespace().next().map(PathBuf::from)
 }
 
-/// The functions `trace` executed, each with the rank of its first superblock.
-pub fn functions(trace: &Trace, symbols: &Symbols) -> BTreeMap<String, usize> {
-    let mut first = BTreeMap::new();
-    for (rank, address) in trace.executed.iter().enumerate() {
-        if let Some(name) = symbols.at(*address) {
-            first.entry(name.to_owned()).or_insert(rank);
-        }
-    }
-    first
+/// The functions `trace` executed.
+pub fn functions<'a>(trace: &Trace, symbols: &'a Symbols) -> BTreeSet<&'a str> {
+    trace
+        .executed
+        .iter()
+        .filter_map(|address| symbols.at(*address))
+        .collect()
 }
 
 #[cfg(test)]
