@@ -9,12 +9,14 @@ mod bench_ipam;
 mod bench_route;
 mod bench_startup;
 mod bpf_maps;
+mod check_rss;
 mod crash;
 mod crds;
 mod debian;
 mod demo;
 mod fuzz;
 mod kernel;
+mod layout;
 mod manifests;
 mod podman;
 mod smoke;
@@ -59,6 +61,10 @@ enum Command {
     BenchRoute(bench_route::Args),
     /// Median start-up cost of every release plugin vs. the spawn floor
     BenchStartup(bench_startup::Args),
+    /// Every plugin's peak RSS in ADD/CHECK/DEL at most half of bridge's (as root)
+    CheckRss(check_rss::Args),
+    /// Write layout/<plugin>.ld, each plugin's hot-code layout, from traced calls (as root)
+    Layout(layout::Args),
     /// Write deploy/crds/*.yaml from the Rust custom resource types
     GenCrds(crds::Args),
     /// Check every NAD and conflist under deploy/ (or PATHs) with the plugins' own validation
@@ -99,6 +105,8 @@ fn dispatch(command: Command) -> Result<()> {
         Command::BenchIpam(args) => bench_ipam::run(&args),
         Command::BenchRoute(args) => bench_route::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),
+        Command::CheckRss(args) => check_rss::run(&args),
+        Command::Layout(args) => layout::run(&args),
         Command::GenCrds(args) => crds::run(&args),
         Command::LintManifests(args) => manifests::run(&args),
         Command::BpfPinMaps(args) => bpf_maps::run(&args),

@@ -114,11 +114,34 @@ pub fn build_plugins(release: bool) -> Result<PathBuf> {
     build(release)
 }
 
+/// Builds the release plugins exactly as [`build_release`] does but with their symbol tables,
+/// in a target directory of their own (`symbols` in the target directory, so the stripped
+/// build is not rebuilt); returns the directory holding them. For the tools that map addresses
+/// to functions (`cargo xtask layout`).
+pub fn build_release_with_symbols() -> Result<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::workspace_root().join("target"))
+        .join("symbols");
+    build_with(
+        true,
+        &[
+            ("CARGO_PROFILE_RELEASE_STRIP", "none".as_ref()),
+            ("CARGO_TARGET_DIR", target.as_os_str()),
+        ],
+    )
+}
+
 fn build(release: bool) -> Result<PathBuf> {
+    build_with(release, &[])
+}
+
+fn build_with(release: bool, env: &[(&str, &std::ffi::OsStr)]) -> Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let root = crate::workspace_root();
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root).args(["build", "--quiet", "--bins"]);
+    cmd.envs(env.iter().copied());
     let mut packages: Vec<&str> = PLUGINS
         .iter()
         .map(|p| galactic_core::plugins::package(p))
@@ -147,7 +170,11 @@ fn build(release: bool) -> Result<PathBuf> {
     if !status.success() {
         bail!("cargo build failed ({status})");
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+    let target = env
+        .iter()
+        .find(|(k, _)| *k == "CARGO_TARGET_DIR")
+        .map(|(_, v)| v.to_os_string())
+        .or_else(|| std::env::var_os("CARGO_TARGET_DIR"))
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
     Ok(if release {
