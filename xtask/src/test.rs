@@ -1,6 +1,7 @@
 //! `test`: every test of the workspace, privileged ones included, then the Podman tier
-//! (`test-podman`: the chain under Debian 12's Podman) and the production-kernel tier
-//! (`test-kernel`: the routing-domain suites with VRF on an LTS kernel in a VM).
+//! (`test-podman`: the chain under Debian 12's Podman), the production-kernel tier
+//! (`test-kernel`: the routing-domain suites with VRF on an LTS kernel in a VM) and the release
+//! plugins' resident-size budget (`check-rss`: every plugin's peak RSS at most half of bridge's).
 //!
 //! Privileged tests need root, `ip` (iproute2) and network namespaces. Under `CI=true` a missing
 //! capability is a hard failure here, before any test runs, so nothing is skipped silently.
@@ -11,8 +12,8 @@ use std::process::Command;
 /// `cargo xtask test [CARGO_TEST_ARGS]... [-- TEST_BINARY_ARGS...]`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Only the native suites: leave out the Podman tier and the production-kernel tier's VM (the
-    /// quick local loop)
+    /// Only the native suites: leave out the Podman tier, the production-kernel tier's VM and the
+    /// release plugins' RSS budget (the quick local loop)
     #[arg(long)]
     pub native: bool,
     /// Passed on to `cargo test --workspace --all-targets` as given, e.g. `--no-fail-fast` or
@@ -64,6 +65,9 @@ pub fn run(args: &Args) -> Result<()> {
     if !native_only {
         crate::podman::run(&crate::podman::Args::default())?;
         crate::kernel::run(&crate::kernel::Args::default())?;
+        // A size, not a time: the release binaries' resident pages, measured on this run's
+        // build against the reference plugin's.
+        crate::check_rss::run(&crate::check_rss::Args { ratio: 0.5 })?;
     }
     Ok(())
 }
