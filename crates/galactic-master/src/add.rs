@@ -26,7 +26,7 @@ use galactic_core::failpoint;
 use galactic_core::ip::Assignment;
 use galactic_core::ip::Family;
 use galactic_core::log;
-use galactic_core::net::domain::{self, Choice, Domain, Domains};
+use galactic_core::net::domain::{self, Change, Choice, Domain, Domains};
 use galactic_core::net::netlink::{Link, Netlink};
 use galactic_core::net::netns::Netns;
 use galactic_core::net::sysctl;
@@ -51,6 +51,9 @@ struct Add<'a> {
     nad: Option<Nad<'a>>,
     /// Where the IPAM delegate's ADD stands.
     ipam: RefCell<Ipam>,
+    /// What this ADD did to the VPC's routing domain that its rollback must undo (created or
+    /// adopted it).
+    made: RefCell<Option<Change>>,
 }
 
 pub fn add(kind: Kind, req: &Request) -> Result<CniResult, MasterError> {
@@ -107,6 +110,7 @@ impl<'a> Add<'a> {
             pod,
             nad,
             ipam: RefCell::new(Ipam::Idle),
+            made: RefCell::new(None),
         })
     }
 
@@ -170,6 +174,7 @@ impl<'a> Add<'a> {
         rb.push("attachment record", move || {
             self.records.remove(&self.host_ifname)
         });
+        self.push_domain_undo(rb);
         failpoint::hit("after-record")?;
 
         let host = self.create_host_interface()?;
@@ -243,7 +248,7 @@ impl<'a> Add<'a> {
         host: &Link,
         rb: &mut Rollback<'a>,
     ) -> Result<Domain, MasterError> {
-        let domain = self.ensure_domain(choice, rb)?;
+        let domain = self.ensure_domain(choice)?;
         failpoint::hit("after-domain")?;
         domain::attach(&self.host, &domain, &self.conf.ids.vpc, host)
             .map_err(MasterError::node("join the routing domain"))?;

@@ -23,13 +23,28 @@ impl<'a> Add<'a> {
             .map_err(MasterError::node("choose the routing domain backend"))
     }
 
-    /// The VPC's domain, created, adopted or repaired under the node-wide lock; pushes the undo
-    /// of what this call created or adopted (a repair stays: the record says it belongs).
-    pub(super) fn ensure_domain(
-        &'a self,
-        choice: Choice,
-        rb: &mut Rollback<'a>,
-    ) -> Result<Domain, MasterError> {
+    /// Pushes the undo of a domain this ADD creates or adopts later on. It is pushed before the
+    /// host interface's, so it runs after that interface is gone: a VRF keeps its slaves until
+    /// their links are deleted, and a domain something is still enslaved to is left in place.
+    pub(super) fn push_domain_undo(&'a self, rb: &mut Rollback<'a>) {
+        rb.push("routing domain", move || match self.made.take() {
+            None | Some(Change::Unchanged | Change::Healed(_)) => Ok(()),
+            Some(Change::Created) => release_if_unused(self, &self.conf.ids.vpc),
+            Some(Change::Adopted { opened }) => {
+                let _lock = self.domains.lock()?;
+                if others_use_vpc(self, &self.conf.ids.vpc)? {
+                    return Ok(());
+                }
+                self.domains
+                    .undo_adoption(&self.host, &self.conf.ids.vpc, &opened)
+            }
+        });
+    }
+
+    /// The VPC's domain, created, adopted or repaired under the node-wide lock; what this call
+    /// created or adopted is undone by [`Add::push_domain_undo`]'s undo (a repair stays: the
+    /// record says it belongs).
+    pub(super) fn ensure_domain(&'a self, choice: Choice) -> Result<Domain, MasterError> {
         let _lock = self
             .domains
             .lock()
@@ -57,23 +72,14 @@ impl<'a> Add<'a> {
                     json!({"vpc": domain.vpc, "table": domain.table, "backend": domain.backend,
                            "reason": choice.reason.to_string()}),
                 );
-                rb.push("routing domain", move || {
-                    release_if_unused(self, &self.conf.ids.vpc)
-                });
+                *self.made.borrow_mut() = Some(Change::Created);
             }
             Change::Adopted { opened } => {
                 log::info(
                     "ADD: adopted the VPC's existing VRF with its table",
                     json!({"vpc": domain.vpc, "table": domain.table}),
                 );
-                rb.push("adopted routing domain", move || {
-                    let _lock = self.domains.lock()?;
-                    if others_use_vpc(self, &self.conf.ids.vpc)? {
-                        return Ok(());
-                    }
-                    self.domains
-                        .undo_adoption(&self.host, &self.conf.ids.vpc, &opened)
-                });
+                *self.made.borrow_mut() = Some(Change::Adopted { opened });
             }
         }
         Ok(domain)
