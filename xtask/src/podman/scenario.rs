@@ -208,10 +208,11 @@ impl Scene {
                     .engine
                     .run_args("e2", &["--rm", "--network", c3], &["sleep", "1"]);
                 self.engine.ok(&args)?;
-                self.wait_until("e2 and its attachment are removed", || {
+                let removed = self.wait_until("e2 and its attachment are removed", || {
                     self.gone("C", "3").is_ok()
                         && self.engine.ok(&["container", "exists", "e2"]).is_err()
-                })
+                });
+                removed.map_err(|e| e.context(self.explain_e2()))
             },
         )?;
         step(
@@ -438,6 +439,26 @@ impl Scene {
             );
         }
         Ok(())
+    }
+
+    /// What is left of e2 when its removal did not come: whether the container and the
+    /// attachment are there, and the plugins' last log lines, so a failure says where it stopped.
+    fn explain_e2(&self) -> String {
+        let container = match self.engine.ok(&["container", "exists", "e2"]) {
+            Ok(_) => "container e2 still exists",
+            Err(_) => "container e2 is gone",
+        };
+        let attachment = match self.gone("C", "3") {
+            Ok(()) => "its attachment is gone".to_owned(),
+            Err(e) => format!("{e:#}"),
+        };
+        let log = std::fs::read_to_string(self.host.path("galactic.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(8).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!(
+            "{container}; {attachment}; the plugins' last log lines:\n{}",
+            tail.join("\n")
+        )
     }
 
     fn wait_until(&self, what: &str, done: impl Fn() -> bool) -> Result<()> {
