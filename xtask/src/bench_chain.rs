@@ -2,10 +2,8 @@
 //! (Debian's `bridge` + `host-local`, installed with apt when missing), side by side. The
 //! harness is `galactic_testkit::bench::chain`; this command builds what it measures.
 
-use crate::debian::{self, REFERENCE_PACKAGE, REFERENCE_PLUGINS};
-use anyhow::{bail, Result};
+use anyhow::Result;
 use galactic_testkit::bench::chain::{self, Options, Paths};
-use std::path::Path;
 
 /// `cargo xtask bench-chain [--iterations N] [--master-only] [--concurrency N] [--rounds N]`.
 #[derive(Debug, clap::Args)]
@@ -28,12 +26,7 @@ pub fn run(args: &Args) -> Result<()> {
     galactic_testkit::harness::require_root()?;
     let probe = crate::stage::build_rss_probe()?;
     let ours = crate::stage::build_release()?;
-    let reference = Path::new(REFERENCE_PLUGINS);
-    if debian::ensure(&reference.join("bridge"), REFERENCE_PACKAGE).is_none()
-        || debian::ensure(&reference.join("host-local"), REFERENCE_PACKAGE).is_none()
-    {
-        bail!("the reference plugins are missing: apt-get install {REFERENCE_PACKAGE}");
-    }
+    let reference = crate::debian::reference_chain()?;
     let paths = Paths {
         ours: &ours,
         reference,

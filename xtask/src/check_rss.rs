@@ -6,7 +6,6 @@
 //! guards is the resident size of the release binaries as built, their hot-code layout
 //! included (docs/performance.md).
 
-use crate::debian::{self, REFERENCE_PACKAGE, REFERENCE_PLUGINS};
 use crate::layout::chain;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -27,12 +26,7 @@ pub fn run(args: &Args) -> Result<()> {
     galactic_testkit::harness::require_root()?;
     let probe = crate::stage::build_rss_probe()?;
     let ours = crate::stage::build_release()?;
-    let reference = Path::new(REFERENCE_PLUGINS);
-    if debian::ensure(&reference.join("bridge"), REFERENCE_PACKAGE).is_none()
-        || debian::ensure(&reference.join("host-local"), REFERENCE_PACKAGE).is_none()
-    {
-        bail!("the reference plugins are missing: apt-get install {REFERENCE_PACKAGE}");
-    }
+    let reference = crate::debian::reference_chain()?;
     let work = tempfile::tempdir()?;
     let (wrappers, reports) = (work.path().join("wrappers"), work.path().join("reports"));
     std::fs::create_dir_all(&wrappers)?;

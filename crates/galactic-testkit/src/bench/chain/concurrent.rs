@@ -37,6 +37,26 @@ impl Figures {
         }
         self.add.len() as f64 / wall
     }
+
+    fn count(&mut self, e: &Error) {
+        let key = match e {
+            Error::Plugin {
+                plugin,
+                command,
+                reply,
+            } => {
+                let code = serde_json::from_str::<Value>(reply)
+                    .ok()
+                    .and_then(|v| v["code"].as_u64());
+                match code {
+                    Some(code) => format!("{plugin} {command} code {code}"),
+                    None => format!("{plugin} {command} without a CNI error"),
+                }
+            }
+            other => format!("harness: {other}"),
+        };
+        *self.failures.entry(key).or_default() += 1;
+    }
 }
 
 /// Runs `rounds` rounds of `concurrency` simultaneous attachments of `chain`.
@@ -101,28 +121,6 @@ pub(super) fn measure(
         }
     }
     Ok(figures)
-}
-
-impl Figures {
-    fn count(&mut self, e: &Error) {
-        let key = match e {
-            Error::Plugin {
-                plugin,
-                command,
-                reply,
-            } => {
-                let code = serde_json::from_str::<Value>(reply)
-                    .ok()
-                    .and_then(|v| v["code"].as_u64());
-                match code {
-                    Some(code) => format!("{plugin} {command} code {code}"),
-                    None => format!("{plugin} {command} without a CNI error"),
-                }
-            }
-            other => format!("harness: {other}"),
-        };
-        *self.failures.entry(key).or_default() += 1;
-    }
 }
 
 /// Runs `work` for every item on threads of their own, released together; each outcome with
