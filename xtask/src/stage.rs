@@ -150,14 +150,16 @@ fn build_with(release: bool, env: &[(&str, &std::ffi::OsStr)]) -> Result<PathBuf
     for package in packages {
         cmd.args(["--package", package]);
     }
-    let triple = host_triple();
+    let triple = release_triple();
     if release {
-        // Release plugins are static, non-PIE executables: a CNI plugin is a fresh process per
-        // call, and with glibc linked statically and no relocations to apply at start-up, each
-        // call maps and touches only the code it runs (no ld.so, no libc.so, no dirtied
-        // .data.rel.ro). That halves the per-call resident size and start-up time (see
-        // docs/performance.md). The flags go to the plugin target only (`--target`), never to
-        // build scripts or proc macros, which cannot be linked statically.
+        require_release_toolchain()?;
+        // Release plugins are static, non-PIE musl executables: a CNI plugin is a fresh
+        // process per call, so its start-up and the pages it touches are paid on every call.
+        // Static and non-PIE, each call maps only the code it runs (no ld.so, no relocations
+        // to apply); musl rather than glibc, because glibc's start-up identifies the CPU and
+        // its caches with ≈ 50 `cpuid` instructions, each a trap to the hypervisor on a
+        // virtual machine (docs/performance.md). The flags go to the plugin target only
+        // (`--target`), never to build scripts or proc macros.
         cmd.args(["--release", "--target", &triple]).env(
             format!(
                 "CARGO_TARGET_{}_RUSTFLAGS",
@@ -184,12 +186,52 @@ fn build_with(release: bool, env: &[(&str, &std::ffi::OsStr)]) -> Result<PathBuf
     })
 }
 
-/// How the release plugins are linked: glibc statically, at a fixed address.
+/// How the release plugins are linked: musl statically, at a fixed address.
 pub const STATIC_RUSTFLAGS: &str = "-C target-feature=+crt-static -C relocation-model=static";
 
-/// The GNU/Linux triple of this machine, which the static release plugins are built for.
-pub fn host_triple() -> String {
-    format!("{}-unknown-linux-gnu", std::env::consts::ARCH)
+/// The musl triple of this machine's architecture, which the release plugins are built for.
+pub fn release_triple() -> String {
+    format!("{}-unknown-linux-musl", std::env::consts::ARCH)
+}
+
+/// Fails, naming what to install, unless the release plugins can be built here.
+pub fn require_release_toolchain() -> Result<()> {
+    let missing = release_toolchain_missing();
+    if !missing.is_empty() {
+        bail!(
+            "the release plugins cannot be built here: missing {}",
+            missing.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// What the release build needs and this machine lacks, each with how to get it: the Rust
+/// standard library for [`release_triple`], and `musl-gcc` for the C the plugins link (SQLite,
+/// and ring's primitives in galactic-bgp).
+pub fn release_toolchain_missing() -> Vec<String> {
+    let triple = release_triple();
+    let mut missing = Vec::new();
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let has_std =
+        sysroot.is_some_and(|root| root.join("lib/rustlib").join(&triple).join("lib").is_dir());
+    if !has_std {
+        missing.push(format!(
+            "the Rust target {triple} (rustup target add {triple})"
+        ));
+    }
+    let has_cc = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("musl-gcc").is_file()));
+    if !has_cc {
+        missing.push("`musl-gcc` (apt-get install musl-tools)".to_owned());
+    }
+    missing
 }
 
 /// Installs `source` as `target` atomically unless the content is already the same.

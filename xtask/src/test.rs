@@ -43,11 +43,16 @@ pub fn run(args: &Args) -> Result<()> {
     preflight()?;
     if !native_only {
         // Both tiers' missing tools at once, so one install command fixes the machine.
-        let missing: Vec<String> = [crate::podman::preflight(), crate::kernel::preflight()]
-            .into_iter()
-            .filter_map(Result::err)
-            .map(|e| format!("{e:#}"))
-            .collect();
+        // (check-rss, after the tiers, measures the release build.)
+        let missing: Vec<String> = [
+            crate::podman::preflight(),
+            crate::kernel::preflight(),
+            crate::stage::require_release_toolchain(),
+        ]
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|e| format!("{e:#}"))
+        .collect();
         if !missing.is_empty() {
             bail!("{}", missing.join("\n"));
         }

@@ -35,3 +35,11 @@ pub mod kube;
 
 #[cfg(feature = "net")]
 pub mod net;
+
+/// The release plugins are static musl executables (docs/performance.md). musl's allocator
+/// returns freed memory to the kernel eagerly, so a plugin call that builds and drops many small
+/// buffers (JSON, netlink messages) pays an `mmap`, a page fault and a `munmap` again and again;
+/// dlmalloc keeps freed blocks for reuse. Test and debug builds (glibc) keep the system allocator.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;

@@ -72,6 +72,9 @@ struct Scene<'a> {
 pub fn run(args: &Args) -> Result<()> {
     // Before anything is built: a build takes minutes and is wasted when `nft` is missing.
     preflight::check_here()?;
+    if args.release && args.prebuilt.is_none() {
+        crate::stage::require_release_toolchain()?;
+    }
     install_interrupt_handler();
     let plugins = match &args.prebuilt {
         Some(dir) => dir.clone(),

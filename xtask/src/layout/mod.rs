@@ -123,13 +123,18 @@ fn profiles(logs: &Path) -> Result<BTreeMap<String, Profile>> {
     Ok(profiles)
 }
 
-/// glibc's code symbols by the `libc.a` members defining them.
+/// libc's code symbols by the `libc.a` members defining them: the musl that rustc links the
+/// release plugins with (its own copy, in the target's `self-contained` directory).
 fn libc_members() -> Result<BTreeMap<String, BTreeSet<String>>> {
-    let out = Command::new("cc")
-        .arg("-print-file-name=libc.a")
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = Command::new(rustc)
+        .args(["--print", "sysroot"])
         .output()
-        .context("run cc -print-file-name=libc.a")?;
-    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        .context("run rustc --print sysroot")?;
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        .join("lib/rustlib")
+        .join(crate::stage::release_triple())
+        .join("lib/self-contained/libc.a");
     let data = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
     let archive =
         ArchiveFile::parse(&*data).with_context(|| format!("parse {}", path.display()))?;

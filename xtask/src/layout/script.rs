@@ -7,8 +7,8 @@
 //! `Cs<base62>_`) changes with the crate metadata (profile, features, versions), and LLVM's
 //! numeric suffixes (`.47`) with the code around. A pattern that no longer matches only leaves
 //! its function where the linker puts it by default: a stale script costs resident pages, never
-//! correctness, and the build stays what its inputs say. glibc is not built with one section per
-//! function: its functions are placed by archive member (`*libc.a:malloc.o`).
+//! correctness, and the build stays what its inputs say. libc (the musl rustc links) is not built
+//! with one section per function: its functions are placed by archive member (`*libc.a:malloc.o`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -166,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn glibc_functions_are_placed_by_member() {
+    fn libc_functions_are_placed_by_member() {
         let members =
             BTreeMap::from([("malloc".to_owned(), BTreeSet::from(["malloc.o".to_owned()]))]);
         assert_eq!(

@@ -50,9 +50,9 @@ fn runtime() -> Result<tokio::runtime::Runtime, KubeError> {
         .map_err(KubeError::Runtime)
 }
 
-/// Release plugins link glibc statically (see `xtask build-and-stage`), and a static glibc's
-/// `getaddrinfo` would load the host's NSS modules, which only work with the exact glibc the
-/// binary was linked with. A kubeconfig server given by host name is therefore resolved by the
+/// Release plugins link their libc (musl) statically (see `xtask build-and-stage`), and a static
+/// libc's `getaddrinfo` cannot use the host's NSS modules (systemd-resolved, LDAP, the host's
+/// `nsswitch.conf` order), which only a dynamic glibc loads. A kubeconfig server given by host name is therefore resolved by the
 /// host's own `getent ahosts` (the host's NSS and nsswitch.conf, as a dynamic binary would), and
 /// the client connects to that address while verifying the certificate for the name
 /// (`tls_server_name`, unless the kubeconfig sets one). IP literals are used as they are.

@@ -52,6 +52,7 @@ mod gc;
 mod holdings;
 mod lease;
 mod legacy;
+mod memory;
 mod release;
 mod schema;
 mod span_codec;
@@ -183,6 +184,7 @@ pub struct Store {
 impl Store {
     /// Opens the store in `dir`, building it first when it does not exist.
     pub fn open_or_create(dir: &Path, timeout: Duration) -> Result<Self, StoreError> {
+        memory::install();
         let path = dir.join(DB_FILE);
         if !path.exists() {
             schema::create(dir, &path)?;
@@ -200,6 +202,7 @@ impl Store {
     }
 
     fn open_file(path: PathBuf, timeout: Duration) -> Result<Self, StoreError> {
+        memory::install();
         // No SQLITE_OPEN_CREATE: a store that vanished between the check and here is an error,
         // never an empty database.
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;

@@ -50,7 +50,7 @@ const UDATA_RULE_COMMENT: u8 = 0;
 const IFNAMSIZ: usize = 16;
 /// How long a reply may take before the call fails (the kernel answers at once; this bounds a
 /// wedged socket, never a normal call).
-const REPLY_TIMEOUT_SECS: libc::time_t = 5;
+const REPLY_TIMEOUT_SECS: u8 = 5;
 
 /// Which interface of a packet a rule matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,7 +201,7 @@ fn open() -> io::Result<Socket> {
     socket.bind_auto()?;
     socket.connect(&SocketAddr::new(0, 0))?;
     let timeout = libc::timeval {
-        tv_sec: REPLY_TIMEOUT_SECS,
+        tv_sec: REPLY_TIMEOUT_SECS.into(),
         tv_usec: 0,
     };
     // SAFETY: a valid socket descriptor, a pointer to a timeval and its size.
