@@ -7,16 +7,20 @@
 //! retried DEL or GC finishes from it.
 //!
 //! An address is released only once it is configured nowhere. Deleting a veth is the slow part
-//! of DEL (the kernel waits for an RCU grace period, ≈ 25 ms), so the container interface's
-//! addresses are removed first and the IPAM delegate's DEL runs while the kernel deletes the
-//! interface. Without a container interface to unconfigure (a tap, whose VM keeps its address
-//! until the tap is gone, or a namespace already gone) the release waits for the teardown.
+//! of DEL (the kernel waits for an RCU grace period, ≈ 15–30 ms), so everything else runs
+//! alongside it: the IPAM delegate's DEL is started first and held (it starts up, then waits
+//! for its configuration on stdin), the container interface's addresses are removed, the
+//! delegate is fed and releases them while the kernel deletes the interface, and the host side's
+//! rules and forward rules go meanwhile. Without a container interface to unconfigure (a tap,
+//! whose VM keeps its address until the tap is gone, or a namespace already gone) the delegate is
+//! fed after the teardown.
 
 use super::conf::MasterConf;
 use crate::error::MasterError;
 use galactic_core::attachment::{Kind, Record, Records};
-use galactic_core::cni::delegate::{Delegate, Running};
+use galactic_core::cni::delegate::{Delegate, Held, Running};
 use galactic_core::cni::{Command, Request};
+use galactic_core::failpoint;
 use galactic_core::ident::VpcId;
 use galactic_core::lockfile::LockError;
 use galactic_core::log;
@@ -64,23 +68,25 @@ pub fn del(req: &Request) -> Result<(), MasterError> {
     let mut host_removed = true;
     let mut release = None;
     if let Some(record) = &record {
+        let mut held = Some(start_release_held(req, Some(record)));
         let guest = guest_netlink(req, record);
-        // The container side goes before the address is released, so the address is never
-        // handed out while still configured (the host end takes its peer with it).
+        // Only ever armed as `:pause` (a DEL goes on whatever happens): holds the DEL here so a
+        // test can tell a release that came too early from one that came after.
+        let _ = failpoint::hit("del-before-unconfigure");
+        // The container side is unconfigured before the delegate reads its configuration, so
+        // the address is never handed out while still configured.
         if guest
             .as_ref()
             .is_some_and(|nl| unconfigure_guest(nl, record))
         {
-            release = Some(start_release(req, Some(record)));
+            release = held.take().map(|h| feed(h, req));
         }
-        remove_guest(guest.as_ref(), record);
-        galactic_core::bpf::unregister_or_defer(&req.node.state_dir, &record.host_ifname);
-        let host_failures = match Netlink::current() {
-            Ok(host) => teardown_host(&host, &Domains::new(&req.node.state_dir), record),
-            Err(e) => vec![MasterError::node("open the host netlink socket")(e)],
-        };
+        let host_failures = take_down(req, guest, record);
         host_removed = host_failures.is_empty();
         failures.extend(host_failures);
+        if release.is_none() {
+            release = held.map(|h| feed(h, req));
+        }
     }
     let released = release
         .unwrap_or_else(|| start_release(req, record.as_ref()))
@@ -157,9 +163,33 @@ fn unconfigure_guest(nl: &Netlink, record: &Record) -> bool {
     }
 }
 
-/// Deletes the guest interface inside the container, if the namespace still exists.
-fn remove_guest(nl: Option<&Netlink>, record: &Record) {
-    let Some(nl) = nl else { return };
+/// Deletes the container interface and the host side; the failures (none when everything is
+/// gone). The veth's deletion waits for the kernel's RCU grace period on a thread of its own
+/// while this one removes the host side's rules, forward rules and eBPF registration; the host
+/// interface itself is deleted (or found gone with its peer) after it.
+fn take_down(req: &Request, guest: Option<Netlink>, record: &Record) -> Vec<MasterError> {
+    std::thread::scope(|scope| {
+        let guest_removed = guest.map(|nl| scope.spawn(move || remove_guest(&nl, record)));
+        galactic_core::bpf::unregister_or_defer(&req.node.state_dir, &record.host_ifname);
+        let host = Netlink::current();
+        let mut failures = match &host {
+            Ok(host) => leave_host(host, &Domains::new(&req.node.state_dir), record),
+            Err(_) => Vec::new(),
+        };
+        if let Some(removing) = guest_removed {
+            // The thread only logs; a panic in it is a bug, and the host step below still runs.
+            let _ = removing.join();
+        }
+        match host {
+            Ok(host) => failures.extend(delete_host_interface(&host, record)),
+            Err(e) => failures.push(MasterError::node("open the host netlink socket")(e)),
+        }
+        failures
+    })
+}
+
+/// Deletes the guest interface inside the container.
+fn remove_guest(nl: &Netlink, record: &Record) {
     if let Err(e) = nl.delete_link(&record.ifname) {
         log::warn(
             "DEL: could not remove the container interface; its host end goes anyway",
@@ -171,6 +201,14 @@ fn remove_guest(nl: Option<&Netlink>, record: &Record) {
 /// Removes the host interface, its forward rules and its routing-domain membership. Every step
 /// runs; the failures are returned (none when everything is gone).
 pub fn teardown_host(host: &Netlink, domains: &Domains, record: &Record) -> Vec<MasterError> {
+    let mut failures = leave_host(host, domains, record);
+    failures.extend(delete_host_interface(host, record));
+    failures
+}
+
+/// Removes the host interface's routing-domain membership and forward rules (neither needs the
+/// interface: they name it). Both steps run; the failures are returned.
+fn leave_host(host: &Netlink, domains: &Domains, record: &Record) -> Vec<MasterError> {
     let mut failures = Vec::new();
     // Rules first: they outlive the interface.
     if let Ok(vpc) = VpcId::parse(&record.vpc) {
@@ -184,15 +222,25 @@ pub fn teardown_host(host: &Netlink, domains: &Domains, record: &Record) -> Vec<
     if let Err(e) = firewall::remove(&record.host_ifname) {
         failures.push(MasterError::node("remove the forward rules")(e));
     }
-    if let Err(e) = host.delete_link(&record.host_ifname) {
-        failures.push(MasterError::node("delete the host interface")(e));
-    }
     failures
 }
 
-/// Starts the IPAM delegate's DEL with the caller's stdin (`None` without IPAM). The delegate
-/// comes from the config, or from the record when the config no longer says.
+/// Deletes the host interface (a missing one is success).
+fn delete_host_interface(host: &Netlink, record: &Record) -> Option<MasterError> {
+    host.delete_link(&record.host_ifname)
+        .err()
+        .map(MasterError::node("delete the host interface"))
+}
+
+/// Starts the IPAM delegate's DEL with the caller's stdin (`None` without IPAM).
 fn start_release(req: &Request, record: Option<&Record>) -> Result<Option<Running>, MasterError> {
+    feed(start_release_held(req, record), req)
+}
+
+/// Starts the IPAM delegate's DEL, held: it does nothing until [`feed`] gives it the caller's
+/// stdin (`None` without IPAM). The delegate comes from the config, or from the record when the
+/// config no longer says.
+fn start_release_held(req: &Request, record: Option<&Record>) -> Result<Option<Held>, MasterError> {
     let from_config = MasterConf::parse(&req.conf.raw)
         .ok()
         .and_then(|c| c.ipam_type);
@@ -200,6 +248,14 @@ fn start_release(req: &Request, record: Option<&Record>) -> Result<Option<Runnin
     let Some(plugin_type) = plugin_type else {
         return Ok(None);
     };
-    let running = Delegate::new(&plugin_type, &req.env.path).start(Command::Del, &req.stdin)?;
-    Ok(Some(running))
+    let held = Delegate::new(&plugin_type, &req.env.path).start_held(Command::Del)?;
+    Ok(Some(held))
+}
+
+/// Lets a held release act: it reads the caller's stdin.
+fn feed(
+    held: Result<Option<Held>, MasterError>,
+    req: &Request,
+) -> Result<Option<Running>, MasterError> {
+    held.map(|h| h.map(|h| h.feed(&req.stdin)))
 }

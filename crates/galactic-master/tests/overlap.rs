@@ -80,6 +80,9 @@ fn ipam_allocates_while_the_host_side_is_built_and_releases_only_unconfigured_ad
         .ip(&["-o", "addr", "show", "dev", "eth0"])
         .contains("10.107.0."));
 
+    // Held for a second just before it unconfigures the container interface: a release that
+    // acted before then would find the addresses still there.
+    let rt = rt.env("GALACTIC_FAILPOINTS", "del-before-unconfigure:pause");
     rt.del(&conf, &att).unwrap();
     let seen = std::fs::read_to_string(host.path("seen-at-release")).unwrap();
     assert!(

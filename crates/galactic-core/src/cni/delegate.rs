@@ -206,11 +206,28 @@ impl<'a> Delegate<'a> {
         self.start_with(&[], command, stdin)
     }
 
+    /// Starts the delegate for `command` without its stdin yet: the process starts up (exec, its
+    /// runtime, its own configuration) while the caller finishes what must come before the
+    /// delegate acts, then [`Held::feed`] hands it the configuration it is waiting to read. A
+    /// CNI plugin reads its stdin before it does anything, so until then it changes nothing.
+    pub fn start_held(&self, command: Command) -> Result<Held, DelegateError> {
+        self.spawn(&[], command, None).map(Held)
+    }
+
     fn start_with(
         &self,
         args: &[&str],
         command: Command,
         stdin: &[u8],
+    ) -> Result<Running, DelegateError> {
+        self.spawn(args, command, Some(stdin))
+    }
+
+    fn spawn(
+        &self,
+        args: &[&str],
+        command: Command,
+        stdin: Option<&[u8]>,
     ) -> Result<Running, DelegateError> {
         if is_delegated() {
             return Err(DelegateError::Nested {
@@ -230,6 +247,18 @@ impl<'a> Delegate<'a> {
     }
 }
 
+/// A delegate started by [`Delegate::start_held`], waiting for its stdin. Dropped unfed, its
+/// stdin closes: it reads an empty configuration, refuses, and is waited for.
+pub struct Held(Running);
+
+impl Held {
+    /// Writes the delegate's stdin (the exact bytes this plugin received): from here on it acts.
+    pub fn feed(mut self, stdin: &[u8]) -> Running {
+        self.0.feed(stdin);
+        self.0
+    }
+}
+
 /// A delegate process under way, started by [`Delegate::start`]. Dropping it without waiting
 /// still waits (within the bound), so no delegate ever outlives the call that started it
 /// unobserved.
@@ -241,33 +270,30 @@ pub struct Running {
     deadline: Instant,
     timeout: Duration,
     outcome: Option<mpsc::Receiver<std::io::Result<Output>>>,
+    /// The delegate's stdin while it is held ([`Held`]).
+    input: Option<std::process::ChildStdin>,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Running {
     /// Feeds `stdin` and collects the output on threads of their own, so a delegate that does
     /// not read all its stdin, or writes more than a pipe holds, cannot deadlock the caller.
+    /// `stdin` is written at once; without it the delegate waits for [`Running::feed`].
     fn watch(
         mut child: std::process::Child,
         binary: PathBuf,
         plugin_type: &str,
         command: Command,
-        stdin: &[u8],
+        stdin: Option<&[u8]>,
         timeout: Duration,
     ) -> Self {
         let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
         let input = child.stdin.take();
-        let bytes = stdin.to_vec();
-        let writer = std::thread::spawn(move || {
-            if let Some(mut input) = input {
-                let _ = input.write_all(&bytes);
-            }
-        });
         let (tx, rx) = mpsc::channel();
         let waiter = std::thread::spawn(move || {
             let _ = tx.send(child.wait_with_output());
         });
-        Self {
+        let mut running = Self {
             plugin_type: plugin_type.to_owned(),
             binary,
             command,
@@ -275,8 +301,24 @@ impl Running {
             deadline: Instant::now() + timeout,
             timeout,
             outcome: Some(rx),
-            threads: vec![writer, waiter],
+            input,
+            threads: vec![waiter],
+        };
+        if let Some(stdin) = stdin {
+            running.feed(stdin);
         }
+        running
+    }
+
+    /// Writes `stdin` to the delegate and closes it, on a thread of its own.
+    fn feed(&mut self, stdin: &[u8]) {
+        let Some(mut input) = self.input.take() else {
+            return;
+        };
+        let bytes = stdin.to_vec();
+        self.threads.push(std::thread::spawn(move || {
+            let _ = input.write_all(&bytes);
+        }));
     }
 
     /// Waits for the delegate and returns its stdout when it exits 0; its own error otherwise.
@@ -308,6 +350,8 @@ impl Running {
     /// The delegate's output, at most until the deadline (then the whole process group is
     /// killed: code 11). Runs once; later calls find nothing to wait for.
     fn finish(&mut self) -> Result<Output, DelegateError> {
+        // A delegate still held gets the end of its stdin rather than waiting for the bound.
+        drop(self.input.take());
         let Some(rx) = self.outcome.take() else {
             return Err(self.timed_out());
         };

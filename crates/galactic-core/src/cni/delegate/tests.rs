@@ -252,3 +252,62 @@ fn a_started_delegate_that_is_dropped_is_still_waited_for() {
         "dropping a running delegate waits for it: nothing it does comes after its caller moved on"
     );
 }
+
+#[test]
+fn a_held_delegate_acts_only_on_what_it_is_fed_and_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    let started = dir.path().join("started");
+    // It records that it started, then what it read: nothing may be read before feed().
+    script(
+        dir.path(),
+        "held-ipam",
+        &format!(
+            "touch {started}\ncat > {seen}",
+            started = started.display(),
+            seen = seen.display()
+        ),
+    );
+    let path = vec![dir.path().to_path_buf()];
+    let held = delegate("held-ipam", &path)
+        .start_held(Command::Del)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !started.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(started.exists(), "the held delegate starts up at once");
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        std::fs::read(&seen).unwrap_or_default().is_empty(),
+        "a held delegate has read nothing before it is fed"
+    );
+    held.feed(b"{\"released\":true}").wait().unwrap();
+    assert_eq!(std::fs::read(&seen).unwrap(), b"{\"released\":true}");
+}
+
+#[test]
+fn a_held_delegate_dropped_unfed_reads_the_end_of_its_stdin_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen");
+    script(
+        dir.path(),
+        "unfed-ipam",
+        &format!(
+            "cat > {}; test -s {} || exit 1",
+            seen.display(),
+            seen.display()
+        ),
+    );
+    let path = vec![dir.path().to_path_buf()];
+    let mut d = delegate("unfed-ipam", &path);
+    d.timeout = Duration::from_secs(20);
+    let held = d.start_held(Command::Del).unwrap();
+    let t = Instant::now();
+    drop(held);
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "an unfed delegate is not left waiting for the bound"
+    );
+    assert_eq!(std::fs::read(&seen).unwrap(), b"");
+}
