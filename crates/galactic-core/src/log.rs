@@ -2,7 +2,10 @@
 //!
 //! One object per line: `time`, `level`, `msg`, `plugin`, the invocation context (`command`,
 //! `containerID`, `netns`, `ifName`, `network`, `vpc`, `vpcAttachment`, `nodeName`, each when
-//! known) and the call's own fields. Every plugin on
+//! known) and the call's own fields. One line per operation at info: while an operation runs
+//! ([`begin_operation`]), info records are kept and written as the `events` of its closing line
+//! ([`finish_operation`], `"<VERB>: done"` or `"failed"`); warnings, errors and debug records are
+//! written at once. Every plugin on
 //! the node appends to the same file; past `log_max_bytes` the file is renamed to `<file>.1` under
 //! an advisory lock so that concurrent processes rotate it once. A log file that cannot be opened
 //! never fails the operation: lines then go to stderr, which the runtime keeps.
@@ -59,6 +62,8 @@ struct Sink {
     max_bytes: u64,
     file: Option<File>,
     context: Map<String, Value>,
+    /// The info records of the operation under way (`None` outside one).
+    events: Option<Vec<Value>>,
 }
 
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
@@ -82,6 +87,7 @@ pub fn init(plugin: &'static str, node: &NodeConfig, context: Value) {
             max_bytes: node.log_max_bytes,
             file,
             context,
+            events: None,
         });
     }
     if let Some(e) = open_error {
@@ -112,6 +118,34 @@ pub fn error(msg: &str, fields: Value) {
     emit(Level::Error, msg, fields);
 }
 
+/// Starts an operation: its info records become the `events` of the line that closes it.
+pub fn begin_operation() {
+    if let Ok(mut guard) = SINK.lock() {
+        if let Some(sink) = guard.as_mut() {
+            sink.events = Some(Vec::new());
+        }
+    }
+}
+
+/// Closes the operation with one line at `level`, carrying the info records logged during it as
+/// `events` (each `{"msg", ...fields}`).
+pub fn finish_operation(level: Level, msg: &str, fields: Value) {
+    let events = SINK
+        .lock()
+        .ok()
+        .and_then(|mut guard| guard.as_mut().and_then(|sink| sink.events.take()))
+        .unwrap_or_default();
+    let fields = match (fields, events.is_empty()) {
+        (fields, true) => fields,
+        (Value::Object(mut map), false) => {
+            map.insert("events".into(), Value::Array(events));
+            Value::Object(map)
+        }
+        (_, false) => serde_json::json!({ "events": events }),
+    };
+    emit(level, msg, fields);
+}
+
 /// A warning before logging is set up (e.g. the node config itself is unreadable).
 pub fn stderr_warn(plugin: &str, msg: &str) {
     let line = serde_json::json!({"time": now(), "level": "WARN", "plugin": plugin, "msg": msg});
@@ -129,6 +163,10 @@ fn emit(level: Level, msg: &str, fields: Value) {
     if level < sink.level {
         return;
     }
+    if let (Level::Info, Some(events)) = (level, sink.events.as_mut()) {
+        events.push(event(msg, fields));
+        return;
+    }
     let text = line(level, msg, sink.plugin, &sink.context, fields);
     match sink.file.as_mut() {
         // One write(2) per line on an O_APPEND file keeps concurrent writers' lines whole.
@@ -140,6 +178,16 @@ fn emit(level: Level, msg: &str, fields: Value) {
         }
         None => eprintln!("{text}"),
     }
+}
+
+/// An info record kept for the closing line: its message and fields.
+fn event(msg: &str, fields: Value) -> Value {
+    let mut obj = Map::new();
+    obj.insert("msg".into(), msg.into());
+    if let Value::Object(fields) = fields {
+        obj.extend(fields);
+    }
+    Value::Object(obj)
 }
 
 fn line(

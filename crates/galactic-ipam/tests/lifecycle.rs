@@ -25,6 +25,16 @@ fn add_returns_the_abbreviated_dual_stack_result() {
     assert!(lines
         .iter()
         .any(|l| l["msg"] == "ADD: allocation" && l["new"] == true));
+    // One line per operation at info: the allocation rides on the closing line.
+    let info: Vec<_> = net
+        .node
+        .raw_log_lines()
+        .into_iter()
+        .filter(|l| l["level"] == "INFO")
+        .collect();
+    assert_eq!(info.len(), 1, "{info:?}");
+    assert_eq!(info[0]["msg"], "ADD: done");
+    assert_eq!(info[0]["events"][0]["msg"], "ADD: allocation");
 }
 
 #[test]

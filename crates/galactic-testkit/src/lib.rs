@@ -164,13 +164,34 @@ impl TestNode {
         self.dir.path().join("legacy")
     }
 
-    /// The log file's lines, parsed.
-    pub fn log_lines(&self) -> Vec<Value> {
+    /// The log file's lines, parsed, as written (one per operation at info).
+    pub fn raw_log_lines(&self) -> Vec<Value> {
         std::fs::read_to_string(self.dir.path().join("galactic.log"))
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).expect("every log line is JSON"))
             .collect()
+    }
+
+    /// Every record logged: each line, and after it each of the info `events` its operation
+    /// folded into it, as a record of its own with the line's context (plugin, command, …).
+    pub fn log_lines(&self) -> Vec<Value> {
+        let mut records = Vec::new();
+        for line in self.raw_log_lines() {
+            let events = line["events"].as_array().cloned().unwrap_or_default();
+            records.push(line.clone());
+            for event in events {
+                let mut record = line.clone();
+                if let (Some(record), Some(event)) = (record.as_object_mut(), event.as_object()) {
+                    record.remove("events");
+                    record.remove("durationMs");
+                    record.insert("level".into(), "INFO".into());
+                    record.extend(event.clone());
+                }
+                records.push(record);
+            }
+        }
+        records
     }
 }
 

@@ -151,11 +151,17 @@ pub fn run_step<E: ErrorCode>(
         .and_then(|command| prepare(name, command, &lookup, stdin))
         .and_then(|req| {
             let started = Instant::now();
+            log::begin_operation();
             let outcome = perform(&req).map_err(|e| e.to_cni());
             let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
             match &outcome {
-                Ok(()) => log::info(&format!("{step}: done"), json!({"durationMs": elapsed_ms})),
-                Err(e) => log::error(
+                Ok(()) => log::finish_operation(
+                    log::Level::Info,
+                    &format!("{step}: done"),
+                    json!({"durationMs": elapsed_ms}),
+                ),
+                Err(e) => log::finish_operation(
+                    log::Level::Error,
                     &format!("{step}: failed"),
                     json!({"durationMs": elapsed_ms, "code": e.code, "err": e.to_string()}),
                 ),
@@ -337,6 +343,7 @@ fn log_context(command: Command, env: &CniEnv, conf: &NetConf, node: &NodeConfig
 /// Runs the handler and turns its outcome into the reply; logs one line per operation.
 fn handle<P: Plugin>(plugin: &P, req: Request) -> Reply {
     let started = Instant::now();
+    log::begin_operation();
     let command = req.env.command;
     let version = req.conf.version.as_str();
     let outcome = match command {
@@ -354,7 +361,8 @@ fn handle<P: Plugin>(plugin: &P, req: Request) -> Reply {
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     match outcome {
         Ok(result) => {
-            log::info(
+            log::finish_operation(
+                log::Level::Info,
                 &format!("{command}: done"),
                 json!({"durationMs": elapsed_ms}),
             );
@@ -364,7 +372,8 @@ fn handle<P: Plugin>(plugin: &P, req: Request) -> Reply {
             }
         }
         Err(e) if command == Command::Del && e.code != Code::TRY_AGAIN_LATER => {
-            log::error(
+            log::finish_operation(
+                log::Level::Error,
                 "DEL: step failed; reporting success so the runtime is not blocked",
                 json!({"durationMs": elapsed_ms, "code": e.code, "err": e.to_string()}),
             );
@@ -374,7 +383,8 @@ fn handle<P: Plugin>(plugin: &P, req: Request) -> Reply {
             }
         }
         Err(e) => {
-            log::error(
+            log::finish_operation(
+                log::Level::Error,
                 &format!("{command}: failed"),
                 json!({"durationMs": elapsed_ms, "code": e.code, "err": e.to_string()}),
             );

@@ -48,6 +48,40 @@ fn lines_are_json_with_context_filtered_by_level_and_rotated_past_the_cap() {
             .all(|l| serde_json::from_str::<Value>(l).is_ok()),
         "no torn lines"
     );
+
+    // One line per operation at info: its info records ride on the closing line; a warning is
+    // written at once.
+    std::fs::remove_file(&log_file).ok();
+    std::fs::remove_file(&rotated).ok();
+    rotate_if_needed_reopen();
+    begin_operation();
+    info("ADD: allocation", json!({"new": true}));
+    warn("an anomaly", json!({"what": "odd"}));
+    info("ADD: routes installed", json!({"table": 1000}));
+    finish_operation(Level::Info, "ADD: done", json!({"durationMs": 2.0}));
+    info("after the operation", Value::Null);
+    let text = std::fs::read_to_string(&log_file).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines[0]["msg"], "an anomaly");
+    assert_eq!(lines[1]["msg"], "ADD: done");
+    assert_eq!(lines[1]["durationMs"], 2.0);
+    assert_eq!(
+        lines[1]["events"],
+        json!([{"msg": "ADD: allocation", "new": true}, {"msg": "ADD: routes installed", "table": 1000}])
+    );
+    assert_eq!(lines[2]["msg"], "after the operation");
+    assert!(lines[2].get("events").is_none());
+}
+
+/// Reopens the sink's file after a test removed it.
+fn rotate_if_needed_reopen() {
+    let mut guard = SINK.lock().unwrap();
+    let sink = guard.as_mut().unwrap();
+    sink.file = open_append(&sink.path).ok();
 }
 
 #[test]
