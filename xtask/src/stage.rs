@@ -212,26 +212,42 @@ pub fn require_release_toolchain() -> Result<()> {
 pub fn release_toolchain_missing() -> Vec<String> {
     let triple = release_triple();
     let mut missing = Vec::new();
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let sysroot = Command::new(rustc)
-        .args(["--print", "sysroot"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    let has_std =
-        sysroot.is_some_and(|root| root.join("lib/rustlib").join(&triple).join("lib").is_dir());
-    if !has_std {
+    if !release_target_libdir().is_some_and(|dir| dir.is_dir()) {
         missing.push(format!(
             "the Rust target {triple} (rustup target add {triple})"
         ));
     }
-    let has_cc = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("musl-gcc").is_file()));
-    if !has_cc {
+    if which("musl-gcc").is_none() {
         missing.push("`musl-gcc` (apt-get install musl-tools)".to_owned());
     }
     missing
+}
+
+/// Where the toolchain keeps the standard library (and musl's own `self-contained` libc) of
+/// [`release_triple`]: `<sysroot>/lib/rustlib/<triple>/lib`, whether or not it is installed.
+pub fn release_target_libdir() -> Option<PathBuf> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    Some(
+        sysroot
+            .join("lib/rustlib")
+            .join(release_triple())
+            .join("lib"),
+    )
+}
+
+/// `program` as found on `PATH`.
+pub fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| Path::new(dir).join(program))
+        .find(|p| p.is_file())
 }
 
 /// Installs `source` as `target` atomically unless the content is already the same.

@@ -17,7 +17,6 @@ use object::{Object, ObjectSymbol, SymbolKind};
 use script::Profile;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// `cargo xtask layout`.
 #[derive(Debug, clap::Args)]
@@ -34,7 +33,8 @@ pub fn dir() -> PathBuf {
 
 pub fn run(args: &Args) -> Result<()> {
     galactic_testkit::harness::require_root()?;
-    let valgrind = which("valgrind").context("valgrind is missing: apt-get install valgrind")?;
+    let valgrind =
+        crate::stage::which("valgrind").context("valgrind is missing: apt-get install valgrind")?;
     let bins = crate::stage::build_release_with_symbols()?;
     let work = tempfile::tempdir()?;
     let logs = match &args.keep_logs {
@@ -126,15 +126,9 @@ fn profiles(logs: &Path) -> Result<BTreeMap<String, Profile>> {
 /// libc's code symbols by the `libc.a` members defining them: the musl that rustc links the
 /// release plugins with (its own copy, in the target's `self-contained` directory).
 fn libc_members() -> Result<BTreeMap<String, BTreeSet<String>>> {
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let out = Command::new(rustc)
-        .args(["--print", "sysroot"])
-        .output()
-        .context("run rustc --print sysroot")?;
-    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-        .join("lib/rustlib")
-        .join(crate::stage::release_triple())
-        .join("lib/self-contained/libc.a");
+    let path = crate::stage::release_target_libdir()
+        .context("run rustc --print sysroot")?
+        .join("self-contained/libc.a");
     let data = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
     let archive =
         ArchiveFile::parse(&*data).with_context(|| format!("parse {}", path.display()))?;
@@ -157,14 +151,6 @@ fn libc_members() -> Result<BTreeMap<String, BTreeSet<String>>> {
         }
     }
     Ok(members)
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|dir| Path::new(dir).join(program))
-        .find(|p| p.is_file())
 }
 
 #[cfg(test)]

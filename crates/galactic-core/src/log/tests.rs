@@ -21,11 +21,7 @@ fn lines_are_json_with_context_filtered_by_level_and_rotated_past_the_cap() {
     debug("hidden", Value::Null);
     info("ADD: done", json!({"durationMs": 1.5}));
 
-    let text = std::fs::read_to_string(&log_file).unwrap();
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (text, lines) = read_lines(&log_file);
     assert_eq!(lines.len(), 2, "{text}");
     assert_eq!(lines[0]["level"], "WARN");
     assert_eq!(lines[1]["msg"], "ADD: done");
@@ -53,18 +49,14 @@ fn lines_are_json_with_context_filtered_by_level_and_rotated_past_the_cap() {
     // written at once.
     std::fs::remove_file(&log_file).ok();
     std::fs::remove_file(&rotated).ok();
-    rotate_if_needed_reopen();
+    reopen_log_file();
     begin_operation();
     info("ADD: allocation", json!({"new": true}));
     warn("an anomaly", json!({"what": "odd"}));
     info("ADD: routes installed", json!({"table": 1000}));
     finish_operation(Level::Info, "ADD: done", json!({"durationMs": 2.0}));
     info("after the operation", Value::Null);
-    let text = std::fs::read_to_string(&log_file).unwrap();
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (text, lines) = read_lines(&log_file);
     assert_eq!(lines.len(), 3, "{text}");
     assert_eq!(lines[0]["msg"], "an anomaly");
     assert_eq!(lines[1]["msg"], "ADD: done");
@@ -77,8 +69,18 @@ fn lines_are_json_with_context_filtered_by_level_and_rotated_past_the_cap() {
     assert!(lines[2].get("events").is_none());
 }
 
+/// The log file's text and its lines, parsed.
+fn read_lines(path: &Path) -> (String, Vec<Value>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (text, lines)
+}
+
 /// Reopens the sink's file after a test removed it.
-fn rotate_if_needed_reopen() {
+fn reopen_log_file() {
     let mut guard = SINK.lock().unwrap();
     let sink = guard.as_mut().unwrap();
     sink.file = open_append(&sink.path).ok();
