@@ -1,9 +1,10 @@
 //! ADD for both masters.
 //!
 //! Order: validate (stanza, delegate present, NAD chain, routing domain backend) → IPAM delegate
-//! ADD started → attachment record → [the container's netlink socket opened] host interface →
-//! sysctls → forward rules → [a recorded routing domain joined] → IPAM result → [a new routing
-//! domain created, adopted: [`routing`], and joined] → guest → VPC gateways → host gateway.
+//! ADD started → attachment record → [the container's netlink socket opened] host interface and
+//! container interface (read, MAC) → sysctls → forward rules → [a recorded routing domain
+//! joined] → IPAM result → [a new routing domain created, adopted: [`routing`], and joined] →
+//! guest addresses and routes → VPC gateways → host gateway.
 //!
 //! The IPAM delegate is a process of its own: it allocates while this one builds the
 //! attachment's own interface, which needs no address (a full attachment's ADD is shorter by
@@ -188,6 +189,7 @@ impl<'a> Add<'a> {
         if let Some(nad) = &self.nad {
             nad.annotate(&self.host_ifname)?;
         }
+        let guest = self.guest_interface()?;
         failpoint::hit("after-interface")?;
 
         self.host_sysctls()?;
@@ -219,7 +221,10 @@ impl<'a> Add<'a> {
             None => self.join_domain(choice, &host, rb)?,
         };
 
-        let guest = self.configure_guest(&assigned)?;
+        if let (Some(pod_nl), Some(guest)) = (self.pod_nl.get(), &guest) {
+            guest::configure(pod_nl, guest, &assigned)
+                .map_err(MasterError::node("configure the container interface"))?;
+        }
         failpoint::hit("after-guest")?;
 
         self.add_gateways(&assigned, rb)?;
@@ -420,24 +425,23 @@ impl<'a> Add<'a> {
         }
     }
 
-    fn configure_guest(&self, assigned: &[Assignment]) -> Result<Option<Link>, MasterError> {
+    /// The container end of a veth, with the requested MAC: read while the IPAM delegate
+    /// runs, as the host gateway needs its MAC and the result its MAC and MTU, which
+    /// configuring its addresses does not change.
+    fn guest_interface(&self) -> Result<Option<Link>, MasterError> {
         let Some((_, pod_nl)) = self.pod_netlink()? else {
             return Ok(None);
         };
         let ifname = self.req.env.ifname()?.as_str();
-        let mut guest = pod_nl
+        let guest = pod_nl
             .require_link(ifname)
             .map_err(MasterError::node("find the container interface"))?;
-        if let Some(mac) = self.mac {
-            guest = mac::apply(pod_nl, &guest, mac)
-                .map_err(MasterError::node("set the container interface's MAC"))?;
+        match self.mac {
+            Some(mac) => mac::apply(pod_nl, &guest, mac)
+                .map(Some)
+                .map_err(MasterError::node("set the container interface's MAC")),
+            None => Ok(Some(guest)),
         }
-        guest::configure(pod_nl, &guest, assigned)
-            .map_err(MasterError::node("configure the container interface"))?;
-        pod_nl
-            .require_link(ifname)
-            .map(Some)
-            .map_err(MasterError::node("read the container interface"))
     }
 
     fn result(&self, host: &Link, guest: Option<&Link>, assigned: &[Assignment]) -> CniResult {

@@ -157,6 +157,41 @@ fn a_request_that_cannot_be_granted_is_code_7_naming_it_and_leaves_the_node_as_i
 }
 
 #[test]
+fn an_ipam_delegate_that_cannot_be_started_is_code_5_and_is_not_asked_to_release() {
+    if !privileged("an_ipam_delegate_that_cannot_be_started_is_code_5_and_is_not_asked_to_release")
+    {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let host = host("rqx");
+    // In CNI_PATH and executable (so the check before anything passes), but exec refuses it:
+    // its interpreter is missing.
+    let broken = host.bin_dir.join("broken-ipam");
+    std::fs::write(&broken, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rt = runtime(&host, "galactic-cni");
+    let net = Conflist::from_conf(&json!({"cniVersion": "1.0.0", "name": "net-broken",
+        "type": "galactic-cni", "vpc": "A", "vpcattachment": "9",
+        "ipam": {"type": "broken-ipam"}}))
+    .unwrap();
+    let before = host.snapshot();
+    let pod = Pod::new("rqx1");
+    let err = rt.add(&net, &pod.attachment()).unwrap_err();
+    let msg = err.expect_error(5);
+    assert!(msg.contains("broken-ipam"), "{msg}");
+    assert_eq!(host.snapshot(), before, "the node is unchanged");
+    assert!(!pod.ns.try_ip(&["link", "show", "eth0"]).0);
+    // A delegate that never ran holds nothing: nothing is rolled back, no DEL is attempted.
+    let failed_undos: Vec<_> = host
+        .node
+        .log_lines()
+        .into_iter()
+        .filter(|l| l["msg"] == "rollback: undo failed")
+        .collect();
+    assert!(failed_undos.is_empty(), "{failed_undos:?}");
+}
+
+#[test]
 fn del_then_add_keeps_the_addresses_asked_for_like_reload_and_unasked_like_restart() {
     if !privileged(
         "del_then_add_keeps_the_addresses_asked_for_like_reload_and_unasked_like_restart",

@@ -29,6 +29,16 @@ fn veth_peer_is_created_directly_in_the_pod_namespace() {
     let pod_nl = Netlink::in_netns(&pod_ns).unwrap();
     let guest = pod_nl.require_link("eth0").unwrap();
     assert_eq!(guest.mtu, 1400);
+    // One queue each way, asked for at creation: the kernel's default is a queue per possible
+    // CPU, cut down to one active queue after registration at the cost of an RCU grace period
+    // per end (on a machine with one possible CPU both are one queue either way).
+    for (ns, name) in [(&host, "G000000001001H"), (&pod, "eth0")] {
+        let detail = ns.ip(&["-d", "link", "show", name]);
+        assert!(
+            detail.contains("numtxqueues 1 numrxqueues 1"),
+            "{name}: {detail}"
+        );
+    }
     assert!(
         nl.link("eth0").unwrap().is_none(),
         "the peer never appears in the host"

@@ -311,3 +311,22 @@ fn a_held_delegate_dropped_unfed_reads_the_end_of_its_stdin_at_once() {
     );
     assert_eq!(std::fs::read(&seen).unwrap(), b"");
 }
+
+#[test]
+fn a_delegate_that_cannot_be_executed_is_a_spawn_error_with_its_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let binary = dir.path().join("garbled-ipam");
+    // Executable, but its interpreter is missing: found, then refused by exec (ENOENT).
+    std::fs::write(&binary, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = vec![dir.path().to_path_buf()];
+    let err = delegate("garbled-ipam", &path)
+        .add(b"{}")
+        .expect_err("nothing ran");
+    assert!(matches!(err, DelegateError::Spawn { .. }), "{err:?}");
+    assert_eq!(err.code(), Code::IO);
+    assert!(
+        err.to_string().contains("garbled-ipam"),
+        "names the binary: {err}"
+    );
+}

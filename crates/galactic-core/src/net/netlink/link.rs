@@ -6,7 +6,7 @@ use futures_util::TryStreamExt;
 use netlink_packet_route::link::{
     InfoData, InfoKind, InfoVeth, InfoVrf, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
 };
-use rtnetlink::{LinkUnspec, LinkVeth};
+use rtnetlink::{LinkMessageBuilder, LinkUnspec, LinkVeth};
 use std::os::fd::AsRawFd;
 
 /// A link as the kernel reports it.
@@ -68,6 +68,12 @@ impl Netlink {
     }
 
     /// Creates a veth pair: `host` here, its peer created directly inside `peer_ns` as `peer`.
+    ///
+    /// Each end is created with one transmit and one receive queue, said explicitly: without
+    /// them the kernel allocates a queue per CPU and then reduces the active ones to one, and
+    /// each reduction on a registered device waits for an (expedited) RCU grace period, two per
+    /// pair, under the RTNL lock (`veth_init_queues`). One queue each is what the pair ends up
+    /// with either way.
     pub fn create_veth(
         &self,
         host: &str,
@@ -75,8 +81,9 @@ impl Netlink {
         peer_ns: &Netns,
         mtu: Option<u32>,
     ) -> Result<(), NetError> {
-        let mut peer_msg = LinkUnspec::new_with_name(peer).setns_by_fd(peer_ns.file().as_raw_fd());
-        let mut host_msg = LinkVeth::new(host, peer);
+        let mut peer_msg =
+            single_queue(LinkUnspec::new_with_name(peer).setns_by_fd(peer_ns.file().as_raw_fd()));
+        let mut host_msg = single_queue(LinkVeth::new(host, peer));
         if let Some(mtu) = mtu {
             peer_msg = peer_msg.mtu(mtu);
             host_msg = host_msg.mtu(mtu);
@@ -200,4 +207,10 @@ fn kind_name(kind: &InfoKind) -> String {
         InfoKind::Vrf => "vrf".into(),
         other => format!("{other:?}").to_ascii_lowercase(),
     }
+}
+
+/// One transmit and one receive queue (see [`Netlink::create_veth`]).
+fn single_queue<T>(msg: LinkMessageBuilder<T>) -> LinkMessageBuilder<T> {
+    msg.append_extra_attribute(LinkAttribute::NumTxQueues(1))
+        .append_extra_attribute(LinkAttribute::NumRxQueues(1))
 }
