@@ -278,7 +278,7 @@ pub struct Running {
 impl Running {
     /// Feeds `stdin` and collects the output on threads of their own, so a delegate that does
     /// not read all its stdin, or writes more than a pipe holds, cannot deadlock the caller.
-    /// `stdin` is written at once; without it the delegate waits for [`Running::feed`].
+    /// `stdin` is written at once; without it the delegate waits for [`Held::feed`].
     fn watch(
         mut child: std::process::Child,
         binary: PathBuf,

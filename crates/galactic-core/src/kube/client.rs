@@ -52,10 +52,11 @@ fn runtime() -> Result<tokio::runtime::Runtime, KubeError> {
 
 /// Release plugins link their libc (musl) statically (see `xtask build-and-stage`), and a static
 /// libc's `getaddrinfo` cannot use the host's NSS modules (systemd-resolved, LDAP, the host's
-/// `nsswitch.conf` order), which only a dynamic glibc loads. A kubeconfig server given by host name is therefore resolved by the
-/// host's own `getent ahosts` (the host's NSS and nsswitch.conf, as a dynamic binary would), and
-/// the client connects to that address while verifying the certificate for the name
-/// (`tls_server_name`, unless the kubeconfig sets one). IP literals are used as they are.
+/// `nsswitch.conf` order), which only a dynamic glibc loads. A kubeconfig server given by host
+/// name is therefore resolved by the host's own `getent ahosts` (the host's NSS and
+/// nsswitch.conf, as a dynamic binary would), and the client connects to that address while
+/// verifying the certificate for the name (`tls_server_name`, unless the kubeconfig sets one).
+/// IP literals are used as they are.
 pub fn pin_server_address(config: &mut kube::Config) -> Result<(), KubeError> {
     let Some(host) = config.cluster_url.host().map(str::to_owned) else {
         return Ok(());

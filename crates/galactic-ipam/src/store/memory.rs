@@ -137,7 +137,8 @@ unsafe extern "C" fn x_size(p: *mut c_void) -> c_int {
     c_int::try_from(size).unwrap_or(c_int::MAX)
 }
 
-/// SQLite asks what a request would really get; blocks are rounded up to 8 bytes.
+/// What SQLite should ask for to get `n` bytes: `n` rounded up to 8, as its own allocator
+/// reports (a block holds exactly what was asked for; SQLite then asks for the rounded size).
 unsafe extern "C" fn x_roundup(n: c_int) -> c_int {
     n.checked_add(7).map_or(n, |m| m & !7)
 }
