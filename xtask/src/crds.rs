@@ -1,5 +1,5 @@
 //! `gen-crds`: writes `deploy/crds/*.yaml` from the Rust custom resource types in
-//! `galactic_core::kube`, so the YAML can never drift from the code (a test checks it).
+//! `galactic_kube`, so the YAML can never drift from the code (a test checks it).
 //! `gen-crds --compare <dir>` checks the types against the Galactic API's CRDs (its
 //! `config/crd/` directory): everything but descriptions must be equal.
 
@@ -13,7 +13,7 @@ const HEADER: &str =
 
 /// `(file name, YAML text)` for every CRD.
 pub fn rendered() -> Result<Vec<(&'static str, String)>> {
-    galactic_core::kube::crds()
+    galactic_kube::crds()
         .into_iter()
         .map(|(file, crd)| {
             let yaml = serde_norway::to_string(&crd).with_context(|| format!("render {file}"))?;
@@ -82,12 +82,12 @@ fn load_dir(dir: &Path) -> Result<Map<String, Value>> {
 fn compare_dir(upstream: &Path) -> Result<()> {
     let theirs = load_dir(upstream)?;
     let mut differences = Vec::new();
-    for (_, ours) in galactic_core::kube::crds() {
+    for (_, ours) in galactic_kube::crds() {
         let name = ours["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        if !name.ends_with(galactic_core::kube::GROUP) {
+        if !name.ends_with(galactic_kube::GROUP) {
             continue;
         }
         let Some(their) = theirs.get(&name) else {

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-/// Packages with a `tests/fuzz.rs` target (the masters' is galactic-master's).
+/// Packages with a `tests/fuzz.rs` target (the masters' is their shared flow's, galactic-master).
 const CRATES: [&str; 4] = [
     "galactic-master",
     "galactic-ipam",

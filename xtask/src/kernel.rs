@@ -39,12 +39,12 @@ impl Suite {
 /// What runs in the VM: every privileged suite that creates or uses a routing domain.
 pub const SUITES: &[Suite] = &[
     Suite {
-        package: "galactic-master",
-        test: "attach",
+        package: "galactic-cni",
+        test: "it",
     },
     Suite {
-        package: "galactic-master",
-        test: "tap",
+        package: "galactic-tap-cni",
+        test: "it",
     },
     Suite {
         package: "galactic-master",
@@ -254,13 +254,13 @@ fn build(suites: &[&Suite]) -> Result<BTreeMap<String, PathBuf>> {
     suites
         .iter()
         .map(|suite| {
-            let source = Path::new("crates")
-                .join(suite.package)
-                .join("tests")
-                .join(format!("{}.rs", suite.test));
+            // A test binary is `tests/<test>.rs` or, with modules, `tests/<test>/main.rs`.
+            let tests = Path::new("crates").join(suite.package).join("tests");
+            let source = tests.join(format!("{}.rs", suite.test));
+            let dir_main = tests.join(suite.test).join("main.rs");
             let exe = built
                 .iter()
-                .find(|(src, _)| src.ends_with(&source))
+                .find(|(src, _)| src.ends_with(&source) || src.ends_with(&dir_main))
                 .map(|(_, exe)| exe.clone())
                 .with_context(|| {
                     format!(

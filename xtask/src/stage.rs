@@ -142,12 +142,8 @@ fn build_with(release: bool, env: &[(&str, &std::ffi::OsStr)]) -> Result<PathBuf
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root).args(["build", "--quiet", "--bins"]);
     cmd.envs(env.iter().copied());
-    let mut packages: Vec<&str> = PLUGINS
-        .iter()
-        .map(|p| galactic_core::plugins::package(p))
-        .collect();
-    packages.dedup();
-    for package in packages {
+    // Each plugin binary is the package of its name.
+    for package in PLUGINS {
         cmd.args(["--package", package]);
     }
     let triple = release_triple();

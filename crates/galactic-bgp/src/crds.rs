@@ -89,7 +89,7 @@ mod tests {
     use super::*;
 
     fn ours(name: &str) -> Value {
-        galactic_core::kube::crds()
+        galactic_kube::crds()
             .into_iter()
             .map(|(_, crd)| crd)
             .find(|crd| crd["metadata"]["name"] == name)

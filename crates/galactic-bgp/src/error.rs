@@ -5,8 +5,8 @@ use galactic_core::bpf::BpfError;
 use galactic_core::cni::{CniError, Code, ErrorCode};
 use galactic_core::failpoint::Injected;
 use galactic_core::ident::IdentError;
-use galactic_core::kube::KubeError;
 use galactic_core::lockfile::LockError;
+use galactic_kube::KubeError;
 
 /// Why an operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -277,7 +277,7 @@ mod tests {
         let incomplete = KubeError::ChainIncomplete {
             namespace: "pods".into(),
             name: "n".into(),
-            source: galactic_core::kube::ChainError::MissingBgp,
+            source: galactic_kube::ChainError::MissingBgp,
         };
         assert_eq!(BgpError::Kube(incomplete).code(), Code::INVALID_CONFIG);
         let resolve = KubeError::Resolve {

@@ -7,7 +7,7 @@
 
 use crate::store::kube::KubeStore;
 use crate::store::{Kind, ObjectStore};
-use galactic_core::kube::{ClientOptions, KubeClient};
+use galactic_kube::{ClientOptions, KubeClient};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;

@@ -6,10 +6,10 @@
 
 use crate::error::BgpError;
 use galactic_core::cni::{run_step, CniError, Request};
-use galactic_core::kube::{
+use galactic_core::plugins;
+use galactic_kube::{
     annotate_nad_host_interface, verify_chain_complete, ClientOptions, KubeClient,
 };
-use galactic_core::plugins;
 use std::process::ExitCode;
 
 /// Runs the NAD step named by `args` (what follows `nad`).

@@ -20,12 +20,10 @@ use galactic_core::config::{NodeConfig, Publisher};
 use galactic_core::ident::{
     bgp_advertisement_name, bgp_vrf_instance_name, route_target, tenant_identifier, ChainIds,
 };
-use galactic_core::kube::{
-    detect_node_name, local_addresses, ClientOptions, KubeClient, RetryPolicy,
-};
-use galactic_core::kube::{BGPAdvertisement, BGPVRFInstance};
 use galactic_core::log;
 use galactic_core::rollback::Rollback;
+use galactic_kube::{detect_node_name, local_addresses, ClientOptions, KubeClient, RetryPolicy};
+use galactic_kube::{BGPAdvertisement, BGPVRFInstance};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use std::net::Ipv6Addr;

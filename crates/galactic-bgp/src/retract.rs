@@ -15,8 +15,8 @@ use galactic_core::cni::Request;
 use galactic_core::ident::{
     bgp_advertisement_name, bgp_vrf_instance_name, tenant_identifier, ChainIds,
 };
-use galactic_core::kube::{BGPAdvertisement, BGPVRFInstance, ClientOptions};
 use galactic_core::log;
+use galactic_kube::{BGPAdvertisement, BGPVRFInstance, ClientOptions};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 

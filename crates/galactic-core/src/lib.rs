@@ -14,7 +14,6 @@
 //! - [`lockfile`]: node-wide locks with a bounded wait.
 //! - `net` (feature `net`): links, addresses, routes, rules, namespaces, routing domains.
 //! - `bpf` (feature `bpf`): the eBPF uSID datapath's pinned-map ABI, uSID codec, registration.
-//! - `kube` (feature `kube`): Kubernetes client, custom resource types, retry, NAD helpers.
 
 pub mod attachment;
 #[cfg(feature = "bpf")]
@@ -30,16 +29,5 @@ pub mod plugins;
 pub mod rollback;
 pub mod state;
 
-#[cfg(feature = "kube")]
-pub mod kube;
-
 #[cfg(feature = "net")]
 pub mod net;
-
-/// The release plugins are static musl executables (docs/performance.md). musl's allocator
-/// returns freed memory to the kernel eagerly, so a plugin call that builds and drops many small
-/// buffers (JSON, netlink messages) pays an `mmap`, a page fault and a `munmap` again and again;
-/// dlmalloc keeps freed blocks for reuse. Test and debug builds (glibc) keep the system allocator.
-#[cfg(target_env = "musl")]
-#[global_allocator]
-static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;

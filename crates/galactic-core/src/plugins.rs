@@ -50,14 +50,6 @@ pub fn is_master(plugin_type: &str) -> bool {
     role(plugin_type) == Some(Role::Master)
 }
 
-/// The Cargo package that builds the binary `name` (the two masters share one).
-pub fn package(name: &str) -> &str {
-    match name {
-        VETH_MASTER | TAP_MASTER => "galactic-master",
-        other => other,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,7 +68,5 @@ mod tests {
         assert_eq!(role("galactic-route"), Some(Role::Route));
         assert_eq!(role("galactic-bgp"), Some(Role::Bgp));
         assert_eq!(role("host-local"), None);
-        assert_eq!(package("galactic-tap-cni"), "galactic-master");
-        assert_eq!(package("galactic-bgp"), "galactic-bgp");
     }
 }

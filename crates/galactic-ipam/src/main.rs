@@ -15,3 +15,9 @@ fn main() -> ExitCode {
         cli::main(&args)
     }
 }
+
+/// musl's allocator returns freed memory to the kernel eagerly; dlmalloc keeps it for reuse
+/// (decision 0071). Test and debug builds (glibc) keep the system allocator.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;

@@ -1,16 +1,22 @@
-//! ADD for both masters.
+//! ADD for both masters, as four phases (each step pushes its undo right after it succeeds; a
+//! failure unwinds everything, the IPAM delegate's DEL included):
 //!
-//! Order: validate (stanza, delegate present, NAD chain, routing domain backend) → IPAM delegate
-//! ADD started → attachment record → [the container's netlink socket opened] host interface and
-//! container interface (read, MAC) → sysctls → forward rules → [a recorded routing domain
-//! joined] → IPAM result → [a new routing domain created, adopted: [`routing`], and joined] →
-//! guest addresses and routes → VPC gateways → host gateway.
-//!
-//! The IPAM delegate is a process of its own: it allocates while this one builds the
-//! attachment's own interface, which needs no address (a full attachment's ADD is shorter by
-//! most of the delegate's run time). Its undo is pushed before anything else, so it runs last:
-//! it waits for the delegate if it is still running and then calls its DEL unless the delegate
-//! refused, so an allocation is never left behind by a failed host step.
+//! 0. Validate, before anything changes: the stanza, the delegate present, the NAD's chain, the
+//!    routing domain backend; then lock and claim the attachment (a retry converges).
+//! 1. [`Add::start_ipam`]: the IPAM delegate is a process of its own, started first so that it
+//!    allocates while phase 2 runs (a full attachment's ADD is shorter by most of the delegate's
+//!    run time). Its undo is pushed before anything else, so it runs last: it waits for the
+//!    delegate if it is still running and calls its DEL unless the delegate refused, so an
+//!    allocation is never left behind by a failed host step.
+//! 2. [`Add::build`]: what needs no address: the attachment record (intent), the host interface
+//!    and the container end (read, MAC), sysctls, forward rules; and, when the VPC's routing
+//!    domain is recorded, joining it (that changes nothing node-wide).
+//! 3. [`Add::addresses`]: the delegate's answer; then, for a VPC's first attachment, the routing
+//!    domain created or adopted ([`routing`]) and joined: an ADD the delegate refuses leaves the
+//!    node as it found it.
+//! 4. [`Add::configure`]: the container end's addresses and routes, the VPC gateways in the
+//!    domain, the host gateway (gateway address, pod route in the VPC table, permanent
+//!    neighbour); then the result.
 
 mod ipam;
 mod routing;
@@ -18,36 +24,38 @@ mod routing;
 use super::conf::MasterConf;
 use super::mac::{self, Mac};
 use super::nad::Nad;
-use super::{gateway, guest};
+use crate::delegate::{self, Delegate};
+use crate::device::{Device, NewInterface};
 use crate::error::MasterError;
-use galactic_core::attachment::{Kind, Record, Records};
-use galactic_core::cni::delegate::{self, Delegate};
+use crate::gateway;
+use galactic_core::attachment::{Record, Records};
 use galactic_core::cni::{CniResult, Interface, Request};
 use galactic_core::failpoint;
 use galactic_core::ip::Assignment;
 use galactic_core::ip::Family;
 use galactic_core::log;
 use galactic_core::net::domain::{self, Change, Choice, Domain, Domains};
+use galactic_core::net::firewall;
 use galactic_core::net::netlink::{Link, Netlink};
 use galactic_core::net::netns::Netns;
 use galactic_core::net::sysctl;
-use galactic_core::net::{firewall, tap};
 use galactic_core::rollback::Rollback;
 use ipam::Ipam;
 use serde_json::json;
 use std::cell::{OnceCell, RefCell};
+use std::marker::PhantomData;
 
 /// Everything one ADD works with.
-struct Add<'a> {
+struct Add<'a, D: Device> {
     req: &'a Request,
-    kind: Kind,
-    conf: MasterConf,
-    /// The MAC the runtime asked for: the container interface's (veth) or the tap's.
+    conf: MasterConf<D::Options>,
+    /// The MAC the runtime asked for: the container end's, or the host interface's for a kind
+    /// without one (a tap).
     mac: Option<Mac>,
     host_ifname: String,
     host: Netlink,
-    /// The container's namespace (veth only), opened first: a runtime's bad path fails the ADD
-    /// before anything is done.
+    /// The container's namespace (a kind with a container side), opened first: a runtime's
+    /// bad path fails the ADD before anything is done.
     pod: Option<Netns>,
     /// A netlink socket in it, opened when first needed: opening one takes a thread that
     /// enters the namespace (≈ 0.25 ms), which the ADD spends while its IPAM delegate runs.
@@ -60,15 +68,25 @@ struct Add<'a> {
     /// What this ADD did to the VPC's routing domain that its rollback must undo (created or
     /// adopted it).
     made: RefCell<Option<Change>>,
+    device: PhantomData<D>,
 }
 
-pub fn add(kind: Kind, req: &Request) -> Result<CniResult, MasterError> {
+/// The attachment's interfaces once phase 2 has built them.
+struct Built {
+    host: Link,
+    /// The container end, for a kind with a container side.
+    container: Option<Link>,
+    /// The routing domain, when it was recorded and so joined while the delegate ran.
+    joined: Option<Domain>,
+}
+
+pub fn add<D: Device>(req: &Request) -> Result<CniResult, MasterError> {
     // A master started as someone's delegate is a chain recursing into itself: refuse before
     // anything, so no depth of nesting ever touches the node.
     if delegate::is_delegated() {
         return Err(MasterError::Delegated);
     }
-    let conf = MasterConf::parse(&req.conf.raw)?;
+    let conf = MasterConf::<D::Options>::parse(&req.conf.raw)?;
     if req.conf.raw.get("prevResult").is_some_and(|v| !v.is_null()) {
         return Err(MasterError::NotFirst);
     }
@@ -80,19 +98,17 @@ pub fn add(kind: Kind, req: &Request) -> Result<CniResult, MasterError> {
     if let Some(nad) = &nad {
         nad.verify_chain()?;
     }
-    let add = Add::open(kind, conf, req, nad)?;
-    add.run()
+    Add::<D>::open(conf, req, nad)?.run()
 }
 
-impl<'a> Add<'a> {
+impl<'a, D: Device> Add<'a, D> {
     fn open(
-        kind: Kind,
-        conf: MasterConf,
+        conf: MasterConf<D::Options>,
         req: &'a Request,
         nad: Option<Nad<'a>>,
     ) -> Result<Self, MasterError> {
-        let pod = match kind {
-            Kind::Veth => {
+        let pod = match D::CONTAINER {
+            Some(_) => {
                 let path = req.env.netns_path()?;
                 let ns = Netns::open(path).map_err(|source| MasterError::Netns {
                     path: path.clone(),
@@ -100,7 +116,7 @@ impl<'a> Add<'a> {
                 })?;
                 Some(ns)
             }
-            Kind::Tap => None,
+            None => None,
         };
         Ok(Self {
             host_ifname: conf.host_ifname(),
@@ -108,7 +124,6 @@ impl<'a> Add<'a> {
             records: Records::new(&req.node.state_dir),
             domains: Domains::new(&req.node.state_dir),
             req,
-            kind,
             conf,
             mac: mac::requested(&req.env.args, &req.conf.raw)?,
             pod,
@@ -116,6 +131,7 @@ impl<'a> Add<'a> {
             nad,
             ipam: RefCell::new(Ipam::Idle),
             made: RefCell::new(None),
+            device: PhantomData,
         })
     }
 
@@ -125,7 +141,7 @@ impl<'a> Add<'a> {
             container_id: self.req.env.container_id()?.to_string(),
             ifname: self.req.env.ifname()?.to_string(),
             netns: self.req.env.netns.as_ref().map(|p| p.display().to_string()),
-            kind: self.kind,
+            kind: D::KIND,
             vpc: self.conf.ids.vpc.raw().to_owned(),
             attachment: self.conf.ids.att.raw().to_owned(),
             host_ifname: self.host_ifname.clone(),
@@ -145,8 +161,7 @@ impl<'a> Add<'a> {
         let choice = self.choose_backend()?;
         let retried = self.claim(&record)?;
         let mut rb = Rollback::new();
-        let result = self.steps(&record, choice, retried, &mut rb);
-        match result {
+        match self.phases(&record, choice, retried, &mut rb) {
             Ok(out) => {
                 rb.commit();
                 Ok(out)
@@ -155,24 +170,38 @@ impl<'a> Add<'a> {
         }
     }
 
-    /// Every step, each pushing its undo onto `rb` right after it succeeds.
-    fn steps(
+    /// Phases 1 to 4 (see the module comment).
+    fn phases(
         &'a self,
         record: &Record,
         choice: Choice,
         retried: bool,
         rb: &mut Rollback<'a>,
     ) -> Result<CniResult, MasterError> {
-        // IPAM starts first and its undo goes first (so it runs last); its result is needed
-        // only once the container interface is configured.
         self.start_ipam(rb)?;
         // A retried ADD converges an attachment that is there: the delegate is heard first, so
         // its refusal (a busy store, say) leaves that attachment as it is.
-        let mut early = None;
-        if retried {
-            early = Some(self.ipam_result()?);
-        }
+        let early = match retried {
+            true => Some(self.ipam_result()?),
+            false => None,
+        };
+        let built = self.build(record, choice, rb)?;
+        let (assigned, domain) = self.addresses(early, choice, &built, rb)?;
+        self.configure(&built, &domain, &assigned, rb)?;
+        log::debug(
+            "ADD: attachment configured",
+            json!({"hostIfname": self.host_ifname, "table": domain.table}),
+        );
+        Ok(self.result(&built, &assigned))
+    }
 
+    /// Phase 2: everything that needs no address.
+    fn build(
+        &'a self,
+        record: &Record,
+        choice: Choice,
+        rb: &mut Rollback<'a>,
+    ) -> Result<Built, MasterError> {
         self.records
             .put(record)
             .map_err(MasterError::node("write the attachment record"))?;
@@ -189,7 +218,7 @@ impl<'a> Add<'a> {
         if let Some(nad) = &self.nad {
             nad.annotate(&self.host_ifname)?;
         }
-        let guest = self.guest_interface()?;
+        let container = self.container_end()?;
         failpoint::hit("after-interface")?;
 
         self.host_sysctls()?;
@@ -200,53 +229,74 @@ impl<'a> Add<'a> {
         // Joining a VPC whose domain is recorded (every attachment of it but the first) changes
         // nothing node-wide, so it runs while the delegate allocates. Creating the domain (a
         // VPC's first attachment; the node's first domain also moves the local rule and adds the
-        // host-service filter) waits for the addresses: an ADD the IPAM delegate refuses leaves
-        // the node as it found it.
+        // host-service filter) waits for the addresses, in phase 3.
         let recorded = self
             .domains
             .get(&self.conf.ids.vpc)
             .map_err(MasterError::node("read the VPC's routing domain"))?
             .is_some();
-        let mut joined = None;
-        if recorded {
-            joined = Some(self.join_domain(choice, &host, rb)?);
-        }
+        let joined = match recorded {
+            true => Some(self.join_domain(choice, &host, rb)?),
+            false => None,
+        };
+        Ok(Built {
+            host,
+            container,
+            joined,
+        })
+    }
+
+    /// Phase 3: the delegate's addresses, and the routing domain joined if phase 2 did not.
+    fn addresses(
+        &'a self,
+        early: Option<Vec<Assignment>>,
+        choice: Choice,
+        built: &Built,
+        rb: &mut Rollback<'a>,
+    ) -> Result<(Vec<Assignment>, Domain), MasterError> {
         let assigned = match early {
             Some(assigned) => assigned,
             None => self.ipam_result()?,
         };
         failpoint::hit("after-ipam")?;
-        let domain = match joined {
-            Some(domain) => domain,
-            None => self.join_domain(choice, &host, rb)?,
+        let domain = match &built.joined {
+            Some(domain) => domain.clone(),
+            None => self.join_domain(choice, &built.host, rb)?,
         };
+        Ok((assigned, domain))
+    }
 
-        if let (Some(pod_nl), Some(guest)) = (self.pod_nl.get(), &guest) {
-            guest::configure(pod_nl, guest, &assigned)
+    /// Phase 4: the addresses configured on both ends and in the VPC's domain.
+    fn configure(
+        &'a self,
+        built: &Built,
+        domain: &Domain,
+        assigned: &[Assignment],
+        rb: &mut Rollback<'a>,
+    ) -> Result<(), MasterError> {
+        if let (Some(side), Some(pod_nl), Some(end)) =
+            (D::CONTAINER, self.pod_nl.get(), &built.container)
+        {
+            side.configure(pod_nl, end, assigned)
                 .map_err(MasterError::node("configure the container interface"))?;
         }
         failpoint::hit("after-guest")?;
 
-        self.add_gateways(&assigned, rb)?;
+        self.add_gateways(assigned, rb)?;
         failpoint::hit("after-gateways")?;
 
-        let guest_mac = guest.as_ref().and_then(|g| g.mac.as_deref());
+        let container_mac = built.container.as_ref().and_then(|c| c.mac.as_deref());
         gateway::configure(
             &self.host,
-            self.kind,
-            &host,
+            D::V4_GATEWAY_PREFIX,
+            &built.host,
             domain.table,
-            &assigned,
-            guest_mac,
+            assigned,
+            container_mac,
         )
         .map_err(MasterError::node("configure the host gateway"))?;
         failpoint::hit("after-host-gateway")?;
-
-        log::debug(
-            "ADD: attachment configured",
-            json!({"hostIfname": self.host_ifname, "table": domain.table}),
-        );
-        Ok(self.result(&host, guest.as_ref(), &assigned))
+        Ok(())
     }
 
     /// The VPC's routing domain, created, adopted or repaired, with the host interface in it
@@ -321,44 +371,25 @@ impl<'a> Add<'a> {
             .map_err(MasterError::node("look up the host interface"))?
         {
             self.verify_existing(&link)?;
-            return self.tap_mac(link);
+            return self.host_mac(link);
         }
-        let name = &self.host_ifname;
-        match (self.pod_netlink()?, self.kind) {
-            (Some((ns, pod_nl)), Kind::Veth) => {
-                let ifname = self.req.env.ifname()?.as_str();
-                if pod_nl
-                    .link(ifname)
-                    .map_err(MasterError::node("look up the container interface"))?
-                    .is_some()
-                {
-                    return Err(MasterError::GuestExists(ifname.to_owned()));
-                }
-                self.host
-                    .create_veth(name, ifname, ns, self.conf.mtu)
-                    .map_err(MasterError::node("create the veth pair"))?;
-            }
-            _ => {
-                tap::create(name, &self.conf.tap).map_err(MasterError::node("create the tap"))?;
-                if let Some(mtu) = self.conf.mtu {
-                    let link = self
-                        .host
-                        .require_link(name)
-                        .map_err(MasterError::node("read the tap"))?;
-                    self.host
-                        .set_mtu(link.index, mtu)
-                        .map_err(MasterError::node("set the tap MTU"))?;
-                }
-            }
-        }
+        D::create(&NewInterface {
+            host: &self.host,
+            name: &self.host_ifname,
+            container: self.pod_netlink()?,
+            ifname: self.req.env.ifname()?.as_str(),
+            mtu: self.conf.mtu,
+            options: &self.conf.options,
+        })?;
         let link = self
             .host
-            .require_link(name)
+            .require_link(&self.host_ifname)
             .map_err(MasterError::node("read the host interface"))?;
-        self.tap_mac(link)
+        self.host_mac(link)
     }
 
-    /// The container's namespace and a netlink socket in it (veth), the socket opened on first use.
+    /// The container's namespace and a netlink socket in it (a kind with a container side), the
+    /// socket opened on first use.
     fn pod_netlink(&self) -> Result<Option<(&Netns, &Netlink)>, MasterError> {
         let Some(ns) = &self.pod else {
             return Ok(None);
@@ -371,35 +402,31 @@ impl<'a> Add<'a> {
         Ok(Some((ns, self.pod_nl.get_or_init(|| nl))))
     }
 
-    /// The tap carries the requested MAC (a veth's goes to its container end).
-    fn tap_mac(&self, link: Link) -> Result<Link, MasterError> {
-        match (self.kind, self.mac) {
-            (Kind::Tap, Some(mac)) => {
-                mac::apply(&self.host, &link, mac).map_err(MasterError::node("set the tap's MAC"))
-            }
+    /// A kind without a container end (a tap) carries the requested MAC on its host interface.
+    fn host_mac(&self, link: Link) -> Result<Link, MasterError> {
+        match (D::CONTAINER, self.mac) {
+            (None, Some(mac)) => mac::apply(&self.host, &link, mac)
+                .map_err(MasterError::node("set the host interface's MAC")),
             _ => Ok(link),
         }
     }
 
     /// A retried ADD finds its own interface; it must be of the right kind.
     fn verify_existing(&self, link: &Link) -> Result<(), MasterError> {
-        let expected = match self.kind {
-            Kind::Veth => "veth",
-            Kind::Tap => "tun",
-        };
-        if link.kind.as_deref() != Some(expected) {
+        if link.kind.as_deref() != Some(D::LINK_KIND) {
             return Err(MasterError::ForeignDevice {
                 name: link.name.clone(),
                 found: link.kind.clone().unwrap_or_else(|| "kind-less".into()),
-                expected,
+                expected: D::LINK_KIND,
             });
         }
         Ok(())
     }
 
-    /// Forwarding on, reverse-path filter off, proxy ARP/NDP on (as upstream), and IPv6
-    /// `force_forwarding` where the kernel has it (per-interface `forwarding` alone does not
-    /// forward IPv6 while `all.forwarding` is 0).
+    /// Forwarding on, reverse-path filter off, and IPv6 `force_forwarding` where the kernel has
+    /// it (per-interface `forwarding` alone does not forward IPv6 while `all.forwarding` is 0).
+    /// A container end reaches its gateway through the host end, which answers for it (proxy
+    /// ARP/NDP, as upstream); a VM has its gateway address on the tap itself.
     fn host_sysctls(&self) -> Result<(), MasterError> {
         let name = &self.host_ifname;
         let set = |family, key| {
@@ -410,7 +437,7 @@ impl<'a> Add<'a> {
         sysctl::set_interface(Family::V4, name, "rp_filter", "0")
             .map_err(MasterError::node("set host interface sysctls"))?;
         set(Family::V6, "forwarding")?;
-        if self.kind == Kind::Veth {
+        if D::CONTAINER.is_some() {
             set(Family::V4, "proxy_arp")?;
             set(Family::V6, "proxy_ndp")?;
         }
@@ -425,43 +452,51 @@ impl<'a> Add<'a> {
         }
     }
 
-    /// The container end of a veth, with the requested MAC: read while the IPAM delegate
-    /// runs, as the host gateway needs its MAC and the result its MAC and MTU, which
-    /// configuring its addresses does not change.
-    fn guest_interface(&self) -> Result<Option<Link>, MasterError> {
+    /// The container end, with the requested MAC: read while the IPAM delegate runs, as the
+    /// host gateway needs its MAC and the result its MAC and MTU, which configuring its
+    /// addresses does not change.
+    fn container_end(&self) -> Result<Option<Link>, MasterError> {
         let Some((_, pod_nl)) = self.pod_netlink()? else {
             return Ok(None);
         };
         let ifname = self.req.env.ifname()?.as_str();
-        let guest = pod_nl
+        let end = pod_nl
             .require_link(ifname)
             .map_err(MasterError::node("find the container interface"))?;
         match self.mac {
-            Some(mac) => mac::apply(pod_nl, &guest, mac)
+            Some(mac) => mac::apply(pod_nl, &end, mac)
                 .map(Some)
                 .map_err(MasterError::node("set the container interface's MAC")),
-            None => Ok(Some(guest)),
+            None => Ok(Some(end)),
         }
     }
 
-    fn result(&self, host: &Link, guest: Option<&Link>, assigned: &[Assignment]) -> CniResult {
+    fn result(&self, built: &Built, assigned: &[Assignment]) -> CniResult {
         let mut interfaces = vec![Interface {
-            name: host.name.clone(),
-            mac: host.mac.clone(),
-            mtu: Some(host.mtu),
+            name: built.host.name.clone(),
+            mac: built.host.mac.clone(),
+            mtu: Some(built.host.mtu),
             ..Default::default()
         }];
-        if let Some(guest) = guest {
+        if let Some(end) = &built.container {
             interfaces.push(Interface {
-                name: guest.name.clone(),
-                mac: guest.mac.clone(),
-                mtu: Some(guest.mtu),
+                name: end.name.clone(),
+                mac: end.mac.clone(),
+                mtu: Some(end.mtu),
                 sandbox: self.req.env.netns.as_ref().map(|p| p.display().to_string()),
                 ..Default::default()
             });
         }
         let index = interfaces.len() - 1;
-        let ips = assigned.iter().map(|a| self.result_ip(a, index)).collect();
+        let ips = assigned
+            .iter()
+            .map(|a| galactic_core::cni::IpConfig {
+                address: D::reported(a),
+                gateway: a.gateway,
+                interface: Some(index),
+                extra: Default::default(),
+            })
+            .collect();
         let routes = assigned
             .iter()
             .filter(|a| a.gateway.is_some())
@@ -472,24 +507,6 @@ impl<'a> Add<'a> {
             ips,
             routes,
             ..Default::default()
-        }
-    }
-
-    fn result_ip(&self, a: &Assignment, interface: usize) -> galactic_core::cni::IpConfig {
-        // A VM on a tap learns its on-link IPv4 subnet (holding the gateway) from the result.
-        let address = match (self.kind, a.address) {
-            (Kind::Tap, ipnetwork::IpNetwork::V4(v4))
-                if v4.prefix() == 32 && a.gateway.is_some() =>
-            {
-                ipnetwork::IpNetwork::new(v4.ip().into(), 25).unwrap_or(a.address)
-            }
-            _ => a.address,
-        };
-        galactic_core::cni::IpConfig {
-            address,
-            gateway: a.gateway,
-            interface: Some(interface),
-            extra: Default::default(),
         }
     }
 }

@@ -3,10 +3,11 @@
 
 use super::addressing;
 use super::conf::MasterConf;
-use super::{gateway, guest};
+use crate::delegate::Delegate;
+use crate::device::{Container, Device};
 use crate::error::MasterError;
-use galactic_core::attachment::{Kind, Records};
-use galactic_core::cni::delegate::Delegate;
+use crate::gateway;
+use galactic_core::attachment::Records;
 use galactic_core::cni::{CniResult, Command, Request};
 use galactic_core::ip::Assignment;
 use galactic_core::net::domain::{self, Domains};
@@ -14,12 +15,12 @@ use galactic_core::net::firewall;
 use galactic_core::net::netlink::{Link, Netlink};
 use galactic_core::net::netns::Netns;
 
-pub fn check(kind: Kind, req: &Request) -> Result<(), MasterError> {
-    let conf = MasterConf::parse(&req.conf.raw)?;
+pub fn check<D: Device>(req: &Request) -> Result<(), MasterError> {
+    let conf = MasterConf::<D::Options>::parse(&req.conf.raw)?;
     let prev = req.conf.prev_result()?.ok_or(MasterError::NoPrevResult)?;
     // An attachment the upstream chain created is adopted (recorded, its rules made ours) and
     // then checked like any other.
-    super::legacy::adopt(req, &Records::new(&req.node.state_dir), true)?;
+    super::legacy::adopt::<D>(req, &Records::new(&req.node.state_dir), true)?;
     let mut problems = Vec::new();
     let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
     let host_ifname = conf.host_ifname();
@@ -28,10 +29,10 @@ pub fn check(kind: Kind, req: &Request) -> Result<(), MasterError> {
         .map_err(MasterError::node("look up the host interface"))?
     {
         None => problems.push(format!("host interface {host_ifname} does not exist")),
-        Some(link) => problems.extend(host_side(req, &conf, &host, &link, kind, &prev)?),
+        Some(link) => problems.extend(host_side::<D>(req, &conf, &host, &link, &prev)?),
     }
-    if kind == Kind::Veth {
-        problems.extend(guest_side(req, &prev)?);
+    if let Some(side) = D::CONTAINER {
+        problems.extend(container_side(side, req, &prev)?);
     }
     if !problems.is_empty() {
         return Err(MasterError::CheckFailed(problems));
@@ -44,12 +45,11 @@ pub fn check(kind: Kind, req: &Request) -> Result<(), MasterError> {
     }
 }
 
-fn host_side(
+fn host_side<D: Device>(
     req: &Request,
-    conf: &MasterConf,
+    conf: &MasterConf<D::Options>,
     host: &Netlink,
     link: &Link,
-    kind: Kind,
     prev: &CniResult,
 ) -> Result<Vec<String>, MasterError> {
     let mut problems = Vec::new();
@@ -107,27 +107,35 @@ fn host_side(
     );
     let assigned = addressing::from_result(prev);
     problems.extend(
-        gateway::differences(host, kind, link, d.table, &host_view(kind, &assigned))
-            .map_err(MasterError::node("check the host gateway"))?,
+        gateway::differences(
+            host,
+            D::V4_GATEWAY_PREFIX,
+            link,
+            d.table,
+            &host_view::<D>(&assigned),
+        )
+        .map_err(MasterError::node("check the host gateway"))?,
     );
     Ok(problems)
 }
 
-/// A tap result reports the IPv4 address with the /25 the VM uses; the host routes the /32.
-fn host_view(kind: Kind, assigned: &[Assignment]) -> Vec<Assignment> {
+/// What the host holds for the result's addresses (a tap's result reports the IPv4 address
+/// with the /25 the VM uses; the host routes the /32).
+fn host_view<D: Device>(assigned: &[Assignment]) -> Vec<Assignment> {
     assigned
         .iter()
-        .map(|a| match (kind, a.address) {
-            (Kind::Tap, ipnetwork::IpNetwork::V4(v4)) => Assignment {
-                address: ipnetwork::IpNetwork::new(v4.ip().into(), 32).unwrap_or(a.address),
-                gateway: a.gateway,
-            },
-            _ => *a,
+        .map(|a| Assignment {
+            address: D::routed(a),
+            gateway: a.gateway,
         })
         .collect()
 }
 
-fn guest_side(req: &Request, prev: &CniResult) -> Result<Vec<String>, MasterError> {
+fn container_side(
+    side: &dyn Container,
+    req: &Request,
+    prev: &CniResult,
+) -> Result<Vec<String>, MasterError> {
     let ifname = req.env.ifname()?.to_string();
     let netns = req.env.netns_path()?;
     let ns = Netns::open(netns).map_err(|source| MasterError::Netns {
@@ -169,7 +177,7 @@ fn guest_side(req: &Request, prev: &CniResult) -> Result<Vec<String>, MasterErro
         }
     }
     problems.extend(
-        guest::differences(&nl, &guest, &addressing::from_result(prev))
+        side.differences(&nl, &guest, &addressing::from_result(prev))
             .map_err(MasterError::node("check the container interface"))?,
     );
     Ok(problems)

@@ -4,12 +4,10 @@
 //! (which key, what is accepted); the checks across fields run first, in a fixed order.
 
 use galactic_core::ident::{ChainIds, IdentError};
-use galactic_core::net::tap::TapOptions;
 use galactic_core::plugins;
-use serde::de::{Deserializer, Error as _};
+use serde::de::{DeserializeOwned, Deserializer, Error as _};
 use serde::Deserialize;
 use serde_json::Value;
-use std::marker::PhantomData;
 
 /// Lowest MTU Linux accepts on an Ethernet-like device.
 pub const MIN_MTU: u64 = 68;
@@ -52,17 +50,17 @@ fn moved_message(keys: &[&str]) -> String {
     }
 }
 
-/// A validated master stanza.
+/// A validated master stanza, with the options `O` of the master's own device kind.
 #[derive(Debug, Clone)]
-pub struct MasterConf {
+pub struct MasterConf<O> {
     /// The VPC and the VPC attachment.
     pub ids: ChainIds,
     /// MTU of the host (and guest) interface; kernel default when absent.
     pub mtu: Option<u32>,
     /// The IPAM delegate's type, when an `ipam` block is present (its presence alone decides).
     pub ipam_type: Option<String>,
-    /// Tap options (tap master only).
-    pub tap: TapOptions,
+    /// The device kind's own keys (the tap's owner, group and queues; none for a veth).
+    pub options: O,
 }
 
 /// The per-field part of the stanza, as serde reads it.
@@ -71,13 +69,9 @@ pub struct MasterConf {
 struct Written {
     mtu: Option<Mtu>,
     ipam: Option<IpamRef>,
-    owner: Option<NumericId<Owner>>,
-    group: Option<NumericId<Group>>,
-    multi_queue: Option<Flag<MultiQueue>>,
-    vnet_hdr: Option<Flag<VnetHdr>>,
 }
 
-impl MasterConf {
+impl<O: DeserializeOwned> MasterConf<O> {
     /// The host interface name `G{vpc:9}{att:3}H`.
     pub fn host_ifname(&self) -> String {
         self.ids.host_ifname()
@@ -92,12 +86,7 @@ impl MasterConf {
             ids,
             mtu: written.mtu.and_then(|m| m.0),
             ipam_type: written.ipam.map(|i| i.0),
-            tap: TapOptions {
-                owner: written.owner.map(|o| o.value),
-                group: written.group.map(|g| g.value),
-                multi_queue: written.multi_queue.is_some_and(|f| f.value),
-                vnet_hdr: written.vnet_hdr.is_some_and(|f| f.value),
-            },
+            options: O::deserialize(raw).map_err(StanzaError::Field)?,
         })
     }
 }
@@ -168,76 +157,16 @@ impl<'de> Deserialize<'de> for IpamRef {
     }
 }
 
-/// A stanza key's name, for messages.
-trait Key {
-    const NAME: &'static str;
-}
-struct Owner;
-impl Key for Owner {
-    const NAME: &'static str = "owner";
-}
-struct Group;
-impl Key for Group {
-    const NAME: &'static str = "group";
-}
-struct MultiQueue;
-impl Key for MultiQueue {
-    const NAME: &'static str = "multi_queue";
-}
-struct VnetHdr;
-impl Key for VnetHdr {
-    const NAME: &'static str = "vnet_hdr";
-}
-
-/// A numeric user or group id (tap owner/group).
-struct NumericId<K> {
-    value: u32,
-    key: PhantomData<K>,
-}
-
-impl<'de, K: Key> Deserialize<'de> for NumericId<K> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(d)?;
-        value
-            .as_u64()
-            .and_then(|n| u32::try_from(n).ok())
-            .map(|value| Self {
-                value,
-                key: PhantomData,
-            })
-            .ok_or_else(|| {
-                D::Error::custom(format!("{} must be a numeric id, got {value}", K::NAME))
-            })
-    }
-}
-
-/// A boolean tap option.
-struct Flag<K> {
-    value: bool,
-    key: PhantomData<K>,
-}
-
-impl<'de, K: Key> Deserialize<'de> for Flag<K> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Value::deserialize(d)? {
-            Value::Bool(value) => Ok(Self {
-                value,
-                key: PhantomData,
-            }),
-            other => Err(D::Error::custom(format!(
-                "{} must be true or false, got {other}",
-                K::NAME
-            ))),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse(extra: Value) -> Result<MasterConf, String> {
+    /// A device kind without keys of its own (the veth's): the flow's keys alone.
+    #[derive(Debug, Clone, Default, Deserialize)]
+    struct NoKeys {}
+
+    fn parse(extra: Value) -> Result<MasterConf<NoKeys>, String> {
         let mut raw = json!({"type": "galactic-cni", "vpc": "A", "vpcattachment": "1"});
         if let (Some(map), Value::Object(extra)) = (raw.as_object_mut(), extra) {
             map.extend(extra);
@@ -254,15 +183,6 @@ mod tests {
             (
                 json!({"ipam": {"type": "/bin/x"}}),
                 "must be a plugin name, not a path",
-            ),
-            (json!({"owner": -1}), "owner must be a numeric id, got -1"),
-            (
-                json!({"group": "x"}),
-                "group must be a numeric id, got \"x\"",
-            ),
-            (
-                json!({"vnet_hdr": 1}),
-                "vnet_hdr must be true or false, got 1",
             ),
             (
                 json!({"static_ip": "fd00::1", "ipv6_subnet": 5}),
@@ -284,7 +204,6 @@ mod tests {
         assert_eq!(conf.host_ifname(), "G00000000A001H");
         assert_eq!(conf.mtu, Some(1400));
         assert_eq!(conf.ipam_type.as_deref(), Some("galactic-ipam"));
-        assert_eq!((conf.tap.owner, conf.tap.multi_queue), (Some(1000), true));
         let bare = parse(json!({"mtu": null, "ipam": null})).unwrap();
         assert_eq!((bare.mtu, bare.ipam_type), (None, None));
         // The upstream chain's "kernel default" spelling.

@@ -16,9 +16,10 @@
 //! fed after the teardown.
 
 use super::conf::MasterConf;
+use crate::delegate::{Delegate, Held, Running};
+use crate::device::Device;
 use crate::error::MasterError;
-use galactic_core::attachment::{Kind, Record, Records};
-use galactic_core::cni::delegate::{Delegate, Held, Running};
+use galactic_core::attachment::{Record, Records};
 use galactic_core::cni::{Command, Request};
 use galactic_core::failpoint;
 use galactic_core::ident::VpcId;
@@ -30,17 +31,17 @@ use galactic_core::net::netlink::Netlink;
 use galactic_core::net::netns::Netns;
 use serde_json::json;
 
-pub fn del(req: &Request) -> Result<(), MasterError> {
+pub fn del<D: Device>(req: &Request) -> Result<(), MasterError> {
     let records = Records::new(&req.node.state_dir);
     let mut failures = Vec::new();
-    let found = find_record(req, &records).unwrap_or_else(|e| {
+    let found = find_record::<D>(req, &records).unwrap_or_else(|e| {
         failures.push(e);
         None
     });
     // No record: the attachment may be one the upstream chain created before the switch.
     let found = match found {
         Some(found) => Some(found),
-        None => super::legacy::adopt(req, &records, false).unwrap_or_else(|e| {
+        None => super::legacy::adopt::<D>(req, &records, false).unwrap_or_else(|e| {
             failures.push(e);
             None
         }),
@@ -68,8 +69,8 @@ pub fn del(req: &Request) -> Result<(), MasterError> {
     let mut host_removed = true;
     let mut release = None;
     if let Some(record) = &record {
-        let mut held = Some(start_release_held(req, Some(record)));
-        let guest = guest_netlink(req, record);
+        let mut held = Some(start_release_held::<D>(req, Some(record)));
+        let guest = guest_netlink::<D>(req, record);
         // Only ever armed as `:pause` (a DEL goes on whatever happens): holds the DEL here so a
         // test can tell a release that came too early from one that came after.
         let _ = failpoint::hit("del-before-unconfigure");
@@ -89,7 +90,7 @@ pub fn del(req: &Request) -> Result<(), MasterError> {
         }
     }
     let released = release
-        .unwrap_or_else(|| start_release(req, record.as_ref()))
+        .unwrap_or_else(|| start_release::<D>(req, record.as_ref()))
         .and_then(|running| running.map_or(Ok(()), |r| Ok(r.wait().map(drop)?)));
     let released = match released {
         Ok(()) => true,
@@ -116,10 +117,10 @@ pub fn del(req: &Request) -> Result<(), MasterError> {
 }
 
 /// The attachment's record: by host interface when the config still parses, else by scanning.
-fn find_record(req: &Request, records: &Records) -> Result<Option<Record>, MasterError> {
+fn find_record<D: Device>(req: &Request, records: &Records) -> Result<Option<Record>, MasterError> {
     let container = req.env.container_id()?.to_string();
     let ifname = req.env.ifname()?.to_string();
-    let by_config = MasterConf::parse(&req.conf.raw)
+    let by_config = MasterConf::<D::Options>::parse(&req.conf.raw)
         .ok()
         .map(|c| c.host_ifname());
     let found = match by_config {
@@ -138,8 +139,8 @@ fn find_record(req: &Request, records: &Records) -> Result<Option<Record>, Maste
 
 /// A netlink socket in the container's namespace, if the attachment has an interface there (a
 /// veth: a tap master creates nothing in it) and the namespace still exists.
-fn guest_netlink(req: &Request, record: &Record) -> Option<Netlink> {
-    if record.kind != Kind::Veth {
+fn guest_netlink<D: Device>(req: &Request, record: &Record) -> Option<Netlink> {
+    if D::CONTAINER.is_none() || record.kind != D::KIND {
         return None;
     }
     let ns = Netns::open(req.env.netns.as_ref()?).ok()?;
@@ -233,15 +234,21 @@ fn delete_host_interface(host: &Netlink, record: &Record) -> Option<MasterError>
 }
 
 /// Starts the IPAM delegate's DEL with the caller's stdin (`None` without IPAM).
-fn start_release(req: &Request, record: Option<&Record>) -> Result<Option<Running>, MasterError> {
-    feed(start_release_held(req, record), req)
+fn start_release<D: Device>(
+    req: &Request,
+    record: Option<&Record>,
+) -> Result<Option<Running>, MasterError> {
+    feed(start_release_held::<D>(req, record), req)
 }
 
 /// Starts the IPAM delegate's DEL, held: it does nothing until [`feed`] gives it the caller's
 /// stdin (`None` without IPAM). The delegate comes from the config, or from the record when the
 /// config no longer says.
-fn start_release_held(req: &Request, record: Option<&Record>) -> Result<Option<Held>, MasterError> {
-    let from_config = MasterConf::parse(&req.conf.raw)
+fn start_release_held<D: Device>(
+    req: &Request,
+    record: Option<&Record>,
+) -> Result<Option<Held>, MasterError> {
+    let from_config = MasterConf::<D::Options>::parse(&req.conf.raw)
         .ok()
         .and_then(|c| c.ipam_type);
     let plugin_type = from_config.or_else(|| record.and_then(|r| r.ipam_type.clone()));

@@ -1,7 +1,7 @@
 //! The masters' errors, and their CNI codes (decided here, nowhere else).
 
 use crate::conf::StanzaError;
-use galactic_core::cni::delegate::DelegateError;
+use crate::delegate::DelegateError;
 use galactic_core::cni::{CniError, Code, ErrorCode};
 use galactic_core::failpoint::Injected;
 use galactic_core::lockfile::LockError;
@@ -20,7 +20,7 @@ pub enum MasterError {
     )]
     NotFirst,
     /// The master was started as another plugin's delegate (code 7).
-    #[error("a master plugin cannot run as a delegate (it was started with {}); check the ipam.type of the network configuration", galactic_core::cni::delegate::DEPTH_ENV)]
+    #[error("a master plugin cannot run as a delegate (it was started with {}); check the ipam.type of the network configuration", crate::delegate::DEPTH_ENV)]
     Delegated,
     /// CHECK without the ADD's result (code 7).
     #[error("CHECK needs the prevResult of the ADD (the runtime's cached result)")]

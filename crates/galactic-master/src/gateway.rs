@@ -2,23 +2,17 @@
 //! in the VPC table, and (veth) a permanent neighbour entry, which the eBPF datapath's
 //! `bpf_fib_lookup` needs because it never triggers neighbour resolution itself.
 
-use galactic_core::attachment::Kind;
 use galactic_core::ip::Assignment;
 use galactic_core::net::netlink::{masked, AddrFlags, Link, Netlink, RouteSpec};
 use galactic_core::net::NetError;
 use ipnetwork::IpNetwork;
 use std::net::IpAddr;
 
-/// The IPv4 gateway prefix on a tap: the VM sees its gateway on-link inside a /25, and
-/// `noprefixroute` keeps the /25 out of the host's tables.
-const TAP_V4_GATEWAY_PREFIX: u8 = 25;
-
 /// The gateway address as configured on the host interface.
-pub fn host_address(kind: Kind, gw: IpAddr) -> (IpNetwork, AddrFlags) {
-    let prefix = match (gw, kind) {
-        (IpAddr::V6(_), _) => 128,
-        (IpAddr::V4(_), Kind::Veth) => 32,
-        (IpAddr::V4(_), Kind::Tap) => TAP_V4_GATEWAY_PREFIX,
+pub fn host_address(v4_prefix: u8, gw: IpAddr) -> (IpNetwork, AddrFlags) {
+    let prefix = match gw {
+        IpAddr::V6(_) => 128,
+        IpAddr::V4(_) => v4_prefix,
     };
     let net = IpNetwork::new(gw, prefix).unwrap_or_else(|_| IpNetwork::from(gw));
     // A /128 without noprefixroute would add a route to main per host end; a /32 adds none.
@@ -42,14 +36,14 @@ pub fn pod_route(table: u32, host: &Link, a: &Assignment) -> RouteSpec {
 /// Configures everything on the host side.
 pub fn configure(
     nl: &Netlink,
-    kind: Kind,
+    v4_prefix: u8,
     host: &Link,
     table: u32,
     assigned: &[Assignment],
     guest_mac: Option<&str>,
 ) -> Result<(), NetError> {
     for gw in assigned.iter().filter_map(|a| a.gateway) {
-        let (net, flags) = host_address(kind, gw);
+        let (net, flags) = host_address(v4_prefix, gw);
         nl.add_address(host.index, net, flags)?;
     }
     for a in assigned {
@@ -64,7 +58,7 @@ pub fn configure(
 /// What differs on the host side.
 pub fn differences(
     nl: &Netlink,
-    kind: Kind,
+    v4_prefix: u8,
     host: &Link,
     table: u32,
     assigned: &[Assignment],
@@ -72,7 +66,7 @@ pub fn differences(
     let mut problems = Vec::new();
     let addresses = nl.addresses(host.index)?;
     for gw in assigned.iter().filter_map(|a| a.gateway) {
-        let (net, _) = host_address(kind, gw);
+        let (net, _) = host_address(v4_prefix, gw);
         if !addresses.contains(&net) {
             problems.push(format!("gateway address {net} is not on {}", host.name));
         }

@@ -7,9 +7,10 @@
 
 use super::conf::MasterConf;
 use super::del::teardown_host;
+use crate::delegate::Delegate;
+use crate::device::Device;
 use crate::error::MasterError;
 use galactic_core::attachment::Records;
-use galactic_core::cni::delegate::Delegate;
 use galactic_core::cni::{Command, Request};
 use galactic_core::ident::VpcId;
 use galactic_core::ip::Family;
@@ -21,10 +22,10 @@ use galactic_core::net::{firewall, NetError};
 use serde_json::json;
 use std::collections::HashSet;
 
-pub fn gc(req: &Request) -> Result<(), MasterError> {
+pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
     let Some(valid) = req.conf.valid_attachments()? else {
         log::info("GC: no valid-attachments list; nothing removed", json!({}));
-        return delegate_gc(req);
+        return delegate_gc::<D>(req);
     };
     let valid: HashSet<(String, String)> = valid
         .into_iter()
@@ -75,7 +76,7 @@ pub fn gc(req: &Request) -> Result<(), MasterError> {
     if let Err(e) = sweep_orphans(&host, &domains, &records) {
         failures.push(MasterError::node("sweep orphaned rules")(e));
     }
-    if let Err(e) = delegate_gc(req) {
+    if let Err(e) = delegate_gc::<D>(req) {
         failures.push(e.part("IPAM GC"));
     }
     if let Err(e) = remove_unused_domains(&host, &domains, &records) {
@@ -98,8 +99,8 @@ pub fn gc(req: &Request) -> Result<(), MasterError> {
     }
 }
 
-fn delegate_gc(req: &Request) -> Result<(), MasterError> {
-    let Some(plugin_type) = MasterConf::parse(&req.conf.raw)
+fn delegate_gc<D: Device>(req: &Request) -> Result<(), MasterError> {
+    let Some(plugin_type) = MasterConf::<D::Options>::parse(&req.conf.raw)
         .ok()
         .and_then(|c| c.ipam_type)
     else {

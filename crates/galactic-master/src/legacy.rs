@@ -17,13 +17,13 @@
 //! A host interface of another kind, or a veth whose peer is elsewhere, is left alone.
 
 use crate::conf::MasterConf;
+use crate::device::Device;
 use crate::error::MasterError;
-use galactic_core::attachment::{Kind, Record, Records};
+use galactic_core::attachment::{Record, Records};
 use galactic_core::bpf::maps::{self, IfindexVrfTable};
 use galactic_core::cni::Request;
 use galactic_core::log;
-use galactic_core::net::netlink::{Link, Netlink};
-use galactic_core::net::netns::Netns;
+use galactic_core::net::netlink::Netlink;
 use serde_json::json;
 use std::process::Command;
 
@@ -33,12 +33,12 @@ const MAX_DUPLICATES: usize = 64;
 /// Adopts the Go-created attachment of `req`, when there is one and it is the caller's: writes
 /// its record, removes its Go forward rules and its Go `ifindex_vrf_table` row (DEL; CHECK
 /// replaces the rules with ours first). `None` when there is nothing to adopt.
-pub fn adopt(
+pub fn adopt<D: Device>(
     req: &Request,
     records: &Records,
     replace_rules: bool,
 ) -> Result<Option<Record>, MasterError> {
-    let Ok(conf) = MasterConf::parse(&req.conf.raw) else {
+    let Ok(conf) = MasterConf::<D::Options>::parse(&req.conf.raw) else {
         return Ok(None);
     };
     let host_ifname = conf.host_ifname();
@@ -59,9 +59,10 @@ pub fn adopt(
         remove_go_rules(&host_ifname);
         return Ok(None);
     };
-    let Some(kind) = owned_kind(req, &link)? else {
+    if link.kind.as_deref() != Some(D::LINK_KIND) || !D::owned_by(req, &link)? {
         return Ok(None);
-    };
+    }
+    let kind = D::KIND;
     let record = Record {
         network: req.conf.name.clone(),
         container_id: req.env.container_id()?.to_string(),
@@ -92,33 +93,6 @@ pub fn adopt(
         json!({"hostIfname": host_ifname, "kind": kind}),
     );
     Ok(Some(record))
-}
-
-/// The kind of `link` when it is the caller's attachment (see the module comment).
-fn owned_kind(req: &Request, link: &Link) -> Result<Option<Kind>, MasterError> {
-    match link.kind.as_deref() {
-        Some("tun") => Ok(Some(Kind::Tap)),
-        Some("veth") => {
-            let (Some(path), Ok(ifname)) = (req.env.netns.as_ref(), req.env.ifname()) else {
-                return Ok(None);
-            };
-            let Ok(ns) = Netns::open(path) else {
-                return Ok(None);
-            };
-            let nl = Netlink::in_netns(&ns)
-                .map_err(MasterError::node("open the container's netlink socket"))?;
-            let guest = nl
-                .link(ifname.as_str())
-                .map_err(MasterError::node("look up the container interface"))?;
-            let paired = guest.is_some_and(|g| {
-                g.kind.as_deref() == Some("veth")
-                    && g.peer == Some(link.index)
-                    && link.peer == Some(g.index)
-            });
-            Ok(paired.then_some(Kind::Veth))
-        }
-        _ => Ok(None),
-    }
 }
 
 /// Deletes every copy of the Go chain's two forward rules for `ifname`, both families, with the

@@ -1,71 +1,68 @@
-//! The master plugins' flow, shared by `galactic-cni` (veth) and `galactic-tap-cni` (tap): they
-//! differ only in the host interface they create and whether a guest netns is configured.
+//! The flow both master plugins run, `galactic-cni` (veth, containers) and `galactic-tap-cni`
+//! (tap, VM workloads): the routing domain, IPAM delegation by exec, the host gateway, the
+//! attachment records, rollback, and CHECK, DEL, GC and STATUS. The two differ only in the
+//! interface they attach a workload with; each crate implements [`Device`] for its own and runs
+//! [`Master`] of it. ADD's phases are described in `add.rs`.
 //!
-//! ADD: validate everything → IPAM delegate ADD (so what only the delegate can judge fails before
-//! the node changes) → attachment record (intent) → routing domain → host interface → sysctls →
-//! forward-accept rules → domain membership → guest addresses and default routes (veth) → VPC
-//! gateways in the domain → host gateway (gateway address, pod route in the VPC table, permanent
-//! neighbour) → result. Every step pushes its undo; a failure unwinds all
-//! of it, including the delegate's DEL.
+//! Why a library of its own rather than galactic-core: galactic-core holds what every plugin
+//! shares, and nothing here is used by galactic-ipam, galactic-route or galactic-bgp
+//! (docs/decisions/0073-the-masters-crates.md).
 
 mod add;
 mod addressing;
 mod check;
 pub mod conf;
 mod del;
+pub mod delegate;
+pub mod device;
 mod error;
 mod gateway;
 mod gc;
-mod guest;
 mod legacy;
 mod mac;
 mod nad;
 mod status;
 
-pub use error::MasterError;
-pub use galactic_core::attachment::Kind;
+pub use device::{Container, Device, NewInterface};
+pub use error::{MasterError, NotReady};
 use galactic_core::cni::{CniResult, Plugin, Request};
-use galactic_core::plugins;
+use std::marker::PhantomData;
 
-/// A master plugin of one kind.
-#[derive(Debug, Clone, Copy)]
-pub struct Master {
-    kind: Kind,
-    name: &'static str,
+/// The master plugin of device kind `D`.
+pub struct Master<D>(PhantomData<D>);
+
+impl<D: Device> Master<D> {
+    /// The plugin.
+    pub const fn new() -> Self {
+        Self(PhantomData)
+    }
 }
 
-impl Master {
-    /// The veth master (`galactic-cni`).
-    pub const VETH: Master = Master {
-        kind: Kind::Veth,
-        name: plugins::VETH_MASTER,
-    };
-    /// The tap master (`galactic-tap-cni`).
-    pub const TAP: Master = Master {
-        kind: Kind::Tap,
-        name: plugins::TAP_MASTER,
-    };
+impl<D: Device> Default for Master<D> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
-impl Plugin for Master {
+impl<D: Device> Plugin for Master<D> {
     type Error = MasterError;
 
     fn name(&self) -> &'static str {
-        self.name
+        D::NAME
     }
     fn add(&self, req: &Request) -> Result<CniResult, MasterError> {
-        add::add(self.kind, req)
+        add::add::<D>(req)
     }
     fn del(&self, req: &Request) -> Result<(), MasterError> {
-        del::del(req)
+        del::del::<D>(req)
     }
     fn check(&self, req: &Request) -> Result<(), MasterError> {
-        check::check(self.kind, req)
+        check::check::<D>(req)
     }
     fn status(&self, req: &Request) -> Result<(), MasterError> {
-        status::status(self.kind, req)
+        status::status::<D>(req)
     }
     fn gc(&self, req: &Request) -> Result<(), MasterError> {
-        gc::gc(req)
+        gc::gc::<D>(req)
     }
 }

@@ -8,8 +8,8 @@
 //! the chain needs galactic-bgp anyway, and keeping the Kubernetes client out of the master
 //! binaries halves the code every master call maps (docs/decisions/0014).
 
+use crate::delegate::Delegate;
 use crate::error::MasterError;
-use galactic_core::cni::delegate::Delegate;
 use galactic_core::cni::{Command, Request};
 use galactic_core::config::Publisher;
 use galactic_core::log;

@@ -1,4 +1,5 @@
-//! STATUS for both masters: ready when the kernel side works (netlink; /dev/net/tun for taps),
+//! STATUS for both masters: ready when the kernel side works (netlink, and what the device kind
+//! needs: /dev/net/tun for taps),
 //! the state directory is writable, a routing domain backend works as the node config says, and
 //! the IPAM delegate (if any) is found and ready itself.
 //!
@@ -9,25 +10,22 @@
 //! ADD would refuse with.
 
 use crate::conf::MasterConf;
+use crate::delegate::Delegate;
+use crate::device::Device;
 use crate::error::MasterError;
 use crate::error::NotReady;
-use galactic_core::attachment::Kind;
-use galactic_core::cni::delegate::Delegate;
 use galactic_core::cni::{Command, Request};
 use galactic_core::config::{NodeConfig, Publisher, RoutingDomainMode};
 use galactic_core::log;
 use galactic_core::net::domain::Domains;
 use serde_json::json;
-use std::path::Path;
 
-/// STATUS of a master of `kind`.
-pub fn status(kind: Kind, req: &Request) -> Result<(), MasterError> {
+/// STATUS of the master of device kind `D`.
+pub fn status<D: Device>(req: &Request) -> Result<(), MasterError> {
     galactic_core::net::readiness(&req.node.state_dir).map_err(NotReady::Node)?;
-    if kind == Kind::Tap && !Path::new("/dev/net/tun").exists() {
-        return Err(NotReady::NoTun.into());
-    }
+    D::ready()?;
     routing_domains(&req.node).map_err(NotReady::RoutingDomain)?;
-    let conf = MasterConf::parse(&req.conf.raw)?;
+    let conf = MasterConf::<D::Options>::parse(&req.conf.raw)?;
     let Some(plugin_type) = conf.ipam_type.as_deref() else {
         return Ok(());
     };

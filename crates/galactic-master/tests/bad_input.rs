@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 fn cni() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_galactic-cni"))
+    galactic_testkit::plugin_binary("galactic-cni")
 }
 
 /// The host's runtime, with this test's own master binary.

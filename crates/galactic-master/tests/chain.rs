@@ -10,7 +10,6 @@ use galactic_testkit::host::{Host, Pod};
 use galactic_testkit::privileged::privileged;
 use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
 use serde_json::{json, Value};
-use std::path::Path;
 
 const NS: &str = "galactic-system";
 
@@ -32,7 +31,7 @@ fn runtime(host: &Host) -> Runtime<'_> {
     host.runtime()
         .binary(
             "galactic-cni",
-            Path::new(env!("CARGO_BIN_EXE_galactic-cni")),
+            galactic_testkit::plugin_binary("galactic-cni"),
         )
         // The router has SRv6 settings but this host has no eBPF datapath (covered by
         // galactic-bgp's tests/datapath.rs on a private bpffs).

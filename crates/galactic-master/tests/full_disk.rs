@@ -10,12 +10,11 @@ use galactic_testkit::host::{Host, Pod};
 use galactic_testkit::privileged::privileged;
 use galactic_testkit::runtime::{Conflist, Runtime};
 use serde_json::json;
-use std::path::Path;
 
 fn runtime(host: &Host) -> Runtime<'_> {
     host.runtime().binary(
         "galactic-cni",
-        Path::new(env!("CARGO_BIN_EXE_galactic-cni")),
+        galactic_testkit::plugin_binary("galactic-cni"),
     )
 }
 

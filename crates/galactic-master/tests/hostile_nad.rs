@@ -17,7 +17,7 @@ use std::path::Path;
 const NETWORK: &str = "tenant-a";
 
 fn cni() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_galactic-cni"))
+    galactic_testkit::plugin_binary("galactic-cni")
 }
 
 fn master(patch: Value) -> Value {

@@ -68,7 +68,7 @@ fn ipam_allocates_while_the_host_side_is_built_and_releases_only_unconfigured_ad
     .unwrap();
     let rt = host.runtime().binary(
         "galactic-cni",
-        std::path::Path::new(env!("CARGO_BIN_EXE_galactic-cni")),
+        galactic_testkit::plugin_binary("galactic-cni"),
     );
     let pod = Pod::new("ovl");
     let att = pod.attachment();
@@ -113,7 +113,7 @@ fn a_retried_add_the_delegate_refuses_leaves_the_live_attachment_alone() {
     .unwrap();
     let rt = host.runtime().binary(
         "galactic-cni",
-        std::path::Path::new(env!("CARGO_BIN_EXE_galactic-cni")),
+        galactic_testkit::plugin_binary("galactic-cni"),
     );
     let pod = Pod::new("ovr");
     let att = pod.attachment();

@@ -2,12 +2,11 @@
 
 use galactic_testkit::{protocol_suite, ExpectStatus};
 use serde_json::json;
-use std::path::Path;
 
 #[test]
 fn the_veth_master_speaks_the_cni_protocol() {
     protocol_suite(
-        Path::new(env!("CARGO_BIN_EXE_galactic-cni")),
+        galactic_testkit::plugin_binary("galactic-cni"),
         json!({"name": "net1", "type": "galactic-cni", "vpc": "1", "vpcattachment": "1"}),
         ExpectStatus::Ready,
     );
@@ -16,7 +15,7 @@ fn the_veth_master_speaks_the_cni_protocol() {
 #[test]
 fn the_tap_master_speaks_the_cni_protocol() {
     protocol_suite(
-        Path::new(env!("CARGO_BIN_EXE_galactic-tap-cni")),
+        galactic_testkit::plugin_binary("galactic-tap-cni"),
         json!({"name": "net1", "type": "galactic-tap-cni", "vpc": "1", "vpcattachment": "1"}),
         ExpectStatus::Ready,
     );

@@ -9,7 +9,6 @@ use galactic_testkit::host::{Host, Pod};
 use galactic_testkit::privileged::privileged;
 use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
 use serde_json::{json, Value};
-use std::path::Path;
 
 fn host(tag: &str) -> Host {
     Host::new(tag, json!({"routing_domain": "auto"}), &["galactic-ipam"])
@@ -25,11 +24,8 @@ fn list(plugin: &str, vpc: &str, att: &str) -> Conflist {
 }
 
 fn runtime<'a>(host: &'a Host, plugin: &str) -> Runtime<'a> {
-    let binary = match plugin {
-        "galactic-cni" => env!("CARGO_BIN_EXE_galactic-cni"),
-        _ => env!("CARGO_BIN_EXE_galactic-tap-cni"),
-    };
-    host.runtime().binary(plugin, Path::new(binary))
+    host.runtime()
+        .binary(plugin, galactic_testkit::plugin_binary(plugin))
 }
 
 fn addresses(result: &Value) -> Vec<String> {

@@ -222,11 +222,11 @@ fn runtime(host: &Host) -> Runtime<'_> {
     host.runtime()
         .binary(
             "galactic-cni",
-            Path::new(env!("CARGO_BIN_EXE_galactic-cni")),
+            galactic_testkit::plugin_binary("galactic-cni"),
         )
         .binary(
             "galactic-tap-cni",
-            Path::new(env!("CARGO_BIN_EXE_galactic-tap-cni")),
+            galactic_testkit::plugin_binary("galactic-tap-cni"),
         )
         .env("GALACTIC_CNI_EBPF_DATAPATH", "off")
 }

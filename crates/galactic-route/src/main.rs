@@ -70,3 +70,9 @@ impl Plugin for Route {
 fn main() -> ExitCode {
     galactic_core::cni::version_flag(galactic_core::plugins::ROUTE).unwrap_or_else(|| run(&Route))
 }
+
+/// musl's allocator returns freed memory to the kernel eagerly; dlmalloc keeps it for reuse
+/// (decision 0071). Test and debug builds (glibc) keep the system allocator.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;

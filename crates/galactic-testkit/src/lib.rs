@@ -12,6 +12,7 @@ pub mod disk;
 pub mod fuzz;
 pub mod harness;
 pub mod host;
+pub mod inspect;
 pub mod privileged;
 pub mod process;
 pub mod runtime;
@@ -479,8 +480,24 @@ pub fn protocol_suite(binary: &Path, stanza: Value, status: ExpectStatus) {
     }
 }
 
+/// [`workspace_binary`] as a path that lives as long as the test process: tests outside the
+/// crate that owns a binary (the masters' shared flow, say) name it where `CARGO_BIN_EXE_*` is
+/// not set.
+pub fn plugin_binary(name: &str) -> &'static Path {
+    static BUILT: std::sync::Mutex<Vec<(String, &'static Path)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, path)) = built.iter().find(|(n, _)| n == name) {
+        return path;
+    }
+    let path: &'static Path = Box::leak(workspace_binary(name).into_boxed_path());
+    built.push((name.to_owned(), path));
+    path
+}
+
 /// Path of a workspace binary next to the running test's own binaries, built on first use when
-/// this test run did not build it (e.g. `cargo test -p galactic-master` needs `galactic-ipam`).
+/// this test run did not build it (e.g. `cargo test -p galactic-master` needs `galactic-cni` and
+/// `galactic-ipam`). Every plugin binary is the package of its name.
 pub fn workspace_binary(name: &str) -> PathBuf {
     static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let exe = std::env::current_exe().expect("test executable path");
@@ -501,14 +518,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     }
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "build",
-            "--quiet",
-            "--bin",
-            name,
-            "--package",
-            galactic_core::plugins::package(name),
-        ])
+        .args(["build", "--quiet", "--bin", name, "--package", name])
         .status()
         .expect("run cargo build");
     assert!(status.success(), "cargo build {name} failed");

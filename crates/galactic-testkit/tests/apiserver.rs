@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use galactic_core::kube::{
+use galactic_kube::{
     annotate_nad_host_interface, detect_node_name, verify_chain_complete, BGPAdvertisement,
     ClientOptions, KubeClient, KubeError, RetryPolicy, HOST_INTERFACE_ANNOTATION,
 };
@@ -259,8 +259,7 @@ fn crd_validation_rejects_what_upstream_trips_over() {
     create(advertisement(json!(["10.0.0.1/32", "fd20:10:ff01::/96"]))).unwrap();
     let err = client
         .call("vrf", |c| async move {
-            let api: Api<galactic_core::kube::BGPVRFInstance> =
-                Api::namespaced(c, "galactic-system");
+            let api: Api<galactic_kube::BGPVRFInstance> = Api::namespaced(c, "galactic-system");
             let vrf = serde_json::from_value(json!({
                 "apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPVRFInstance",
                 "metadata": {"name": "1-node"},
@@ -370,7 +369,7 @@ fn connection_refused_is_transient() {
         .unwrap_err();
     assert_eq!(
         err.class(),
-        Some(galactic_core::kube::ErrorClass::Transient),
+        Some(galactic_kube::ErrorClass::Transient),
         "{err}"
     );
 }
@@ -445,7 +444,7 @@ fn node_name_is_detected_from_internal_ips() {
                "status": {"addresses": [{"type": "InternalIP", "address": ip}]}})
     };
     fx.insert(node("elsewhere", "192.0.2.7"));
-    let local = galactic_core::kube::local_addresses().unwrap();
+    let local = galactic_kube::local_addresses().unwrap();
     assert!(matches!(
         detect_node_name(&client, &local),
         Err(KubeError::NodeNotDetected(_))

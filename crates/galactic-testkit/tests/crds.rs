@@ -65,7 +65,7 @@ fn advertisement() -> Value {
 /// `base` with the JSON merge patch `change` applied.
 fn with(base: &Value, change: &Value) -> Value {
     let mut object = base.clone();
-    galactic_core::kube::merge_patch(&mut object, change);
+    galactic_kube::merge_patch(&mut object, change);
     object
 }
 
@@ -484,7 +484,7 @@ fn unknown_fields_are_pruned_and_status_is_a_subresource() {
 
 /// The BGPRouter CRD with `change` merged into its v1alpha1 schema's `spec` properties.
 fn router_crd_with(change: &Value) -> Value {
-    let mut crd = galactic_core::kube::crds()
+    let mut crd = galactic_kube::crds()
         .into_iter()
         .find(|(f, _)| *f == "bgprouters.yaml")
         .unwrap()
@@ -492,7 +492,7 @@ fn router_crd_with(change: &Value) -> Value {
     let spec = crd
         .pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/spec")
         .unwrap();
-    galactic_core::kube::merge_patch(spec, change);
+    galactic_kube::merge_patch(spec, change);
     crd
 }
 

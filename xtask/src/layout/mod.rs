@@ -173,15 +173,14 @@ mod tests {
                 "{} places {placed} sections: regenerate it with `cargo xtask layout`",
                 path.display()
             );
-            let package = galactic_core::plugins::package(plugin);
             let build = crate::workspace_root()
                 .join("crates")
-                .join(package)
+                .join(plugin)
                 .join("build.rs");
             let build = std::fs::read_to_string(&build).expect("read the build script");
             assert!(
                 build.contains("layout::link(") && build.contains(&format!("\"{plugin}\"")),
-                "crates/{package}/build.rs does not link {plugin} with its layout"
+                "crates/{plugin}/build.rs does not link {plugin} with its layout"
             );
         }
     }

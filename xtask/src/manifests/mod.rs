@@ -238,7 +238,7 @@ fn documents(text: &str) -> Vec<String> {
 /// server would store it (the test API server with those CRDs: schema and CEL rules).
 fn refused_custom_resource(value: &Value) -> Option<Result<(), String>> {
     let api_version = value["apiVersion"].as_str()?;
-    let ours = galactic_core::kube::crds().iter().any(|(_, crd)| {
+    let ours = galactic_kube::crds().iter().any(|(_, crd)| {
         let group = crd["spec"]["group"].as_str().unwrap_or_default();
         api_version.split('/').next() == Some(group)
             && crd["spec"]["names"]["kind"] == value["kind"]

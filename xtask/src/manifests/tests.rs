@@ -258,7 +258,7 @@ fn the_production_kustomization_never_replaces_crds_and_the_dev_one_installs_our
     );
     assert!(production.iter().any(|f| f.ends_with("daemonset.yaml")));
     let dev = kustomized_files(&root.join("dev"));
-    let mut ours: Vec<String> = galactic_core::kube::crds()
+    let mut ours: Vec<String> = galactic_kube::crds()
         .iter()
         .map(|(_, crd)| crd["metadata"]["name"].as_str().unwrap().to_owned())
         .collect();

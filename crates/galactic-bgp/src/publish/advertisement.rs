@@ -6,10 +6,10 @@ use crate::annotations::{self, Annotations};
 use crate::error::BgpError;
 use crate::prev::Facts;
 use crate::store::{Documents, ObjectStore};
-use galactic_core::kube::{
+use galactic_core::log;
+use galactic_kube::{
     AddressFamily, BGPAdvertisement, BGPAdvertisementSpec, NameRef, OriginateFrom, SRv6Function,
 };
-use galactic_core::log;
 use serde_json::json;
 
 /// Everything the advertisement of this attachment is built from.

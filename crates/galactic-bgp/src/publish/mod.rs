@@ -1,5 +1,5 @@
 //! The publish algorithm, over any [`ObjectStore`](crate::store::ObjectStore) and in the typed
-//! resources of `galactic_core::kube`: this node's router, the VPC's VRF instance (VRF id
+//! resources of `galactic_kube`: this node's router, the VPC's VRF instance (VRF id
 //! allocation), the attachment's advertisement, and their retraction.
 
 mod advertisement;

@@ -7,7 +7,7 @@ use super::MAX_ATTEMPTS;
 use crate::annotations;
 use crate::error::BgpError;
 use crate::store::{Documents, ObjectStore};
-use galactic_core::kube::{BGPAdvertisement, BGPVRFInstance};
+use galactic_kube::{BGPAdvertisement, BGPVRFInstance};
 
 /// What DEL did to an advertisement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 use crate::error::BgpError;
 use crate::store::{Documents, ObjectStore};
 use galactic_core::ident::speaking_asn;
-use galactic_core::kube::BGPRouter;
 use galactic_core::log;
+use galactic_kube::BGPRouter;
 use serde_json::json;
 
 /// This node's router, as far as the CNI needs it.

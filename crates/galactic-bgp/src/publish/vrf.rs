@@ -3,8 +3,8 @@
 use super::{jitter, Router, MAX_ATTEMPTS, VRF_ID_RANGE};
 use crate::error::BgpError;
 use crate::store::{Documents, ObjectStore, StoreError};
-use galactic_core::kube::{BGPVRFInstance, BGPVRFInstanceSpec, NameRef, RouteTarget};
 use galactic_core::log;
+use galactic_kube::{BGPVRFInstance, BGPVRFInstanceSpec, NameRef, RouteTarget};
 use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeSet;

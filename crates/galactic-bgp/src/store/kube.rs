@@ -2,7 +2,7 @@
 //! timeout, transient retry); objects travel as `DynamicObject`s of the typed resources.
 
 use super::{meta_str, Kind, ObjectStore, StoreError};
-use galactic_core::kube::{KubeClient, RetryPolicy};
+use galactic_kube::{KubeClient, RetryPolicy};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
     Preconditions,

@@ -271,7 +271,7 @@ impl ObjectStore for LocalStore {
             what: Self::what(kind, namespace, name),
         })?;
         let before = current.clone();
-        galactic_core::kube::merge_patch(&mut current, patch);
+        galactic_kube::merge_patch(&mut current, patch);
         if current == before {
             return Ok(current);
         }

@@ -5,15 +5,15 @@
 //! - [`local::LocalStore`]: JSON files under the node's state directory (`publisher: local`).
 //!
 //! The backends move whole documents ([`ObjectStore`]); the publish algorithm reads and writes
-//! typed resources through [`Documents`] (the CRD types of `galactic_core::kube`, EndpointSlice,
+//! typed resources through [`Documents`] (the CRD types of `galactic_kube`, EndpointSlice,
 //! Pod), converted at this boundary only.
 
 pub mod kube;
 pub mod local;
 
-use galactic_core::kube::KubeError;
 use galactic_core::lockfile::LockError;
 use galactic_core::state::StateError;
+use galactic_kube::KubeError;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::de::DeserializeOwned;
@@ -38,7 +38,7 @@ pub enum Kind {
 impl Kind {
     /// `(group, version, kind, plural)`.
     pub fn meta(self) -> (&'static str, &'static str, &'static str, &'static str) {
-        use galactic_core::kube::{GROUP, VERSION};
+        use galactic_kube::{GROUP, VERSION};
         match self {
             Self::Router => (GROUP, VERSION, "BGPRouter", "bgprouters"),
             Self::VrfInstance => (GROUP, VERSION, "BGPVRFInstance", "bgpvrfinstances"),
@@ -197,13 +197,13 @@ pub trait Document: Serialize + DeserializeOwned {
     const KIND: Kind;
 }
 
-impl Document for galactic_core::kube::BGPRouter {
+impl Document for galactic_kube::BGPRouter {
     const KIND: Kind = Kind::Router;
 }
-impl Document for galactic_core::kube::BGPVRFInstance {
+impl Document for galactic_kube::BGPVRFInstance {
     const KIND: Kind = Kind::VrfInstance;
 }
-impl Document for galactic_core::kube::BGPAdvertisement {
+impl Document for galactic_kube::BGPAdvertisement {
     const KIND: Kind = Kind::Advertisement;
 }
 impl Document for EndpointSlice {

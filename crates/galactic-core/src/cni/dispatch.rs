@@ -129,7 +129,7 @@ fn print_reply(reply: &Reply) -> ExitCode {
 }
 
 /// Runs one step that a plugin performs for another one, which execs it with its own environment
-/// and stdin plus arguments naming the step (see [`super::delegate::Delegate::call_step`]). The
+/// and stdin plus arguments naming the step (the masters' `Delegate::call_step`). The
 /// request is validated as the caller's was; success prints nothing, failure prints the CNI
 /// error, so the caller passes it on unchanged. One log line per step, as per operation.
 pub fn run_step<E: ErrorCode>(

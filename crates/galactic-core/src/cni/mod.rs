@@ -4,7 +4,6 @@
 //! variables, stdin, version negotiation, result printing and error codes lives here once.
 
 pub mod conf;
-pub mod delegate;
 mod dispatch;
 pub mod env;
 pub mod error;

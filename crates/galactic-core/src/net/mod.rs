@@ -4,7 +4,6 @@
 //! - [`netlink`]: one thin, typed, synchronous layer over rtnetlink (links, addresses, routes,
 //!   rules, neighbours) whose sockets are opened inside the namespace they act on;
 //! - [`sysctl`]: per-interface and node-wide `net.*` settings;
-//! - [`tap`]: persistent tap devices (created through `/dev/net/tun`);
 //! - [`firewall`]: the forward-accept rules this project owns in nftables;
 //! - [`domain`]: a VPC's routing domain, with a VRF or a policy-routing (table + rules) backend.
 //!
@@ -16,7 +15,6 @@ pub mod netlink;
 pub mod netns;
 pub mod nftables;
 pub mod sysctl;
-pub mod tap;
 
 use std::io;
 

@@ -422,35 +422,6 @@ fn firewall_rules_are_owned_idempotent_and_removed_by_tag() {
 }
 
 #[test]
-fn tap_is_persistent_with_the_requested_options() {
-    if !privileged("tap_is_persistent_with_the_requested_options") {
-        return;
-    }
-    let host = TestNetns::new("tap");
-    let ns = Netns::open(&host.path()).unwrap();
-    let opts = super::tap::TapOptions {
-        owner: Some(54321),
-        group: None,
-        multi_queue: true,
-        vnet_hdr: true,
-    };
-    super::netns::run_in(&ns, || super::tap::create("G000000001001H", &opts))
-        .unwrap()
-        .unwrap();
-    let link = host.ip_json(&["-d", "link", "show", "G000000001001H"]);
-    let info = &link[0]["linkinfo"]["info_data"];
-    assert_eq!(info["type"], "tap", "{link}");
-    assert_eq!(info["pi"], false);
-    assert_eq!(info["vnet_hdr"], true);
-    assert_eq!(info["multi_queue"], true);
-    assert_eq!(info["persist"], true);
-    assert_eq!(
-        info["user"], 54321,
-        "an unnamed uid is printed as a number: {info}"
-    );
-}
-
-#[test]
 fn a_table_dump_receives_that_table_only() {
     if !privileged("a_table_dump_receives_that_table_only") {
         return;

@@ -3,8 +3,9 @@
 
 use super::Add;
 use crate::addressing;
+use crate::delegate::{Delegate, DelegateError, Running};
+use crate::device::Device;
 use crate::error::MasterError;
-use galactic_core::cni::delegate::{Delegate, DelegateError, Running};
 use galactic_core::cni::Command;
 use galactic_core::ip::Assignment;
 use galactic_core::log;
@@ -34,7 +35,7 @@ impl Ipam {
     }
 }
 
-impl<'a> Add<'a> {
+impl<'a, D: Device> Add<'a, D> {
     /// Starts the IPAM delegate's ADD and pushes its undo: wait for it if it is still running,
     /// then its DEL unless it refused (as when it ran first: a delegate that answered with an
     /// error holds nothing, and a retried ADD's refusal must not release a live allocation).

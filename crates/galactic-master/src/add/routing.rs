@@ -4,6 +4,7 @@
 
 use super::Add;
 use crate::addressing;
+use crate::device::Device;
 use crate::error::MasterError;
 use galactic_core::ident::VpcId;
 use galactic_core::ip::Assignment;
@@ -14,7 +15,7 @@ use galactic_core::rollback::Rollback;
 use serde_json::json;
 use std::net::IpAddr;
 
-impl<'a> Add<'a> {
+impl<'a, D: Device> Add<'a, D> {
     /// The backend new routing domains get (`auto` with the Kubernetes publisher and no VRF is
     /// refused: see `galactic_core::net::domain::backend`).
     pub(super) fn choose_backend(&self) -> Result<Choice, MasterError> {
@@ -113,7 +114,7 @@ impl<'a> Add<'a> {
 }
 
 /// Tears the VPC's domain down when no other attachment record refers to it.
-fn release_if_unused(add: &Add<'_>, vpc: &VpcId) -> Result<(), NetError> {
+fn release_if_unused(add: &Add<'_, impl Device>, vpc: &VpcId) -> Result<(), NetError> {
     let _lock = add.domains.lock()?;
     if others_use_vpc(add, vpc)? {
         return Ok(());
@@ -123,7 +124,10 @@ fn release_if_unused(add: &Add<'_>, vpc: &VpcId) -> Result<(), NetError> {
 
 /// Removes gateways this ADD added, unless another attachment of the VPC exists (it may rely on
 /// them; GC removes them with the domain).
-fn remove_gateways_if_unused(add: &Add<'_>, gateways: &[IpAddr]) -> Result<(), NetError> {
+fn remove_gateways_if_unused(
+    add: &Add<'_, impl Device>,
+    gateways: &[IpAddr],
+) -> Result<(), NetError> {
     let _lock = add.domains.lock()?;
     if others_use_vpc(add, &add.conf.ids.vpc)? {
         return Ok(());
@@ -132,7 +136,7 @@ fn remove_gateways_if_unused(add: &Add<'_>, gateways: &[IpAddr]) -> Result<(), N
         .remove_gateways(&add.host, &add.conf.ids.vpc, gateways)
 }
 
-fn others_use_vpc(add: &Add<'_>, vpc: &VpcId) -> Result<bool, NetError> {
+fn others_use_vpc(add: &Add<'_, impl Device>, vpc: &VpcId) -> Result<bool, NetError> {
     Ok(add
         .records
         .all()?

@@ -6,7 +6,7 @@
 //!   stamping `uid`, `resourceVersion` (one global counter), `creationTimestamp` and
 //!   `generation`;
 //! - serves the custom resources only while their CustomResourceDefinition is stored (a new
-//!   fixture has the workspace's, `galactic_core::kube::crds`, which equal the Galactic API's),
+//!   fixture has the workspace's, `galactic_kube::crds`, which equal the Galactic API's),
 //!   and validates every create, update and patch of one as the real server does: unknown fields
 //!   pruned, defaults applied, the structural schema checked (types, required, enums, bounds,
 //!   lengths, item counts, patterns, formats, set and map lists, [`schema`]) and the
@@ -114,7 +114,7 @@ pub struct Fixture {
 impl Default for Fixture {
     fn default() -> Self {
         let fixture = Self::without_crds();
-        for (_, crd) in galactic_core::kube::crds() {
+        for (_, crd) in galactic_kube::crds() {
             fixture.insert(crd);
         }
         fixture

@@ -257,9 +257,7 @@ impl Store {
         };
         let mut next = current.clone();
         match kind {
-            PatchKind::Merge | PatchKind::Apply => {
-                galactic_core::kube::merge_patch(&mut next, patch)
-            }
+            PatchKind::Merge | PatchKind::Apply => galactic_kube::merge_patch(&mut next, patch),
             PatchKind::Json => {
                 let ops: json_patch::Patch =
                     serde_json::from_value(patch.clone()).map_err(|e| {

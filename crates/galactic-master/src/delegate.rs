@@ -5,9 +5,9 @@
 //! stdin bytes this plugin received, and bounded by a timeout. Its error code reaches the runtime
 //! unchanged (a delegate's 11 stays 11). Its stderr is forwarded to ours.
 
-use super::env::Command;
-use super::error::{CniError, Code, ErrorCode};
-use super::result::CniResult;
+use galactic_core::cni::env::Command;
+use galactic_core::cni::error::{CniError, Code, ErrorCode};
+use galactic_core::cni::result::CniResult;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use std::io::Write;

@@ -4,7 +4,7 @@
 use super::client::KubeClient;
 use super::crd::NetworkAttachmentDefinition;
 use super::error::KubeError;
-use crate::plugins;
+use galactic_core::plugins;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{json, Value};
 

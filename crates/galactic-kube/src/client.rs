@@ -2,7 +2,7 @@
 
 use super::error::KubeError;
 use super::retry::{classify, ErrorClass, RetryPolicy};
-use crate::log;
+use galactic_core::log;
 use serde_json::json;
 use std::future::Future;
 use std::path::Path;

@@ -1,17 +1,42 @@
-//! The guest side of a veth attachment, configured through a netlink socket opened inside the
-//! container's namespace.
+//! The container end of a veth attachment, configured through a netlink socket opened inside
+//! the container's namespace: its addresses, an on-link route to each gateway and the default
+//! routes through them.
 
 use galactic_core::ip::{Assignment, Family};
 use galactic_core::net::netlink::{AddrFlags, Link, Netlink, RouteKind, RouteSpec};
 use galactic_core::net::NetError;
+use galactic_master::Container;
 use ipnetwork::IpNetwork;
 use std::net::IpAddr;
 
 /// The main routing table.
 const MAIN_TABLE: u32 = 254;
 
+/// The veth's container end.
+pub struct ContainerEnd;
+
+impl Container for ContainerEnd {
+    fn configure(
+        &self,
+        nl: &Netlink,
+        link: &Link,
+        assigned: &[Assignment],
+    ) -> Result<(), NetError> {
+        configure(nl, link, assigned)
+    }
+
+    fn differences(
+        &self,
+        nl: &Netlink,
+        link: &Link,
+        assigned: &[Assignment],
+    ) -> Result<Vec<String>, NetError> {
+        differences(nl, link, assigned)
+    }
+}
+
 /// Adds the addresses, an on-link route to each gateway and a default route via it.
-pub fn configure(nl: &Netlink, guest: &Link, assigned: &[Assignment]) -> Result<(), NetError> {
+fn configure(nl: &Netlink, guest: &Link, assigned: &[Assignment]) -> Result<(), NetError> {
     nl.set_up(guest.index)?;
     for a in assigned {
         // DAD is pointless here (the address is unique by allocation) and would leave it tentative.
@@ -86,7 +111,7 @@ fn default_via(guest: &Link, gw: IpAddr) -> RouteSpec {
 }
 
 /// What differs between the guest link and the expected addresses and default routes.
-pub fn differences(
+fn differences(
     nl: &Netlink,
     guest: &Link,
     assigned: &[Assignment],

@@ -2,5 +2,5 @@
 mod layout;
 
 fn main() {
-    layout::link(&["galactic-cni", "galactic-tap-cni"]);
+    layout::link(&["galactic-cni"]);
 }

@@ -1,26 +1,14 @@
-//! Persistent tap devices for VM workloads.
+//! Creating the tap: a persistent device in the host namespace that the VMM opens by name.
 //!
 //! The kernel does not create tun/tap devices through rtnetlink, so they are made the way
 //! `ip tuntap add` does: `TUNSETIFF` on `/dev/net/tun`, then `TUNSETPERSIST` so the device outlives
 //! the file descriptor, and the VMM attaches to it later by name.
 
-use super::NetError;
+use crate::options::TapOptions;
+use galactic_core::net::NetError;
 use std::fs::OpenOptions;
 use std::io;
 use std::os::fd::AsRawFd;
-
-/// How the tap is created (the VMM's needs; upstream's defaults when absent).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TapOptions {
-    /// Owning user id (a VMM running unprivileged).
-    pub owner: Option<u32>,
-    /// Owning group id.
-    pub group: Option<u32>,
-    /// `IFF_MULTI_QUEUE`: one queue per vCPU.
-    pub multi_queue: bool,
-    /// `IFF_VNET_HDR`: virtio-net header offloads.
-    pub vnet_hdr: bool,
-}
 
 /// Creates the persistent tap `name` (in the calling thread's namespace).
 pub fn create(name: &str, options: &TapOptions) -> Result<(), NetError> {
@@ -87,4 +75,40 @@ fn ioctl(rc: libc::c_int, what: impl FnOnce() -> String) -> Result<(), NetError>
         return Err(NetError::kernel(what(), io::Error::last_os_error()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use galactic_core::net::netns::{run_in, Netns};
+    use galactic_testkit::privileged::{privileged, TestNetns};
+
+    #[test]
+    fn tap_is_persistent_with_the_requested_options() {
+        if !privileged("tap_is_persistent_with_the_requested_options") {
+            return;
+        }
+        let host = TestNetns::new("tap");
+        let ns = Netns::open(&host.path()).unwrap();
+        let opts = TapOptions {
+            owner: Some(54321),
+            group: None,
+            multi_queue: true,
+            vnet_hdr: true,
+        };
+        run_in(&ns, || create("G000000001001H", &opts))
+            .unwrap()
+            .unwrap();
+        let link = host.ip_json(&["-d", "link", "show", "G000000001001H"]);
+        let info = &link[0]["linkinfo"]["info_data"];
+        assert_eq!(info["type"], "tap", "{link}");
+        assert_eq!(info["pi"], false);
+        assert_eq!(info["vnet_hdr"], true);
+        assert_eq!(info["multi_queue"], true);
+        assert_eq!(info["persist"], true);
+        assert_eq!(
+            info["user"], 54321,
+            "an unnamed uid is printed as a number: {info}"
+        );
+    }
 }

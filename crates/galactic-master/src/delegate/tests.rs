@@ -1,5 +1,5 @@
 use super::*;
-use crate::cni::ErrorCode;
+use galactic_core::cni::ErrorCode;
 use std::os::unix::fs::PermissionsExt;
 
 /// Writes an executable shell script named `name` into `dir`.

@@ -2,8 +2,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
 use galactic_testkit::host::{Host, Pod};
+use galactic_testkit::inspect::hname;
 use galactic_testkit::privileged::privileged;
 use galactic_testkit::runtime::{Conflist, Runtime};
 use serde_json::{json, Value};
@@ -14,13 +14,6 @@ fn runtime(host: &Host) -> Runtime<'_> {
     host.runtime().binary(
         "galactic-tap-cni",
         Path::new(env!("CARGO_BIN_EXE_galactic-tap-cni")),
-    )
-}
-
-fn hname(vpc: &str, att: &str) -> String {
-    host_ifname(
-        &VpcId::parse(vpc).unwrap(),
-        &AttachmentId::parse(att).unwrap(),
     )
 }
 

@@ -1,0 +1,98 @@
+//! The veth master as a runtime drives it, on real kernel objects: the plugin's host is a
+//! throwaway network namespace, each pod another one.
+//!
+//! - [`attach`]: ADD/CHECK/DEL of every addressing mode, reachability and isolation, retries;
+//! - [`lifecycle`]: failures at every step, DEL after the pod or config changed, claims, GC,
+//!   refusals, the host services filter, the VRF backend.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+mod attach;
+mod lifecycle;
+
+use galactic_testkit::host::Host;
+pub use galactic_testkit::inspect::*;
+use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// This crate's veth master.
+pub fn cni() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_galactic-cni"))
+}
+
+/// The host's runtime, with this crate's master binary.
+pub fn runtime(host: &Host) -> Runtime<'_> {
+    host.runtime().binary("galactic-cni", cni())
+}
+
+pub fn host(tag: &str) -> Host {
+    Host::new(tag, json!({"routing_domain": "auto"}), &["galactic-ipam"])
+}
+
+/// For tests that assert the `table` backend's own objects (rules) or limits; their `vrf`
+/// counterparts are in `vrf.rs`.
+pub fn table_host(tag: &str) -> Host {
+    Host::new(tag, json!({"routing_domain": "table"}), &["galactic-ipam"])
+}
+
+/// A network config file with the master alone.
+pub fn conf(version: &str, vpc: &str, att: &str, ipam: Value) -> Conflist {
+    let mut conf = json!({"cniVersion": version, "name": "tenant-a", "type": "galactic-cni",
+                          "vpc": vpc, "vpcattachment": att, "mtu": 1400});
+    if !ipam.is_null() {
+        conf["ipam"] = ipam;
+    }
+    Conflist::from_conf(&conf).unwrap()
+}
+
+/// Everything on the host that mentions `ifname`: links, rules, firewall rules.
+pub fn host_traces(host: &Host, ifname: &str) -> Vec<String> {
+    let mut traces = Vec::new();
+    if host.netns.try_ip(&["link", "show", ifname]).0 {
+        traces.push(format!("link {ifname}"));
+    }
+    for family in ["-4", "-6"] {
+        let rules = host.netns.ip(&[family, "rule", "show"]);
+        traces.extend(
+            rules
+                .lines()
+                .filter(|l| l.contains(ifname))
+                .map(|l| format!("rule {l}")),
+        );
+    }
+    let nft = host.netns.exec(&["nft", "list", "ruleset"]);
+    let ruleset = String::from_utf8_lossy(&nft.stdout).into_owned();
+    traces.extend(
+        ruleset
+            .lines()
+            .filter(|l| l.contains(ifname))
+            .map(|l| format!("nft {}", l.trim())),
+    );
+    traces
+}
+
+pub fn records(host: &Host) -> Vec<String> {
+    std::fs::read_dir(host.path("state").join("attachments"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs the master's IPAM delegate on its own for `att` (as the master would delegate to it).
+pub fn ipam_call(host: &Host, list: &Conflist, command: &str, att: &Attachment) -> Value {
+    let ipam = host.bin_dir.join("galactic-ipam");
+    let out = host
+        .runtime()
+        .binary("galactic-cni", &ipam)
+        .plugin(list, 0, command, att, None);
+    assert!(out.success, "IPAM {command}: {}", out.stdout);
+    if out.stdout.trim().is_empty() {
+        Value::Null
+    } else {
+        out.json()
+    }
+}

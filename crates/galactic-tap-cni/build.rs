@@ -1,0 +1,6 @@
+#[path = "../../layout/link.rs"]
+mod layout;
+
+fn main() {
+    layout::link(&["galactic-tap-cni"]);
+}
