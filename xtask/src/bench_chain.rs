@@ -1,9 +1,9 @@
 //! `bench-chain`: a full attachment as a runtime performs it, ours against the reference plugins
 //! (Debian's `bridge` + `host-local`, installed with apt when missing), side by side. The
-//! harness is `galactic_testkit::bench::chain`; this command builds what it measures.
+//! harness is `galactic_lab::bench::chain`; this command builds what it measures.
 
 use anyhow::Result;
-use galactic_testkit::bench::chain::{self, Options, Paths};
+use galactic_lab::bench::chain::{self, Options, Paths};
 
 /// `cargo xtask bench-chain [--iterations N] [--master-only] [--concurrency N] [--rounds N]`.
 #[derive(Debug, clap::Args)]

@@ -1,10 +1,10 @@
 //! `bench-ipam`: galactic-ipam against host-local, both run as processes the way a runtime runs
-//! them, at several occupancies (harness: `galactic_testkit::bench::ipam`). Prints Markdown
+//! them, at several occupancies (harness: `galactic_lab::bench::ipam`). Prints Markdown
 //! tables.
 
 use crate::debian::{self, REFERENCE_PACKAGE, REFERENCE_PLUGINS};
 use anyhow::Result;
-use galactic_testkit::bench::ipam::{self, Options, Paths};
+use galactic_lab::bench::ipam::{self, Options, Paths};
 use std::path::Path;
 use std::time::Duration;
 

@@ -1,10 +1,10 @@
 //! `bench-route`: galactic-route's ADD, CHECK and DEL as its VPC and node grow (a fresh VPC,
 //! thousands of attachments that came and went, thousands of live routes in the VPC table,
 //! thousands of routes in other tables), each call a fresh release process, next to the spawn
-//! floor. The harness is `galactic_testkit::bench::route`; this command builds what it measures.
+//! floor. The harness is `galactic_lab::bench::route`; this command builds what it measures.
 
 use anyhow::Result;
-use galactic_testkit::bench::route::{self, Paths, Shape};
+use galactic_lab::bench::route::{self, Paths, Shape};
 
 /// `cargo xtask bench-route [--iterations N] [--size N]`.
 #[derive(Debug, clap::Args)]

@@ -1,9 +1,9 @@
 //! `bench-startup`: the per-process cost every CNI call pays before doing any work, for every
-//! release plugin against the spawn floor (harness: `galactic_testkit::bench::startup`).
+//! release plugin against the spawn floor (harness: `galactic_lab::bench::startup`).
 
 use crate::stage::PLUGINS;
 use anyhow::Result;
-use galactic_testkit::bench::startup;
+use galactic_lab::bench::startup;
 
 /// `cargo xtask bench-startup` (no options).
 #[derive(Debug, clap::Args)]

@@ -1,11 +1,11 @@
 //! `crash-campaign`: the full chain run as a runtime runs it, with plugin processes SIGKILLed at
 //! random moments and at every named failpoint, and the node's invariants checked after every
-//! recovery and at the end (harness and its self-tests: `galactic_testkit::campaign::crash`).
+//! recovery and at the end (harness and its self-tests: `galactic_lab::campaign::crash`).
 //! Debug builds: failpoints exist only there.
 
 use anyhow::Result;
-use galactic_testkit::campaign::crash::{campaign, Rng};
-use galactic_testkit::campaign::Lab;
+use galactic_lab::campaign::crash::{campaign, Rng};
+use galactic_lab::campaign::Lab;
 
 /// `cargo xtask crash-campaign [--iterations N] [--seconds S] [--seed HEX]`.
 #[derive(Debug, clap::Args)]

@@ -1,9 +1,9 @@
 //! `soak`: N parallel runtimes doing ADD → CHECK → DEL of the full chain for a bounded time:
 //! ops/s, p50/p95 per verb, failures by CNI code, the node's invariants at the end (harness and
-//! its self-test: `galactic_testkit::campaign::soak`). Any failure code but 11 fails the command.
+//! its self-test: `galactic_lab::campaign::soak`). Any failure code but 11 fails the command.
 
 use anyhow::Result;
-use galactic_testkit::campaign::{soak::soak, Lab};
+use galactic_lab::campaign::{soak::soak, Lab};
 use std::time::Duration;
 
 /// `cargo xtask soak [--runtimes N] [--seconds S]`.

@@ -11,10 +11,10 @@
 use crate::Route;
 use galactic_core::cni::execute;
 use galactic_core::net::netlink::{self, Netlink};
-use galactic_testkit::bench::route::{Call, RouteNode};
 use galactic_testkit::harness::Entered;
 use galactic_testkit::host::Host;
 use galactic_testkit::privileged::{privileged, TestNetns};
+use galactic_testkit::route_node::{Call, RouteNode};
 use serde_json::json;
 
 /// Runs `call` in this process (and thread: the netlink count is per thread).

@@ -1,5 +1,5 @@
-//! What the benchmarks and campaigns share: their error type, and a thread's visit to a
-//! throwaway host namespace.
+//! What the lab's benchmarks and campaigns and the fixtures they run on share: their error type,
+//! and a thread's visit to a throwaway host namespace.
 //!
 //! A campaign or a bench runs many plugin processes inside one host namespace. Entering it
 //! once on the driving thread ([`Entered`]), so that every process it starts is born there, is
@@ -69,12 +69,6 @@ pub enum Error {
         /// Its reply (stdout).
         reply: String,
     },
-    /// The IPAM store refused a pre-fill.
-    #[error("pre-fill the galactic-ipam store: {0}")]
-    Store(#[from] galactic_ipam::store::StoreError),
-    /// A pool of a bench could not be built.
-    #[error("bench pool: {0}")]
-    Pool(#[from] galactic_ipam::pool::PoolError),
     /// Something the harness itself depends on did not hold (no root, a warm-up that failed,
     /// a probe that reported nothing).
     #[error("{0}")]
@@ -94,13 +88,13 @@ impl From<RuntimeError> for Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// `Error::Io` with `what` as context.
-pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let what = what.into();
     move |source| Error::Io { what, source }
 }
 
 /// `Error::Json` with `what` as context.
-pub(crate) fn json(what: impl Into<String>) -> impl FnOnce(serde_json::Error) -> Error {
+pub fn json(what: impl Into<String>) -> impl FnOnce(serde_json::Error) -> Error {
     let what = what.into();
     move |source| Error::Json { what, source }
 }

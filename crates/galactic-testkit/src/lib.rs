@@ -5,9 +5,7 @@
 //! directory, so tests never read or write the machine's `/etc/galactic` or `/var/log`.
 
 pub mod apiserver;
-pub mod bench;
 pub mod bpffs;
-pub mod campaign;
 pub mod disk;
 pub mod fuzz;
 pub mod harness;
@@ -15,8 +13,8 @@ pub mod host;
 pub mod inspect;
 pub mod privileged;
 pub mod process;
+pub mod route_node;
 pub mod runtime;
-pub mod stats;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};

@@ -23,11 +23,11 @@ mod table;
 
 pub use table::table;
 
-use crate::harness::{json, Entered, Error, Result};
-use crate::privileged::TestNetns;
-use crate::process::{self, Finished, Probed};
-use crate::runtime::{Attachment, Conflist};
-use crate::TestNode;
+use galactic_testkit::harness::{json, Entered, Error, Result};
+use galactic_testkit::privileged::TestNetns;
+use galactic_testkit::process::{self, Finished, Probed};
+use galactic_testkit::runtime::{Attachment, Conflist};
+use galactic_testkit::TestNode;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

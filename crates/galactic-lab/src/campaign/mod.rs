@@ -6,15 +6,15 @@
 //! Both run on a [`Lab`]: the test kit's throwaway [`Host`] (a host namespace, a test node with
 //! the local publisher and the `auto` routing domain, a bin dir with the chain's plugins), which
 //! the calling thread enters so that every plugin it (or a thread it spawns) starts is born in
-//! the host namespace. Pods are [`crate::privileged::TestNetns`] namespaces. Debug builds are used: failpoints exist
+//! the host namespace. Pods are [`galactic_testkit::privileged::TestNetns`] namespaces. Debug builds are used: failpoints exist
 //! only there.
 
 pub mod crash;
 pub mod soak;
 
-use crate::harness::{io, json, require_root, Entered, Result};
-use crate::host::Host;
-use crate::runtime::{Attachment, Conflist, Runtime};
+use galactic_testkit::harness::{io, json, require_root, Entered, Result};
+use galactic_testkit::host::Host;
+use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

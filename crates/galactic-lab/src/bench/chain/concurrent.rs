@@ -4,9 +4,9 @@
 //! counted by plugin and CNI error code.
 
 use super::{run_chain, Call, Chain, Probe, Verb};
-use crate::harness::{Error, Result};
-use crate::privileged::TestNetns;
-use crate::TestNode;
+use galactic_testkit::harness::{Error, Result};
+use galactic_testkit::privileged::TestNetns;
+use galactic_testkit::TestNode;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;

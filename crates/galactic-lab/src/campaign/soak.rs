@@ -7,10 +7,10 @@
 //! code fails the soak.
 
 use super::Lab;
-use crate::harness::{Error, Result};
-use crate::privileged::TestNetns;
-use crate::runtime::{Attachment, Runtime, RuntimeError};
 use crate::stats::median_p95;
+use galactic_testkit::harness::{Error, Result};
+use galactic_testkit::privileged::TestNetns;
+use galactic_testkit::runtime::{Attachment, Runtime, RuntimeError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -252,7 +252,7 @@ fn final_checks(lab: &Lab, baseline: &BTreeSet<String>, report: &mut Report) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::privileged::privileged;
+    use galactic_testkit::privileged::privileged;
 
     /// The CI pass: 8 runtimes for 10 s; only code 11 may fail, the node ends clean.
     #[test]

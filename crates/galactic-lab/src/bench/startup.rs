@@ -2,9 +2,9 @@
 //! VERSION (and STATUS on a 1.1.0 stanza) as a fresh process many times, next to `/bin/true`
 //! (the spawn floor), with medians, p95, the ratio to the floor and each binary's size.
 
-use crate::harness::{io, Result};
-use crate::process;
 use crate::stats::Summary;
+use galactic_testkit::harness::{io, Result};
+use galactic_testkit::process;
 use serde_json::json;
 use std::path::Path;
 

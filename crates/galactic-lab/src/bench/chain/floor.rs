@@ -2,10 +2,10 @@
 //! namespace and deleting it again, over netlink from this process (no plugin, no exec). Both
 //! chains pay it on every ADD and DEL; what a chain costs beyond it is its own.
 
-use crate::harness::{Error, Result};
-use crate::privileged::TestNetns;
 use galactic_core::net::netlink::Netlink;
 use galactic_core::net::netns::Netns;
+use galactic_testkit::harness::{Error, Result};
+use galactic_testkit::privileged::TestNetns;
 use std::time::{Duration, Instant};
 
 /// Wall times of the kernel operations, one sample per iteration.

@@ -1,6 +1,6 @@
 //! What a crash campaign counted, and its replayable random source.
 
-use crate::harness::{Error, Result};
+use galactic_testkit::harness::{Error, Result};
 use std::fmt;
 use std::time::Duration;
 

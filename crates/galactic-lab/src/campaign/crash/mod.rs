@@ -15,7 +15,7 @@
 //! Every plugin call is built as the test kit's runtime builds it (stdin from the attachment's
 //! [`Conflist`], environment from [`Invocation`]), but started with [`Invocation::start`] so that
 //! one plugin of the chain can carry a failpoint or be killed while it runs, which the
-//! [`crate::runtime::Runtime`] (a faithful libcni) cannot do. GC goes through the runtime.
+//! [`galactic_testkit::runtime::Runtime`] (a faithful libcni) cannot do. GC goes through the runtime.
 
 mod report;
 #[cfg(test)]
@@ -24,11 +24,11 @@ mod tests;
 pub use report::{Report, Rng};
 
 use super::{Lab, CHAIN};
-use crate::harness::{Error, Result};
-use crate::privileged::TestNetns;
-use crate::runtime::{Attachment, Conflist};
-use crate::Invocation;
 use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
+use galactic_testkit::harness::{Error, Result};
+use galactic_testkit::privileged::TestNetns;
+use galactic_testkit::runtime::{Attachment, Conflist};
+use galactic_testkit::Invocation;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

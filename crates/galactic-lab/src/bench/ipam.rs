@@ -2,16 +2,35 @@
 //! several occupancies. Pre-fill goes straight to each store (galactic's store API; host-local's
 //! reservation files); every measured operation is a real process.
 
-use crate::harness::{json, Error, Result};
-use crate::process::{self, Running};
 use crate::stats::Summary;
 use galactic_ipam::pool::Pool;
 use galactic_ipam::store::{AttachmentKey, Store};
+use galactic_testkit::harness::{json, Error};
+use galactic_testkit::process::{self, Running};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// What the IPAM bench can fail with: the harness's failures, and pre-filling galactic-ipam's
+/// store through its API.
+#[derive(Debug, thiserror::Error)]
+pub enum IpamBenchError {
+    /// A process, a file or an invariant.
+    #[error(transparent)]
+    Harness(#[from] Error),
+    /// The store could not be pre-filled.
+    #[error("pre-fill the galactic-ipam store: {0}")]
+    Store(#[from] galactic_ipam::store::StoreError),
+    /// The bench's pool is refused.
+    #[error("bench pool: {0}")]
+    Pool(#[from] galactic_ipam::pool::PoolError),
+}
+
+type Result<T, E = Error> = std::result::Result<T, E>;
+/// What pre-filling the store returns.
+type Prefilled<T> = std::result::Result<T, IpamBenchError>;
 
 const POOL: &str = "10.128.0.0/14";
 const NETWORK: &str = "bench";
@@ -70,7 +89,7 @@ trait Subject {
     fn binary(&self) -> &Path;
     fn conf(&self, prev: Option<&Value>) -> Vec<u8>;
     fn base_env(&self) -> Vec<(&'static str, String)>;
-    fn prefill(&self, from: usize, to: usize) -> Result<()>;
+    fn prefill(&self, from: usize, to: usize) -> Prefilled<()>;
 }
 
 fn call_env(subject: &dyn Subject, command: &str, cid: &str) -> Vec<(&'static str, String)> {
@@ -91,7 +110,7 @@ struct Galactic {
 }
 
 impl Galactic {
-    fn pool() -> Result<Pool> {
+    fn pool() -> Prefilled<Pool> {
         let cidr = POOL
             .parse()
             .map_err(|e| Error::Precondition(format!("bench pool {POOL}: {e}")))?;
@@ -120,7 +139,7 @@ impl Subject for Galactic {
             self.dir.join("node.json").display().to_string(),
         )]
     }
-    fn prefill(&self, from: usize, to: usize) -> Result<()> {
+    fn prefill(&self, from: usize, to: usize) -> Prefilled<()> {
         let mut store = Store::open_or_create(&self.dir.join("ipam"), Duration::from_secs(30))?;
         let keys: Vec<AttachmentKey> = (from..to)
             .map(|i| AttachmentKey {
@@ -158,12 +177,16 @@ impl Subject for HostLocal {
         Vec::new()
     }
     /// host-local's layout: one file per reserved IP named by the IP, content "<id>\r\n<ifname>".
-    fn prefill(&self, from: usize, to: usize) -> Result<()> {
+    fn prefill(&self, from: usize, to: usize) -> Prefilled<()> {
         let write = |path: PathBuf, text: String| {
-            fs::write(&path, text).map_err(crate::harness::io(format!("write {}", path.display())))
+            fs::write(&path, text).map_err(galactic_testkit::harness::io(format!(
+                "write {}",
+                path.display()
+            )))
         };
         let dir = self.dir.join(NETWORK);
-        fs::create_dir_all(&dir).map_err(crate::harness::io("create the host-local store"))?;
+        fs::create_dir_all(&dir)
+            .map_err(galactic_testkit::harness::io("create the host-local store"))?;
         let base = u32::from(std::net::Ipv4Addr::new(10, 128, 0, 0));
         let mut last = None;
         for i in from..to {
@@ -198,7 +221,7 @@ fn measure_level(
     level: usize,
     opts: &Options,
     probe: &Path,
-) -> Result<Cells> {
+) -> Prefilled<Cells> {
     let bin = subject.binary();
     let mut results = Vec::new();
     let mut add = Vec::new();
@@ -207,7 +230,7 @@ fn measure_level(
         let cid = format!("m{level}-{}", add.len());
         let run = run_once(bin, &call_env(subject, "ADD", &cid), &subject.conf(None))?;
         if !run.ok {
-            return Err(failed(subject, "ADD", &cid, &run));
+            return Err(failed(subject, "ADD", &cid, &run).into());
         }
         add.push(run.elapsed);
         let result: Value = serde_json::from_str(&run.stdout)
@@ -347,13 +370,15 @@ pub struct Measured {
 }
 
 /// Runs the benchmark; `progress` hears of each finished step.
-pub fn run(paths: &Paths<'_>, opts: &Options, progress: &dyn Fn(&str)) -> Result<Measured> {
-    let tmp = tempfile::tempdir().map_err(crate::harness::io("create a work directory"))?;
+pub fn run(paths: &Paths<'_>, opts: &Options, progress: &dyn Fn(&str)) -> Prefilled<Measured> {
+    let tmp =
+        tempfile::tempdir().map_err(galactic_testkit::harness::io("create a work directory"))?;
     let ours = Galactic {
         binary: paths.ours.to_path_buf(),
         dir: tmp.path().join("galactic"),
     };
-    fs::create_dir_all(&ours.dir).map_err(crate::harness::io("create the store directory"))?;
+    fs::create_dir_all(&ours.dir)
+        .map_err(galactic_testkit::harness::io("create the store directory"))?;
     super::write_node_config(
         &ours.dir.join("node.json"),
         &json!({"log_file": ours.dir.join("galactic.log"), "state_dir": ours.dir,

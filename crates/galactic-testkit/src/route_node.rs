@@ -1,5 +1,6 @@
-//! The bench's node: VPC 1 on a throwaway host with the probe attachment the real master made,
-//! and the VPC's other attachments as the route plugin sees them (see the parent module).
+//! A galactic-route node: VPC 1 on a throwaway host with the probe attachment the real master
+//! made, and the VPC's other attachments as the route plugin sees them. galactic-route's cost
+//! guard and `cargo xtask bench-route` (the lab's `bench::route`) run on it.
 
 use crate::harness::{json, Error, Result};
 use crate::host::{Host, Pod};
@@ -59,7 +60,7 @@ pub struct RouteNode {
     terminations: Value,
 }
 
-pub(super) fn net(what: &str) -> impl FnOnce(NetError) -> Error + '_ {
+pub fn net(what: &str) -> impl FnOnce(NetError) -> Error + '_ {
     move |e| Error::Precondition(format!("{what}: {e}"))
 }
 

@@ -12,7 +12,7 @@ pub mod ipam;
 pub mod route;
 pub mod startup;
 
-use crate::harness::{io, Result};
+use galactic_testkit::harness::{io, Result};
 use serde_json::Value;
 use std::path::Path;
 

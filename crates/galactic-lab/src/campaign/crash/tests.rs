@@ -1,7 +1,7 @@
 //! The campaign's own tests: a short campaign finds nothing, and its checks can fail.
 
 use super::*;
-use crate::privileged::privileged;
+use galactic_testkit::privileged::privileged;
 
 /// The CI pass: a short campaign with every kind of fault must find nothing.
 #[test]

@@ -15,17 +15,15 @@
 //! too ([`RouteNode::history`], [`RouteNode::live`]). [`RouteNode`] is also the fixture of
 //! galactic-route's cost guard, which runs the same calls in-process and counts netlink messages.
 
-mod node;
+pub use galactic_testkit::route_node::{Call, RouteNode, Runner};
 
-pub use node::{Call, RouteNode, Runner};
-
-use crate::harness::{Entered, Error, Result};
-use crate::host::Host;
-use crate::privileged::TestNetns;
-use crate::process;
 use crate::stats::median_p95;
 use galactic_core::net::netlink::Netlink;
-use node::net;
+use galactic_testkit::harness::{Entered, Error, Result};
+use galactic_testkit::host::Host;
+use galactic_testkit::privileged::TestNetns;
+use galactic_testkit::process;
+use galactic_testkit::route_node::net;
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
