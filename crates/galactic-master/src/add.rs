@@ -135,22 +135,8 @@ impl<'a, D: Device> Add<'a, D> {
         })
     }
 
-    fn record(&self) -> Result<Record, MasterError> {
-        Ok(Record {
-            network: self.req.conf.name.clone(),
-            container_id: self.req.env.container_id()?.to_string(),
-            ifname: self.req.env.ifname()?.to_string(),
-            netns: self.req.env.netns.as_ref().map(|p| p.display().to_string()),
-            kind: D::KIND,
-            vpc: self.conf.ids.vpc.raw().to_owned(),
-            attachment: self.conf.ids.att.raw().to_owned(),
-            host_ifname: self.host_ifname.clone(),
-            ipam_type: self.conf.ipam_type.clone(),
-        })
-    }
-
     fn run(&self) -> Result<CniResult, MasterError> {
-        let record = self.record()?;
+        let record = self.conf.record(self.req, D::KIND)?;
         // Held until the ADD (or its rollback) is over: two containers racing for one VPC
         // attachment are serialised, and the second one's claim sees the first one's record.
         let _lock = self

@@ -45,6 +45,8 @@ pub fn check<D: Device>(req: &Request) -> Result<(), MasterError> {
     }
 }
 
+/// The host side: the record, the host interface as the result describes it, its forward
+/// rules, the routing domain and the host gateway.
 fn host_side<D: Device>(
     req: &Request,
     conf: &MasterConf<D::Options>,
@@ -52,44 +54,7 @@ fn host_side<D: Device>(
     link: &Link,
     prev: &CniResult,
 ) -> Result<Vec<String>, MasterError> {
-    let mut problems = Vec::new();
-    let records = Records::new(&req.node.state_dir);
-    let owned = records
-        .get(&link.name)
-        .map_err(MasterError::node("read the attachment record"))?;
-    let (container, ifname) = (
-        req.env.container_id()?.to_string(),
-        req.env.ifname()?.to_string(),
-    );
-    if !owned.is_some_and(|r| r.is_for(&req.conf.name, &container, &ifname)) {
-        problems.push(format!(
-            "{} is not recorded as this attachment's host interface",
-            link.name
-        ));
-    }
-    if let Some(recorded) = prev
-        .interfaces
-        .iter()
-        .find(|i| i.name == link.name && i.sandbox.is_none())
-    {
-        if let Some(want) = recorded
-            .mac
-            .as_deref()
-            .filter(|m| link.mac.as_deref() != Some(*m))
-        {
-            problems.push(format!(
-                "{} has MAC {}, the result says {want}",
-                link.name,
-                link.mac.as_deref().unwrap_or("none"),
-            ));
-        }
-    }
-    if !firewall::is_allowed(&link.name).map_err(MasterError::node("read the forward rules"))? {
-        problems.push(format!(
-            "forward-accept rules for {} are missing",
-            link.name
-        ));
-    }
+    let mut problems = host_interface(req, link, prev)?;
     let domains = Domains::new(&req.node.state_dir);
     let Some(d) = domains
         .get(&conf.ids.vpc)
@@ -116,6 +81,48 @@ fn host_side<D: Device>(
         )
         .map_err(MasterError::node("check the host gateway"))?,
     );
+    Ok(problems)
+}
+
+/// The host interface: recorded as this attachment's, its MAC the result's, its forward rules
+/// present.
+fn host_interface(
+    req: &Request,
+    link: &Link,
+    prev: &CniResult,
+) -> Result<Vec<String>, MasterError> {
+    let mut problems = Vec::new();
+    let owned = Records::new(&req.node.state_dir)
+        .get(&link.name)
+        .map_err(MasterError::node("read the attachment record"))?;
+    let (container, ifname) = (
+        req.env.container_id()?.to_string(),
+        req.env.ifname()?.to_string(),
+    );
+    if !owned.is_some_and(|r| r.is_for(&req.conf.name, &container, &ifname)) {
+        problems.push(format!(
+            "{} is not recorded as this attachment's host interface",
+            link.name
+        ));
+    }
+    let recorded_mac = prev
+        .interfaces
+        .iter()
+        .find(|i| i.name == link.name && i.sandbox.is_none())
+        .and_then(|i| i.mac.as_deref());
+    if let Some(want) = recorded_mac.filter(|m| link.mac.as_deref() != Some(*m)) {
+        problems.push(format!(
+            "{} has MAC {}, the result says {want}",
+            link.name,
+            link.mac.as_deref().unwrap_or("none"),
+        ));
+    }
+    if !firewall::is_allowed(&link.name).map_err(MasterError::node("read the forward rules"))? {
+        problems.push(format!(
+            "forward-accept rules for {} are missing",
+            link.name
+        ));
+    }
     Ok(problems)
 }
 

@@ -3,6 +3,8 @@
 //! Parsed with serde: each field's type refuses a bad value with the message a person needs
 //! (which key, what is accepted); the checks across fields run first, in a fixed order.
 
+use galactic_core::attachment::{Kind, Record};
+use galactic_core::cni::{CniError, Request};
 use galactic_core::ident::{ChainIds, IdentError};
 use galactic_core::plugins;
 use serde::de::{DeserializeOwned, Deserializer, Error as _};
@@ -75,6 +77,21 @@ impl<O: DeserializeOwned> MasterConf<O> {
     /// The host interface name `G{vpc:9}{att:3}H`.
     pub fn host_ifname(&self) -> String {
         self.ids.host_ifname()
+    }
+
+    /// The record of this attachment for the request's container (`kind`: the master's device).
+    pub fn record(&self, req: &Request, kind: Kind) -> Result<Record, CniError> {
+        Ok(Record {
+            network: req.conf.name.clone(),
+            container_id: req.env.container_id()?.to_string(),
+            ifname: req.env.ifname()?.to_string(),
+            netns: req.env.netns.as_ref().map(|p| p.display().to_string()),
+            kind,
+            vpc: self.ids.vpc.raw().to_owned(),
+            attachment: self.ids.att.raw().to_owned(),
+            host_ifname: self.host_ifname(),
+            ipam_type: self.ipam_type.clone(),
+        })
     }
 
     /// Parses and validates the stanza (the whole stdin object).

@@ -23,7 +23,7 @@ use galactic_core::attachment::{Record, Records};
 use galactic_core::cni::{Command, Request};
 use galactic_core::failpoint;
 use galactic_core::ident::VpcId;
-use galactic_core::lockfile::LockError;
+use galactic_core::lockfile::{LockError, LockGuard};
 use galactic_core::log;
 use galactic_core::net::domain::{self, Domains};
 use galactic_core::net::firewall;
@@ -34,31 +34,10 @@ use serde_json::json;
 pub fn del<D: Device>(req: &Request) -> Result<(), MasterError> {
     let records = Records::new(&req.node.state_dir);
     let mut failures = Vec::new();
-    let found = find_record::<D>(req, &records).unwrap_or_else(|e| {
-        failures.push(e);
-        None
-    });
-    // No record: the attachment may be one the upstream chain created before the switch.
-    let found = match found {
-        Some(found) => Some(found),
-        None => super::legacy::adopt::<D>(req, &records, false).unwrap_or_else(|e| {
-            failures.push(e);
-            None
-        }),
-    };
-    // The attachment's lock, then its record again: a concurrent ADD of the same VPC
-    // attachment finishes (or rolls back) first, and what it leaves is judged afresh.
-    let _lock = match found.as_ref().map(|r| records.lock(&r.host_ifname)) {
-        Some(Ok(lock)) => Some(lock),
-        // Busy past the bound: the runtime retries (code 11).
-        Some(Err(e @ LockError::Timeout { .. })) => return Err(MasterError::Busy(e)),
-        // No lock file at all (a full or read-only disk): tear down anyway, nothing else can.
-        Some(Err(e)) => {
-            failures.push(MasterError::Lock(e));
-            None
-        }
-        None => None,
-    };
+    // 1. The attachment, locked, then its record read again: a concurrent ADD of the same VPC
+    //    attachment finishes (or rolls back) first, and what it leaves is judged afresh.
+    let found = find_or_adopt::<D>(req, &records, &mut failures);
+    let _lock = lock(&records, found.as_ref(), &mut failures)?;
     let record = match found {
         Some(r) => records
             .get(&r.host_ifname)
@@ -66,42 +45,19 @@ pub fn del<D: Device>(req: &Request) -> Result<(), MasterError> {
             .filter(|now| now.is_for(&req.conf.name, &r.container_id, &r.ifname)),
         None => None,
     };
-    let mut host_removed = true;
-    let mut release = None;
-    if let Some(record) = &record {
-        let mut held = Some(start_release_held::<D>(req, Some(record)));
-        let guest = guest_netlink::<D>(req, record);
-        // Only ever armed as `:pause` (a DEL goes on whatever happens): holds the DEL here so a
-        // test can tell a release that came too early from one that came after.
-        let _ = failpoint::hit("del-before-unconfigure");
-        // The container side is unconfigured before the delegate reads its configuration, so
-        // the address is never handed out while still configured.
-        if guest
-            .as_ref()
-            .is_some_and(|nl| unconfigure_guest(nl, record))
-        {
-            release = held.take().map(|h| feed(h, req));
-        }
-        let host_failures = take_down(req, guest, record);
-        host_removed = host_failures.is_empty();
-        failures.extend(host_failures);
-        if release.is_none() {
-            release = held.map(|h| feed(h, req));
-        }
-    }
+    // 2. The teardown, with the IPAM release fed as early as it is safe (module comment).
+    let (host_removed, release) = match &record {
+        Some(record) => tear_down::<D>(req, record, &mut failures),
+        None => (true, None),
+    };
+    // 3. The release awaited; without a record it is started from the config alone.
     let released = release
         .unwrap_or_else(|| start_release::<D>(req, record.as_ref()))
         .and_then(|running| running.map_or(Ok(()), |r| Ok(r.wait().map(drop)?)));
-    let released = match released {
-        Ok(()) => true,
-        Err(e) => {
-            failures.push(e);
-            false
-        }
-    };
-    // The record goes last, and only when everything it names is gone: a retried DEL (after a
-    // full disk or a busy store) still knows which delegate holds the addresses, even when the
-    // configuration has been edited since.
+    let released = released.map_err(|e| failures.push(e)).is_ok();
+    // 4. The record goes last, and only when everything it names is gone: a retried DEL (after
+    //    a full disk or a busy store) still knows which delegate holds the addresses, even when
+    //    the configuration has been edited since.
     if let Some(record) = record.filter(|_| host_removed && released) {
         if let Err(e) = records.remove(&record.host_ifname) {
             failures.push(MasterError::node("remove the attachment record")(e));
@@ -114,6 +70,73 @@ pub fn del<D: Device>(req: &Request) -> Result<(), MasterError> {
             failures,
         }),
     }
+}
+
+/// Our record of the attachment or, without one, the upstream chain's attachment adopted
+/// (decision 0061); a failure to look is collected and the DEL goes on.
+fn find_or_adopt<D: Device>(
+    req: &Request,
+    records: &Records,
+    failures: &mut Vec<MasterError>,
+) -> Option<Record> {
+    let found = find_record::<D>(req, records).unwrap_or_else(|e| {
+        failures.push(e);
+        None
+    });
+    found.or_else(|| {
+        super::legacy::adopt::<D>(req, records, false).unwrap_or_else(|e| {
+            failures.push(e);
+            None
+        })
+    })
+}
+
+/// The attachment's lock. Busy past the bound: the runtime retries (code 11). No lock file at
+/// all (a full or read-only disk): tear down anyway, nothing else can.
+fn lock(
+    records: &Records,
+    found: Option<&Record>,
+    failures: &mut Vec<MasterError>,
+) -> Result<Option<LockGuard>, MasterError> {
+    match found.map(|r| records.lock(&r.host_ifname)) {
+        Some(Ok(lock)) => Ok(Some(lock)),
+        Some(Err(e @ LockError::Timeout { .. })) => Err(MasterError::Busy(e)),
+        Some(Err(e)) => {
+            failures.push(MasterError::Lock(e));
+            Ok(None)
+        }
+        None => Ok(None),
+    }
+}
+
+/// Removes the attachment's interfaces and rules; returns whether the host side is gone and
+/// the IPAM release, fed once the container end holds no address.
+fn tear_down<D: Device>(
+    req: &Request,
+    record: &Record,
+    failures: &mut Vec<MasterError>,
+) -> (bool, Option<Result<Option<Running>, MasterError>>) {
+    let mut held = Some(start_release_held::<D>(req, Some(record)));
+    let mut release = None;
+    let guest = guest_netlink::<D>(req, record);
+    // Only ever armed as `:pause` (a DEL goes on whatever happens): holds the DEL here so a
+    // test can tell a release that came too early from one that came after.
+    let _ = failpoint::hit("del-before-unconfigure");
+    // The container side is unconfigured before the delegate reads its configuration, so the
+    // address is never handed out while still configured.
+    if guest
+        .as_ref()
+        .is_some_and(|nl| unconfigure_guest(nl, record))
+    {
+        release = held.take().map(|h| feed(h, req));
+    }
+    let host_failures = take_down(req, guest, record);
+    let host_removed = host_failures.is_empty();
+    failures.extend(host_failures);
+    if release.is_none() {
+        release = held.map(|h| feed(h, req));
+    }
+    (host_removed, release)
 }
 
 /// The attachment's record: by host interface when the config still parses, else by scanning.

@@ -34,42 +34,10 @@ pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
     let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
     let records = Records::new(&req.node.state_dir);
     let domains = Domains::new(&req.node.state_dir);
-    let mut failures = Vec::new();
-    for record in records
-        .all()
-        .map_err(MasterError::node("list attachment records"))?
-    {
-        if record.network != req.conf.name
-            || valid.contains(&(record.container_id.clone(), record.ifname.clone()))
-        {
-            continue;
-        }
-        // The attachment's lock, and its record again under it: an ADD of the same VPC
-        // attachment in flight finishes first, and a record it replaced is not torn down.
-        let _lock = match records.lock(&record.host_ifname) {
-            Ok(lock) => lock,
-            Err(e) => {
-                failures.push(MasterError::lock(e).part(&record.host_ifname));
-                continue;
-            }
-        };
-        if records.get(&record.host_ifname).ok().flatten().as_ref() != Some(&record) {
-            continue;
-        }
-        let mut removed = teardown_host(&host, &domains, &record);
-        if removed.is_empty() {
-            if let Err(e) = records.remove(&record.host_ifname) {
-                removed.push(MasterError::node("remove the attachment record")(e));
-            }
-        }
-        match removed.is_empty() {
-            true => log::info(
-                "GC: removed stale attachment",
-                json!({"hostIfname": record.host_ifname, "containerID": record.container_id}),
-            ),
-            false => failures.extend(removed.into_iter().map(|e| e.part(&record.host_ifname))),
-        }
-    }
+    // 1. The attachments of this network the runtime no longer lists.
+    let mut failures = remove_stale(req, &valid, &host, &records, &domains)?;
+    // 2. What no record owns any more, IPAM's allocations, then the routing domains no
+    //    attachment uses and temporary state files of writers that died.
     if let Err(e) = sweep_datapath(&req.node.state_dir, &records) {
         failures.push(e);
     }
@@ -97,6 +65,54 @@ pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
             failures,
         }),
     }
+}
+
+/// Tears down every attachment of this network whose (container, ifname) is not in `valid`;
+/// returns what could not be removed.
+fn remove_stale(
+    req: &Request,
+    valid: &HashSet<(String, String)>,
+    host: &Netlink,
+    records: &Records,
+    domains: &Domains,
+) -> Result<Vec<MasterError>, MasterError> {
+    let mut failures = Vec::new();
+    for record in records
+        .all()
+        .map_err(MasterError::node("list attachment records"))?
+    {
+        if record.network != req.conf.name
+            || valid.contains(&(record.container_id.clone(), record.ifname.clone()))
+        {
+            continue;
+        }
+        // The attachment's lock, and its record again under it: an ADD of the same VPC
+        // attachment in flight finishes first, and a record it replaced is not torn down.
+        let _lock = match records.lock(&record.host_ifname) {
+            Ok(lock) => lock,
+            Err(e) => {
+                failures.push(MasterError::lock(e).part(&record.host_ifname));
+                continue;
+            }
+        };
+        if records.get(&record.host_ifname).ok().flatten().as_ref() != Some(&record) {
+            continue;
+        }
+        let mut removed = teardown_host(host, domains, &record);
+        if removed.is_empty() {
+            if let Err(e) = records.remove(&record.host_ifname) {
+                removed.push(MasterError::node("remove the attachment record")(e));
+            }
+        }
+        match removed.is_empty() {
+            true => log::info(
+                "GC: removed stale attachment",
+                json!({"hostIfname": record.host_ifname, "containerID": record.container_id}),
+            ),
+            false => failures.extend(removed.into_iter().map(|e| e.part(&record.host_ifname))),
+        }
+    }
+    Ok(failures)
 }
 
 fn delegate_gc<D: Device>(req: &Request) -> Result<(), MasterError> {

@@ -62,18 +62,7 @@ pub fn adopt<D: Device>(
     if link.kind.as_deref() != Some(D::LINK_KIND) || !D::owned_by(req, &link)? {
         return Ok(None);
     }
-    let kind = D::KIND;
-    let record = Record {
-        network: req.conf.name.clone(),
-        container_id: req.env.container_id()?.to_string(),
-        ifname: req.env.ifname()?.to_string(),
-        netns: req.env.netns.as_ref().map(|p| p.display().to_string()),
-        kind,
-        vpc: conf.ids.vpc.raw().to_owned(),
-        attachment: conf.ids.att.raw().to_owned(),
-        host_ifname: host_ifname.clone(),
-        ipam_type: conf.ipam_type.clone(),
-    };
+    let record = conf.record(req, D::KIND)?;
     records
         .put(&record)
         .map_err(MasterError::node("write the adopted attachment's record"))?;
@@ -90,7 +79,7 @@ pub fn adopt<D: Device>(
     );
     log::info(
         "adopted an attachment created by the upstream chain",
-        json!({"hostIfname": host_ifname, "kind": kind}),
+        json!({"hostIfname": host_ifname, "kind": D::KIND}),
     );
     Ok(Some(record))
 }
