@@ -92,44 +92,85 @@ struct Code {
     fenced: bool,
 }
 
-fn code_of(text: &str) -> Vec<Code> {
-    let mut out = Vec::new();
+/// A markdown file split into its code (spans and fenced lines) and its prose, by line.
+#[derive(Debug, Default)]
+struct Split {
+    code: Vec<Code>,
+    prose: Vec<(usize, String)>,
+}
+
+fn split(text: &str) -> Split {
+    let mut out = Split::default();
     let mut fence: Option<&str> = None;
     let mut pending: Option<Code> = None;
     for (i, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();
         let marker = ["```", "~~~"].into_iter().find(|m| trimmed.starts_with(m));
         match (fence, marker) {
-            (None, Some(m)) => fence = Some(m),
+            (None, Some(m)) => {
+                fence = Some(m);
+                pending = None;
+            }
             (Some(open), Some(m)) if open == m => {
                 fence = None;
-                out.extend(pending.take());
+                out.code.extend(pending.take());
             }
-            (Some(_), _) => {
-                // A shell line ending in `\` continues on the next one.
-                let (body, continued) = match line.strip_suffix('\\') {
-                    Some(body) => (body, true),
-                    None => (line, false),
-                };
-                let code = pending.get_or_insert(Code {
-                    line: i + 1,
-                    text: String::new(),
-                    fenced: true,
-                });
-                code.text.push_str(body);
-                code.text.push(' ');
-                if !continued {
-                    out.extend(pending.take());
-                }
-            }
-            (None, None) => out.extend(line.split('`').skip(1).step_by(2).map(|span| Code {
-                line: i + 1,
-                text: span.to_owned(),
-                fenced: false,
-            })),
+            (Some(_), _) => fenced_line(line, i + 1, &mut pending, &mut out.code),
+            (None, None) => inline(line, i + 1, &mut pending, &mut out),
         }
     }
     out
+}
+
+/// A line of a fenced block; a shell line ending in `\` continues on the next one.
+fn fenced_line(line: &str, number: usize, pending: &mut Option<Code>, out: &mut Vec<Code>) {
+    let (body, continued) = match line.strip_suffix('\\') {
+        Some(body) => (body, true),
+        None => (line, false),
+    };
+    let code = pending.get_or_insert(Code {
+        line: number,
+        text: String::new(),
+        fenced: true,
+    });
+    code.text.push_str(body);
+    code.text.push(' ');
+    if !continued {
+        out.extend(pending.take());
+    }
+}
+
+/// A prose line: its code spans (one may continue from the line before, as markdown allows
+/// within a paragraph) and the prose between them. A blank line ends an unclosed span.
+fn inline(line: &str, number: usize, open: &mut Option<Code>, out: &mut Split) {
+    if line.trim().is_empty() {
+        *open = None;
+        return;
+    }
+    let mut prose = String::new();
+    for (n, piece) in line.split('`').enumerate() {
+        if n > 0 {
+            // Each backtick opens or closes a span.
+            match open.take() {
+                Some(span) => out.code.push(span),
+                None => {
+                    *open = Some(Code {
+                        line: number,
+                        text: String::new(),
+                        fenced: false,
+                    })
+                }
+            }
+        }
+        match open {
+            Some(span) => {
+                span.text.push_str(piece);
+                span.text.push(' ');
+            }
+            None => prose.push_str(piece),
+        }
+    }
+    out.prose.push((number, prose));
 }
 
 /// What the docs are checked against.
@@ -156,11 +197,12 @@ impl Checker {
         let mut findings = Vec::new();
         for (file, text) in docs {
             let mut found = Vec::new();
-            for code in code_of(text) {
-                found.extend(self.commands(&code).into_iter().map(|w| (code.line, w)));
-                found.extend(self.paths(&code).into_iter().map(|w| (code.line, w)));
+            let parts = split(text);
+            for code in &parts.code {
+                found.extend(self.commands(code).into_iter().map(|w| (code.line, w)));
+                found.extend(self.paths(code).into_iter().map(|w| (code.line, w)));
             }
-            found.extend(self.links(file, text));
+            found.extend(self.links(file, &parts.prose));
             if file.ends_with("configuration.md") {
                 found.extend(self.keys.config_tables(text));
             }
@@ -257,27 +299,19 @@ impl Checker {
             .collect()
     }
 
-    /// Relative markdown links (`[text](target)`) whose target does not exist, outside code.
-    fn links(&self, file: &str, text: &str) -> Vec<(usize, String)> {
+    /// Relative markdown links (`[text](target)`) in the prose whose target does not exist.
+    fn links(&self, file: &str, prose: &[(usize, String)]) -> Vec<(usize, String)> {
         let dir = Path::new(file).parent().unwrap_or(Path::new(""));
         let mut found = Vec::new();
-        let mut fenced = false;
-        for (i, line) in text.lines().enumerate() {
-            if ["```", "~~~"]
-                .iter()
-                .any(|m| line.trim_start().starts_with(m))
-            {
-                fenced = !fenced;
-            }
-            let prose = line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
-            for rest in prose.split("](").skip(1).filter(|_| !fenced) {
+        for (line, text) in prose {
+            for rest in text.split("](").skip(1) {
                 let target = rest.split([')', ' ']).next().unwrap_or_default();
                 let path = target.split('#').next().unwrap_or_default();
                 if path.is_empty() || target.contains("://") || target.starts_with("mailto:") {
                     continue;
                 }
                 if !self.root.join(dir).join(path).exists() {
-                    found.push((i + 1, format!("the link target `{target}` does not exist")));
+                    found.push((*line, format!("the link target `{target}` does not exist")));
                 }
             }
         }
@@ -613,7 +647,9 @@ mod tests {
                     ```sh\n\
                     cargo xtask test --no-fail-fast -- --test-threads 1   # --not-a-flag\n\
                     cargo xtask build-and-stage --release \\\n    --bin-dir /opt/cni/bin --made-up-too\n\
-                    ```\n";
+                    ```\n\
+                    A span across lines: `kubectl get nads -o yaml >\n\
+                    nads.yaml; cargo xtask lint-manifests --nope nads.yaml` (then [x](nope.md)).\n";
         let found = findings_in("docs/made-up.md", text);
         let expected = [
             "docs/made-up.md:1: `cargo xtask frobnicate`: there is no such command",
@@ -622,6 +658,8 @@ mod tests {
             "docs/made-up.md:2: `tests/no_such_suite.rs` does not exist in the tree",
             "docs/made-up.md:3: the link target `decisions/0999-none.md` does not exist",
             "docs/made-up.md:8: `cargo xtask build-and-stage --made-up-too`: build-and-stage has no option --made-up-too",
+            "docs/made-up.md:11: `cargo xtask lint-manifests --nope`: lint-manifests has no option --nope",
+            "docs/made-up.md:12: the link target `nope.md` does not exist",
         ];
         assert_eq!(found, expected);
     }
