@@ -241,13 +241,13 @@ impl Checker {
             return Vec::new();
         };
         let name = first.trim_end_matches(|c: char| ",.;:)".contains(c));
-        let (command, flags) = if name.starts_with("--") {
-            (&self.cli, &words[..])
+        let (command, label, flags) = if name.starts_with("--") {
+            (&self.cli, "cargo xtask".to_owned(), &words[..])
         } else if name.starts_with('<') || name.starts_with('…') || name.is_empty() {
             return Vec::new();
         } else {
             match self.cli.find_subcommand(name) {
-                Some(sub) => (sub, &words[1..]),
+                Some(sub) => (sub, format!("cargo xtask {name}"), &words[1..]),
                 None => return vec![format!("`cargo xtask {name}`: there is no such command")],
             }
         };
@@ -273,11 +273,7 @@ impl Checker {
                         .is_some_and(|aliases| aliases.contains(&flag.as_str()))
             });
             if !known && !passes_on && !flag.is_empty() {
-                found.push(format!(
-                    "`cargo xtask {} --{flag}`: {} has no option --{flag}",
-                    command.get_name(),
-                    command.get_name()
-                ));
+                found.push(format!("`{label} --{flag}`: it has no option --{flag}"));
             }
         }
         found
@@ -642,7 +638,7 @@ mod tests {
         let text = "Run `cargo xtask frobnicate`, then `cargo xtask demo --no-such-flag --release`,\n\
                     read `crates/galactic-core/src/no_such_file.rs` and `tests/no_such_suite.rs`\n\
                     ([gone](decisions/0999-none.md), [here](ipam.md#the-store)).\n\
-                    Fine: `cargo xtask --help`, `cargo xtask <command> --help`, `layout/<plugin>.ld`,\n\
+                    `cargo xtask --helpp`. Fine: `cargo xtask --help`, `cargo xtask <command> --help`, `layout/<plugin>.ld`,\n\
                     `deploy/crds/*.yaml`, `docs/ipam.md#the-store`, `tests/upgrade.rs`.\n\
                     ```sh\n\
                     cargo xtask test --no-fail-fast -- --test-threads 1   # --not-a-flag\n\
@@ -653,12 +649,13 @@ mod tests {
         let found = findings_in("docs/made-up.md", text);
         let expected = [
             "docs/made-up.md:1: `cargo xtask frobnicate`: there is no such command",
-            "docs/made-up.md:1: `cargo xtask demo --no-such-flag`: demo has no option --no-such-flag",
+            "docs/made-up.md:1: `cargo xtask demo --no-such-flag`: it has no option --no-such-flag",
             "docs/made-up.md:2: `crates/galactic-core/src/no_such_file.rs` does not exist in the tree",
             "docs/made-up.md:2: `tests/no_such_suite.rs` does not exist in the tree",
             "docs/made-up.md:3: the link target `decisions/0999-none.md` does not exist",
-            "docs/made-up.md:8: `cargo xtask build-and-stage --made-up-too`: build-and-stage has no option --made-up-too",
-            "docs/made-up.md:11: `cargo xtask lint-manifests --nope`: lint-manifests has no option --nope",
+            "docs/made-up.md:4: `cargo xtask --helpp`: it has no option --helpp",
+            "docs/made-up.md:8: `cargo xtask build-and-stage --made-up-too`: it has no option --made-up-too",
+            "docs/made-up.md:11: `cargo xtask lint-manifests --nope`: it has no option --nope",
             "docs/made-up.md:12: the link target `nope.md` does not exist",
         ];
         assert_eq!(found, expected);
