@@ -14,6 +14,7 @@ mod crash;
 mod crds;
 mod debian;
 mod demo;
+mod docs_check;
 mod fuzz;
 mod kernel;
 mod layout;
@@ -77,6 +78,8 @@ enum Command {
     CrashCampaign(crash::Args),
     /// N parallel runtimes doing ADD/CHECK/DEL: ops/s, p50/p95, failures by code
     Soak(soak::Args),
+    /// Check the docs' commands, flags, repository paths and config keys against the code
+    CheckDocs(docs_check::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -113,6 +116,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Fuzz(args) => fuzz::run(&args),
         Command::CrashCampaign(args) => crash::run(&args),
         Command::Soak(args) => soak::run(&args),
+        Command::CheckDocs(args) => docs_check::run(&args),
     }
 }
 

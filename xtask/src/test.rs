@@ -40,6 +40,8 @@ impl Args {
 pub fn run(args: &Args) -> Result<()> {
     let native_only = args.native;
     let args = args.cargo_test_tail();
+    // First, native or not: it takes well under a second and needs neither root nor a build.
+    crate::docs_check::run(&crate::docs_check::Args::default())?;
     preflight()?;
     if !native_only {
         // Both tiers' missing tools at once, so one install command fixes the machine.

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 
 /// Every command the README and docs name; `--help` must list at least these.
-const KNOWN: [&str; 15] = [
+const KNOWN: [&str; 16] = [
     "build-and-stage",
     "demo",
     "smoke",
@@ -24,6 +24,7 @@ const KNOWN: [&str; 15] = [
     "fuzz",
     "crash-campaign",
     "soak",
+    "check-docs",
 ];
 
 /// A sandbox in which any attempt to build, install, run a network command or write a
@@ -295,4 +296,14 @@ fn test_podman_names_what_is_missing_before_building() {
         Vec::<String>::new(),
         "nothing may be built"
     );
+}
+
+/// `check-docs` judges the real tree as it is, root-free, without building or running anything.
+#[test]
+fn check_docs_passes_on_the_tree_and_runs_nothing() {
+    let sandbox = Sandbox::new();
+    let out = sandbox.xtask(&["check-docs"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(text(&out.stdout).contains("every command, flag, path and key checked holds"));
+    assert_eq!(sandbox.traces(), Vec::<String>::new(), "{out:?}");
 }

@@ -18,9 +18,9 @@ pub const APT_PACKAGES: &[&str] = &[
 /// The VM runner, from PyPI (Debian 12 has no package of it).
 pub const PIP_PACKAGE: &str = "virtme-ng==1.42";
 
-/// The virtio-fs daemon virtme-ng shares the host's root with (crates.io; qemu 7.2's own C
-/// daemon lacks the options virtme-ng passes, and without a daemon virtme-ng falls back to 9p,
-/// on which the suites run ten times slower).
+/// The virtio-fs daemon virtme-ng shares the host's root with (from the crate registry; qemu
+/// 7.2's own C daemon lacks the options virtme-ng passes, and without a daemon virtme-ng falls
+/// back to 9p, on which the suites run ten times slower).
 pub const VIRTIOFSD_VERSION: &str = "1.14.0";
 
 /// Programs the tier runs, each with where it comes from.

@@ -27,7 +27,7 @@ mod values;
 
 pub use error::{ConfigError, Source};
 use layers::{non_empty, scalar, Layers};
-pub use stanza::{Strictness, IPAM_NODE_KEYS, NODE_KEYS};
+pub use stanza::{node_config_keys, Strictness, IPAM_NODE_KEYS, NAMESPACE_KEY, NODE_KEYS};
 
 /// Default location of the node config file.
 pub const DEFAULT_NODE_CONFIG: &str = "/etc/galactic/node.json";
@@ -354,11 +354,11 @@ fn namespace<L: Fn(&str) -> Option<String>>(
     layers: &Layers<'_, L>,
     strictness: Strictness,
 ) -> Result<String, ConfigError> {
-    let from_stanza = scalar(stanza.get("namespace"));
+    let from_stanza = scalar(stanza.get(NAMESPACE_KEY));
     match from_stanza {
         Some(ns) if is_namespace(&ns) => Ok(ns),
         Some(ns) if strictness == Strictness::Refuse => Err(ConfigError::Namespace(ns)),
-        _ => Ok(layers.string("namespace", &NodeConfig::defaults().namespace)),
+        _ => Ok(layers.string(NAMESPACE_KEY, &NodeConfig::defaults().namespace)),
     }
 }
 

@@ -41,6 +41,20 @@ pub const IPAM_NODE_KEYS: [(&str, &str); 3] = [
     ("lock_timeout_ms", "ipam_lock_timeout_ms"),
 ];
 
+/// The one node key a stanza may set (upstream's per-stanza key): the BGP resources' namespace.
+pub const NAMESPACE_KEY: &str = "namespace";
+
+/// Every key the node config accepts, by its node config name: the stanza-refused keys, the
+/// `ipam` block's node keys and [`NAMESPACE_KEY`]. Built from the lists resolution itself reads,
+/// so a key added there is listed here (the config tests assert that resolution reads exactly
+/// these); `cargo xtask check-docs` compares it with docs/configuration.md.
+pub fn node_config_keys() -> impl Iterator<Item = &'static str> {
+    NODE_KEYS
+        .into_iter()
+        .chain(IPAM_NODE_KEYS.into_iter().map(|(_, node_key)| node_key))
+        .chain([NAMESPACE_KEY])
+}
+
 /// Node-level keys whose value is a path: with overrides, it must lie inside an override dir.
 const PATH_KEYS: [&str; 6] = [
     "kubeconfig",

@@ -353,3 +353,31 @@ fn del_keeps_the_node_when_one_value_is_bad() {
     assert_eq!(del.ebpf_filter_priority, DEFAULT_EBPF_FILTER_PRIORITY);
     assert_eq!(del.warnings.len(), 2, "{:?}", del.warnings);
 }
+
+/// Resolution reads exactly the keys [`node_config_keys`] lists: the environment is asked for
+/// `GALACTIC_CNI_<KEY>` of every key it looks up (the stanza and the file are empty), so a key
+/// read without being listed, or listed without being read, fails here.
+#[test]
+fn resolution_reads_exactly_the_listed_node_config_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let asked = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    // Overrides allowed, so the override directories are looked up too.
+    let env = |name: &str| {
+        asked.borrow_mut().insert(name.to_owned());
+        (name == "GALACTIC_CNI_ALLOW_STANZA_OVERRIDES").then(|| "true".to_owned())
+    };
+    NodeConfig::resolve_from(&json!({}), &env, &dir.path().join("none.json"), None).unwrap();
+    // The upstream kubeconfig variable is an alternative name of `kubeconfig`, not a key.
+    let read: std::collections::BTreeSet<String> = asked
+        .into_inner()
+        .into_iter()
+        .filter(|name| name != "GALACTIC_CNI_KUBERNETES_CONFIG")
+        .filter_map(|name| {
+            name.strip_prefix("GALACTIC_CNI_")
+                .map(str::to_ascii_lowercase)
+        })
+        .collect();
+    let listed: std::collections::BTreeSet<String> =
+        node_config_keys().map(str::to_owned).collect();
+    assert_eq!(read, listed);
+}
