@@ -4,13 +4,10 @@
 //! `fuzz/corpus/route-stanza/`.
 
 use galactic_testkit::fuzz::plugin_campaign;
-use galactic_testkit::privileged::privileged;
 
 #[test]
 fn route_stanza() {
-    if !privileged("route_stanza") {
-        return;
-    }
+    galactic_testkit::privileged!();
     plugin_campaign(
         "galactic-route",
         "route-stanza",

@@ -4,11 +4,10 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
+use crate::common;
 
-use common::{master_conf, pool_ipam, result_ip, route_conf, table, table_routes};
+use crate::common::{master_conf, pool_ipam, result_ip, route_conf, table, table_routes};
 use galactic_testkit::host::{Host, Pod};
-use galactic_testkit::privileged::privileged;
 use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};
 
@@ -41,9 +40,7 @@ fn attached(tag: &str) -> (Host, Pod, Value) {
 
 #[test]
 fn add_check_retry_del_for_both_families_with_and_without_via() {
-    if !privileged("add_check_retry_del_for_both_families_with_and_without_via") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let (host, pod, master) = attached("rt1");
     let (rt, att) = (common::runtime(&host), pod.attachment());
     let (pod4, pod6) = (result_ip(&master, false), result_ip(&master, true));
@@ -136,9 +133,7 @@ fn add_check_retry_del_for_both_families_with_and_without_via() {
 
 #[test]
 fn check_names_a_route_that_points_elsewhere_and_canonicalises() {
-    if !privileged("check_names_a_route_that_points_elsewhere_and_canonicalises") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let (host, pod, master) = attached("rt2");
     let (rt, att) = (common::runtime(&host), pod.attachment());
     let pod4 = result_ip(&master, false);
@@ -179,9 +174,7 @@ fn check_names_a_route_that_points_elsewhere_and_canonicalises() {
 
 #[test]
 fn a_failed_add_removes_only_the_routes_it_added() {
-    if !privileged("a_failed_add_removes_only_the_routes_it_added") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let (host, pod, master) = attached("rt3");
     let (rt, att) = (common::runtime(&host), pod.attachment());
     let route_add = |t: Value| rt.plugin(&chain(terms(t)), 1, "ADD", &att, Some(&master));
@@ -232,9 +225,7 @@ fn a_failed_add_removes_only_the_routes_it_added() {
 
 #[test]
 fn an_existing_route_elsewhere_is_a_conflict_and_nothing_is_installed() {
-    if !privileged("an_existing_route_elsewhere_is_a_conflict_and_nothing_is_installed") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let (host, pod, master) = attached("rt4");
     let (rt, att) = (common::runtime(&host), pod.attachment());
     let route_add = |t: Value| rt.plugin(&chain(terms(t)), 1, "ADD", &att, Some(&master));
@@ -313,9 +304,7 @@ fn an_existing_route_elsewhere_is_a_conflict_and_nothing_is_installed() {
 
 #[test]
 fn chain_order_and_consistency_errors() {
-    if !privileged("chain_order_and_consistency_errors") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let (host, pod, master) = attached("rt5");
     let (rt, att) = (common::runtime(&host), pod.attachment());
     let route_add =

@@ -5,12 +5,11 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
+use crate::common;
 
-use common::{master_conf, pool_ipam, route_conf, route_record};
+use crate::common::{master_conf, pool_ipam, route_conf, route_record};
 use galactic_testkit::disk::SmallDisk;
 use galactic_testkit::host::{Host, Pod};
-use galactic_testkit::privileged::privileged;
 use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};
 
@@ -52,9 +51,7 @@ fn entries(host: &Host) -> Vec<(String, String)> {
 
 #[test]
 fn del_removes_its_own_entries_whatever_the_config_says_and_the_last_removes_the_record() {
-    if !privileged("del_removes_its_own_entries_whatever_the_config_says") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = common::host("rl1");
     let rt = common::runtime(&host);
     let (one, two) = (Pod::new("rl1a"), Pod::new("rl1b"));
@@ -78,9 +75,7 @@ fn del_removes_its_own_entries_whatever_the_config_says_and_the_last_removes_the
 
 #[test]
 fn a_container_that_takes_over_an_attachment_takes_over_its_entries() {
-    if !privileged("a_container_that_takes_over_an_attachment_takes_over_its_entries") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = common::host("rl2");
     let rt = common::runtime(&host);
     let first = Pod::new("rl2a");
@@ -104,9 +99,7 @@ fn a_container_that_takes_over_an_attachment_takes_over_its_entries() {
 
 #[test]
 fn del_on_a_full_state_disk_is_try_again_later_and_the_retry_finishes() {
-    if !privileged("del_on_a_full_state_disk_is_try_again_later_and_the_retry_finishes") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = common::host("rl3");
     // The plugins' state directory on a small disk of its own (the IPAM store is elsewhere).
     let disk = SmallDisk::mount(&host.path("state"), "1m");
@@ -135,9 +128,7 @@ fn del_on_a_full_state_disk_is_try_again_later_and_the_retry_finishes() {
 
 #[test]
 fn a_long_history_leaves_only_live_attachments_in_the_record() {
-    if !privileged("a_long_history_leaves_only_live_attachments_in_the_record") {
-        return;
-    }
+    galactic_testkit::privileged!();
     // Not timed: the work of ADD, CHECK and DEL is a function of the record they rewrite,
     // so a record bounded by the live attachments bounds their cost.
     let host = common::host("rl4");

@@ -3,19 +3,16 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
+use crate::common;
 
-use common::{master_conf, pool_ipam, result_ip, route_conf, route_record, table_routes};
+use crate::common::{master_conf, pool_ipam, result_ip, route_conf, route_record, table_routes};
 use galactic_testkit::host::Pod;
-use galactic_testkit::privileged::privileged;
 use galactic_testkit::runtime::{Attachment, Conflist};
 use serde_json::{json, Value};
 
 #[test]
 fn gc_removes_routes_whose_domain_is_gone_and_nothing_else() {
-    if !privileged("gc_removes_routes_whose_domain_is_gone_and_nothing_else") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = common::host("rt6");
     let rt = common::runtime(&host);
     let (pa, pb) = (Pod::new("rt6a"), Pod::new("rt6b"));
@@ -104,9 +101,7 @@ fn gc_removes_routes_whose_domain_is_gone_and_nothing_else() {
 
 #[test]
 fn concurrent_adds_of_one_vpc_keep_every_route_and_record_entry() {
-    if !privileged("concurrent_adds_of_one_vpc_keep_every_route_and_record_entry") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = common::host("rt7");
     let rt = common::runtime(&host);
     let ipam = pool_ipam("fd66:1::/64", "10.66.0.0/24");
