@@ -5,9 +5,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
-
-use common::{addresses, Net};
+use crate::common::{addresses, Net};
 use galactic_testkit::runtime::Attachment;
 use galactic_testkit::Outcome;
 use serde_json::json;

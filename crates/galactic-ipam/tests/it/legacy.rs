@@ -1,9 +1,7 @@
 //! Upgrades: the upstream marker files and the annotation records are imported, their addresses
 //! are never handed to a new attachment, and DEL/GC release them like native allocations.
 
-mod common;
-
-use common::{addresses, Net, BIN};
+use crate::common::{addresses, Net, BIN};
 use serde_json::json;
 use std::fs;
 use std::process::Command;

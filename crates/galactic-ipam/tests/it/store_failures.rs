@@ -1,8 +1,6 @@
 //! A store that is corrupt, foreign or from the future is reported, never reinitialised.
 
-mod common;
-
-use common::Net;
+use crate::common::Net;
 use serde_json::json;
 use std::fs;
 

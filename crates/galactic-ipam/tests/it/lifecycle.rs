@@ -1,8 +1,6 @@
 //! ADD/CHECK/DEL/GC/STATUS of the built binary, one process per call, as a runtime runs it.
 
-mod common;
-
-use common::{addresses, assert_disjoint, Net};
+use crate::common::{addresses, assert_disjoint, Net};
 use galactic_testkit::runtime::Attachment;
 use serde_json::json;
 

@@ -1,8 +1,6 @@
 //! Many processes at once, and processes killed with SIGKILL at random moments.
 
-mod common;
-
-use common::{assert_disjoint, Net, BIN};
+use crate::common::{assert_disjoint, Net, BIN};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::process::{Child, Command, Stdio};
