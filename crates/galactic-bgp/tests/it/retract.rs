@@ -3,10 +3,8 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod cluster;
-
-use cluster::*;
-use galactic_testkit::privileged::{privileged, TestNetns};
+use crate::cluster::*;
+use galactic_testkit::privileged::TestNetns;
 use serde_json::{json, Value};
 
 fn annotation_keys(adv: &Value) -> Vec<String> {
@@ -89,9 +87,7 @@ fn del_of_the_addressed_container_leaves_its_addressless_sibling_advertised() {
 
 #[test]
 fn records_move_back_under_netns_when_the_unjudgeable_container_goes() {
-    if !privileged("records_move_back_under_netns_when_the_unjudgeable_container_goes") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let c = Cluster::new("node-a");
     c.pod("p1");
     c.pod("p2");

@@ -8,14 +8,12 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
-
-use common::Node;
+use crate::common::Node;
 use galactic_core::bpf::abi::*;
 use galactic_core::bpf::maps::{self, pin_empty_maps};
 use galactic_testkit::bpffs::PrivateBpffs;
 use galactic_testkit::host::Pod;
-use galactic_testkit::privileged::{privileged, TestNetns};
+use galactic_testkit::privileged::TestNetns;
 use serde_json::{json, Value};
 use std::net::Ipv6Addr;
 
@@ -126,9 +124,7 @@ fn egress_bytes(sid: &str, ifindex: u32, dmac: [u8; 6], smac: [u8; 6]) -> Vec<u8
 
 #[test]
 fn the_first_resolvable_shard_sid_wins_and_the_node_rows_are_written() {
-    if !privileged("the_first_resolvable_shard_sid_wins_and_the_node_rows_are_written") {
-        return;
-    }
+    galactic_testkit::privileged!();
     // Keys from node.json: shard SIDs, pin dir; interfaces auto-detected.
     let node = with_default_route(node(
         "n66win",
@@ -176,9 +172,7 @@ fn the_first_resolvable_shard_sid_wins_and_the_node_rows_are_written() {
 
 #[test]
 fn no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing() {
-    if !privileged("no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let mut node = node("n66none", json!({}));
     // Keys from the environment (the name the datapath settings always had).
     node.env.push((
@@ -237,9 +231,7 @@ fn no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing() {
 
 #[test]
 fn the_nat66_default_lives_while_its_vpc_has_attachments() {
-    if !privileged("the_nat66_default_lives_while_its_vpc_has_attachments") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let node = with_default_route(node("n66life", json!({})));
     // Keys from the node config, set once the node exists.
     node.host
@@ -280,9 +272,7 @@ fn the_nat66_default_lives_while_its_vpc_has_attachments() {
 
 #[test]
 fn a_failed_add_rolls_back_only_what_it_created() {
-    if !privileged("a_failed_add_rolls_back_only_what_it_created") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let node = with_default_route(node("n66rb", json!({"nat66_shard_sids": SID_OK})));
     let fail = [("GALACTIC_FAILPOINTS", "bgp-after-datapath")];
     let (a, b, c) = (Pod::new("n66ra"), Pod::new("n66rb"), Pod::new("n66rc"));
@@ -313,9 +303,7 @@ fn a_failed_add_rolls_back_only_what_it_created() {
 
 #[test]
 fn a_missing_uplink_fails_open_with_a_warning() {
-    if !privileged("a_missing_uplink_fails_open_with_a_warning") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let node = node("n66up", json!({}));
     node.host
         .node
@@ -356,9 +344,7 @@ fn a_missing_uplink_fails_open_with_a_warning() {
 
 #[test]
 fn the_datapath_switched_off_in_node_json_registers_nothing() {
-    if !privileged("the_datapath_switched_off_in_node_json_registers_nothing") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let node = node(
         "n66off",
         json!({"ebpf_datapath": "off", "nat66_shard_sids": SID_NO_ROUTE}),
@@ -373,9 +359,7 @@ fn the_datapath_switched_off_in_node_json_registers_nothing() {
 
 #[test]
 fn an_invalid_shard_sid_is_a_config_error_naming_it() {
-    if !privileged("an_invalid_shard_sid_is_a_config_error_naming_it") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let node = node("n66bad", json!({}));
     let pod = Pod::new("n66b");
     let prev = node.master_add(&pod, "G");
@@ -396,9 +380,7 @@ fn an_invalid_shard_sid_is_a_config_error_naming_it() {
 #[test]
 fn a_rerouted_default_is_left_alone_and_orphaned_records_are_swept() {
     use galactic_core::bpf::registry::nat66_key;
-    if !privileged("a_rerouted_default_is_left_alone_and_orphaned_records_are_swept") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let registry = Registry::new();
     let (dir, state) = (registry.bpffs.pin_dir(), &registry.state);
     let value = registry_value();
@@ -436,9 +418,7 @@ fn a_rerouted_default_is_left_alone_and_orphaned_records_are_swept() {
 #[test]
 fn a_replacement_interrupted_between_record_and_map_is_still_removed() {
     use galactic_core::bpf::registry::nat66_key;
-    if !privileged("a_replacement_interrupted_between_record_and_map_is_still_removed") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let registry = Registry::new();
     let (dir, state) = (registry.bpffs.pin_dir(), &registry.state);
     let first = registry_value();

@@ -5,13 +5,11 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
-
-use common::Node;
+use crate::common::Node;
 use galactic_core::bpf::abi::{VrfValue, EGRESS_KIND_VETH};
 use galactic_core::bpf::maps::{self, PIN_DIR_ENV};
 use galactic_testkit::host::Pod;
-use galactic_testkit::privileged::{privileged, TestNetns};
+use galactic_testkit::privileged::TestNetns;
 use serde_json::json;
 
 const BLOCK: u64 = 0x2001_0db8_ff03;
@@ -20,10 +18,8 @@ const GO_TABLE: u32 = 3;
 
 #[test]
 fn an_adopted_vrfs_table_is_the_one_registered_in_the_datapath() {
-    let test = "an_adopted_vrfs_table_is_the_one_registered_in_the_datapath";
-    if !privileged(test) {
-        return;
-    }
+    galactic_testkit::privileged!();
+    let test = galactic_testkit::test_name!();
     let probe = TestNetns::new("vrfprobe");
     let (ok, why) = probe.try_ip(&["link", "add", "Gprobe", "type", "vrf", "table", "4242"]);
     if !ok {

@@ -4,9 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod cluster;
-
-use cluster::*;
+use crate::cluster::*;
 use galactic_testkit::apiserver::{Fault, FaultAction};
 use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};

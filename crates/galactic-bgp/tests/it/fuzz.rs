@@ -4,12 +4,9 @@
 //! proper CNI error. Seeds: `fuzz/corpus/bgp-stanza/`.
 
 use galactic_testkit::fuzz::plugin_campaign;
-use galactic_testkit::privileged::privileged;
 
 #[test]
 fn bgp_stanza() {
-    if !privileged("bgp_stanza") {
-        return;
-    }
+    galactic_testkit::privileged!();
     plugin_campaign("galactic-bgp", "bgp-stanza", &["ADD", "CHECK", "DEL"], 48);
 }

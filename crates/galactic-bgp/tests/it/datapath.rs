@@ -4,15 +4,12 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-mod common;
-
-use common::Node;
+use crate::common::Node;
 use galactic_core::bpf::abi::*;
 use galactic_core::bpf::maps::{self, pin_empty_maps, PIN_DIR_ENV, USID_EGRESS_PROG};
 use galactic_core::bpf::registry::egress_key;
 use galactic_testkit::bpffs::PrivateBpffs;
 use galactic_testkit::host::Pod;
-use galactic_testkit::privileged::privileged;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -69,11 +66,7 @@ fn v6_key(table: u32, result: &Value) -> (u32, u32, u8, [u8; 16]) {
 
 #[test]
 fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_rows() {
-    if !privileged(
-        "registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_rows",
-    ) {
-        return;
-    }
+    galactic_testkit::privileged!();
     let node = node("bpfreg");
     let (a, b) = (Pod::new("bpfa"), Pod::new("bpfb"));
     let ra = node.add(&a, "G");
@@ -198,9 +191,7 @@ fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_r
 
 #[test]
 fn missing_maps_fail_the_add_with_an_actionable_error_and_no_registration() {
-    if !privileged("missing_maps_fail_the_add_with_an_actionable_error_and_no_registration") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let node = node("bpfmiss");
     std::fs::remove_file(node.bpffs.pin_dir().join(maps::VRF_TABLE)).unwrap();
     let pod = Pod::new("bpfm");
@@ -253,11 +244,7 @@ fn pin_pass_classifier(pin_dir: &Path) {
 
 #[test]
 fn the_pinned_egress_program_is_attached_once_in_its_slot_and_replaced_on_a_repeated_add() {
-    if !privileged(
-        "the_pinned_egress_program_is_attached_once_in_its_slot_and_replaced_on_a_repeated_add",
-    ) {
-        return;
-    }
+    galactic_testkit::privileged!();
     let node = node("bpftc");
     pin_pass_classifier(&node.bpffs.pin_dir());
     let pod = Pod::new("bpft");
@@ -329,9 +316,7 @@ fn the_pinned_egress_program_is_attached_once_in_its_slot_and_replaced_on_a_repe
 /// A map written by bpftool is read by our ABI types, and what we write is what bpftool sees.
 #[test]
 fn bpftool_and_the_abi_agree_byte_for_byte() {
-    if !privileged("bpftool_and_the_abi_agree_byte_for_byte") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let bpffs = PrivateBpffs::mount();
     let dir = bpffs.pin_dir();
     pin_empty_maps(&dir).unwrap();
@@ -456,9 +441,7 @@ fn bpftool_and_the_abi_agree_byte_for_byte() {
 
 #[test]
 fn pinning_is_idempotent_and_refuses_a_map_with_another_definition() {
-    if !privileged("pinning_is_idempotent_and_refuses_a_map_with_another_definition") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let bpffs = PrivateBpffs::mount();
     let dir = bpffs.pin_dir();
     let first = pin_empty_maps(&dir).unwrap();
@@ -523,9 +506,7 @@ fn pinning_is_idempotent_and_refuses_a_map_with_another_definition() {
 fn removal_keeps_shared_rerouted_and_reused_rows() {
     use galactic_core::bpf::registry::{register_attachment, Registration};
     use galactic_core::bpf::usid::Usid;
-    if !privileged("removal_keeps_shared_rerouted_and_reused_rows") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let bpffs = PrivateBpffs::mount();
     let dir = bpffs.pin_dir();
     pin_empty_maps(&dir).unwrap();

@@ -4,9 +4,7 @@
 // Helpers outside #[test] functions panic on fixture failures by design.
 #![allow(clippy::unwrap_used)]
 
-mod cluster;
-
-use cluster::*;
+use crate::cluster::*;
 use galactic_testkit::apiserver::{Fault, FaultAction};
 use galactic_testkit::runtime::Attachment;
 use galactic_testkit::{Outcome, TestNode};
