@@ -21,75 +21,85 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// One test binary run inside the guest, every test of it.
+/// One run inside the guest: one topic of a package's integration tests, every test of it.
 pub struct Suite {
     /// Workspace package.
     pub package: &'static str,
-    /// Integration test target (`tests/<name>.rs`).
+    /// The topic: a module of the package's `it` test binary, or a test target of its own.
     pub test: &'static str,
+    /// Which of the two.
+    pub layout: Layout,
+}
+
+/// Where a suite's tests live in its package.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `tests/it/<test>.rs`: a module of the package's one integration-test binary `it`, run as
+    /// `it <test>::` (docs/testing.md).
+    Module,
+    /// `tests/<test>.rs`: a test binary of its own (galactic-master's, until its tests move to
+    /// the `it` layout).
+    File,
 }
 
 impl Suite {
+    /// The module `test` of `package`'s `it` binary.
+    pub const fn module(package: &'static str, test: &'static str) -> Self {
+        Self {
+            package,
+            test,
+            layout: Layout::Module,
+        }
+    }
+
+    /// The test target `tests/<test>.rs` of `package`.
+    pub const fn file(package: &'static str, test: &'static str) -> Self {
+        Self {
+            package,
+            test,
+            layout: Layout::File,
+        }
+    }
+
     /// `package/test`, as `--only` takes it.
     pub fn id(&self) -> String {
         format!("{}/{}", self.package, self.test)
+    }
+
+    /// The test target's crate root, relative to the workspace (what cargo's messages name).
+    fn source(&self) -> PathBuf {
+        let tests = Path::new("crates").join(self.package).join("tests");
+        match self.layout {
+            Layout::Module => tests.join("it").join("main.rs"),
+            Layout::File => tests.join(format!("{}.rs", self.test)),
+        }
+    }
+
+    /// What the test binary is given to run only this suite: the module's path prefix (the
+    /// harness matches it against `module::test_name`), or nothing for a binary of its own.
+    fn filter(&self) -> Option<String> {
+        match self.layout {
+            Layout::Module => Some(format!("{}::", self.test)),
+            Layout::File => None,
+        }
     }
 }
 
 /// What runs in the VM: every privileged suite that creates or uses a routing domain.
 pub const SUITES: &[Suite] = &[
-    Suite {
-        package: "galactic-master",
-        test: "attach",
-    },
-    Suite {
-        package: "galactic-master",
-        test: "tap",
-    },
-    Suite {
-        package: "galactic-master",
-        test: "chain",
-    },
-    Suite {
-        package: "galactic-master",
-        test: "vrf",
-    },
-    Suite {
-        package: "galactic-master",
-        test: "vrf_domains",
-    },
-    Suite {
-        package: "galactic-master",
-        test: "domains",
-    },
-    Suite {
-        package: "galactic-master",
-        test: "bad_input",
-    },
-    Suite {
-        package: "galactic-route",
-        test: "terminations",
-    },
-    Suite {
-        package: "galactic-route",
-        test: "ownership",
-    },
-    Suite {
-        package: "galactic-route",
-        test: "chain",
-    },
-    Suite {
-        package: "galactic-bgp",
-        test: "datapath",
-    },
-    Suite {
-        package: "galactic-bgp",
-        test: "nat66",
-    },
-    Suite {
-        package: "galactic-bgp",
-        test: "adopted",
-    },
+    Suite::file("galactic-master", "attach"),
+    Suite::file("galactic-master", "tap"),
+    Suite::file("galactic-master", "chain"),
+    Suite::file("galactic-master", "vrf"),
+    Suite::file("galactic-master", "vrf_domains"),
+    Suite::file("galactic-master", "domains"),
+    Suite::file("galactic-master", "bad_input"),
+    Suite::module("galactic-route", "terminations"),
+    Suite::module("galactic-route", "ownership"),
+    Suite::module("galactic-route", "chain"),
+    Suite::module("galactic-bgp", "datapath"),
+    Suite::module("galactic-bgp", "nat66"),
+    Suite::module("galactic-bgp", "adopted"),
 ];
 
 /// `cargo xtask test-kernel`: boots Debian 12's LTS kernel (6.1, with VRF) in a VM and runs the
@@ -160,6 +170,7 @@ pub fn run(args: &Args) -> Result<()> {
             id: s.id(),
             package_dir: crate::workspace_root().join("crates").join(s.package),
             executable: executables[&s.id()].clone(),
+            filter: s.filter(),
         })
         .chain(demo.then_some(guest::Run::Demo))
         .collect();
@@ -254,10 +265,7 @@ fn build(suites: &[&Suite]) -> Result<BTreeMap<String, PathBuf>> {
     suites
         .iter()
         .map(|suite| {
-            let source = Path::new("crates")
-                .join(suite.package)
-                .join("tests")
-                .join(format!("{}.rs", suite.test));
+            let source = suite.source();
             let exe = built
                 .iter()
                 .find(|(src, _)| src.ends_with(&source))
@@ -291,4 +299,29 @@ fn test_executables(messages: &str) -> Vec<(PathBuf, PathBuf)> {
             ))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Layout, SUITES};
+
+    /// A suite whose module or file was renamed would run nothing (a filter matching no test)
+    /// or fail only after the whole build: each must name a test source of its package.
+    #[test]
+    fn every_suite_names_a_test_source_of_its_package() {
+        let root = crate::workspace_root();
+        for suite in SUITES {
+            let tests = root.join("crates").join(suite.package).join("tests");
+            let found = match suite.layout {
+                Layout::Module => {
+                    let it = tests.join("it");
+                    it.join("main.rs").is_file()
+                        && (it.join(format!("{}.rs", suite.test)).is_file()
+                            || it.join(suite.test).join("mod.rs").is_file())
+                }
+                Layout::File => tests.join(format!("{}.rs", suite.test)).is_file(),
+            };
+            assert!(found, "{}: no such test source", suite.id());
+        }
+    }
 }
