@@ -144,7 +144,7 @@ pub fn call(
         }
     }
     // These tests are about publication: the node has SRv6 settings but no eBPF datapath
-    // (tests/datapath.rs covers the registration on real maps).
+    // (the `datapath` module covers the registration on real maps).
     runtime(node)
         .env(galactic_core::bpf::maps::DATAPATH_ENV, "off")
         .plugin(&stanza.list, 0, command, &att, stanza.prev.as_ref())
