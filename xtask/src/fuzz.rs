@@ -1,7 +1,8 @@
 //! `fuzz [--seconds N]`: a bounded fuzzing campaign over every parser that takes untrusted input.
 //!
-//! Runs the `fuzz` test target of each crate that has one with `GALACTIC_FUZZ_SECONDS=N` (default
-//! 60 s per target; targets run two at a time), then prints the cases run per target. The
+//! Runs each crate's fuzz tests (the `fuzz` module of its `it` test binary; galactic-master's
+//! `tests/fuzz.rs` target) with `GALACTIC_FUZZ_SECONDS=N` (default 60 s per target; targets run
+//! two at a time), then prints the cases run per target. The
 //! targets, their seed corpora (`fuzz/corpus/<target>/`) and the properties are described in
 //! `galactic_testkit::fuzz` and `docs/reliability.md`. Plain `cargo test` runs the same
 //! targets with a small fixed case count (the CI pass).
@@ -10,8 +11,8 @@ use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-/// Packages with a `tests/fuzz.rs` target (the masters' is their shared flow's, galactic-master).
-const CRATES: [&str; 4] = [
+/// Packages whose fuzz targets are the module `fuzz` of their `it` test binary.
+const IT_CRATES: [&str; 4] = [
     "galactic-master",
     "galactic-ipam",
     "galactic-route",
@@ -48,14 +49,20 @@ pub fn run(args: &Args) -> Result<()> {
 
 /// Runs every target; fails when any target fails.
 fn campaign(seconds: u64) -> Result<Vec<TargetRun>> {
+    run_targets(&IT_CRATES, "fuzz::", seconds)
+}
+
+/// Runs the tests under `filter` of `packages`' `it` binaries.
+fn run_targets(packages: &[&str], filter: &str, seconds: u64) -> Result<Vec<TargetRun>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut command = Command::new(cargo);
     command.current_dir(crate::workspace_root()).arg("test");
-    for krate in CRATES {
+    for krate in packages {
         command.args(["-p", krate]);
     }
     let mut child = command
-        .args(["--test", "fuzz", "--", "--nocapture", "--test-threads", "2"])
+        .args(["--test", "it", "--", filter])
+        .args(["--nocapture", "--test-threads", "2"])
         .env("GALACTIC_FUZZ_SECONDS", seconds.to_string())
         .stdout(Stdio::piped())
         .spawn()

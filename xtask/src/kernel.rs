@@ -21,75 +21,55 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// One test binary run inside the guest, every test of it.
+/// One run inside the guest: one module of a package's integration-test binary `it`, every
+/// test of it, run as `it <test>::` (docs/testing.md).
 pub struct Suite {
     /// Workspace package.
     pub package: &'static str,
-    /// Integration test target (`tests/<name>.rs`).
+    /// The module of the package's `it` binary.
     pub test: &'static str,
 }
 
 impl Suite {
+    /// The module `test` of `package`'s `it` binary.
+    pub const fn module(package: &'static str, test: &'static str) -> Self {
+        Self { package, test }
+    }
+
     /// `package/test`, as `--only` takes it.
     pub fn id(&self) -> String {
         format!("{}/{}", self.package, self.test)
+    }
+
+    /// The test target's crate root, relative to the workspace (what cargo's messages name).
+    fn source(&self) -> PathBuf {
+        let tests = Path::new("crates").join(self.package).join("tests");
+        tests.join("it").join("main.rs")
+    }
+
+    /// What the test binary is given to run only this suite: the module's path prefix (the
+    /// harness matches it against `module::test_name`).
+    fn filter(&self) -> String {
+        format!("{}::", self.test)
     }
 }
 
 /// What runs in the VM: every privileged suite that creates or uses a routing domain.
 pub const SUITES: &[Suite] = &[
-    Suite {
-        package: "galactic-cni",
-        test: "it",
-    },
-    Suite {
-        package: "galactic-tap-cni",
-        test: "it",
-    },
-    Suite {
-        package: "galactic-master",
-        test: "chain",
-    },
-    Suite {
-        package: "galactic-master",
-        test: "vrf",
-    },
-    Suite {
-        package: "galactic-master",
-        test: "vrf_domains",
-    },
-    Suite {
-        package: "galactic-master",
-        test: "domains",
-    },
-    Suite {
-        package: "galactic-master",
-        test: "bad_input",
-    },
-    Suite {
-        package: "galactic-route",
-        test: "terminations",
-    },
-    Suite {
-        package: "galactic-route",
-        test: "ownership",
-    },
-    Suite {
-        package: "galactic-route",
-        test: "chain",
-    },
-    Suite {
-        package: "galactic-bgp",
-        test: "datapath",
-    },
-    Suite {
-        package: "galactic-bgp",
-        test: "nat66",
-    },
-    Suite {
-        package: "galactic-bgp",
-        test: "adopted",
-    },
+    Suite::module("galactic-cni", "attach"),
+    Suite::module("galactic-cni", "lifecycle"),
+    Suite::module("galactic-tap-cni", "tap"),
+    Suite::module("galactic-master", "chain"),
+    Suite::module("galactic-master", "vrf"),
+    Suite::module("galactic-master", "vrf_domains"),
+    Suite::module("galactic-master", "domains"),
+    Suite::module("galactic-master", "bad_input"),
+    Suite::module("galactic-route", "terminations"),
+    Suite::module("galactic-route", "ownership"),
+    Suite::module("galactic-route", "chain"),
+    Suite::module("galactic-bgp", "datapath"),
+    Suite::module("galactic-bgp", "nat66"),
+    Suite::module("galactic-bgp", "adopted"),
 ];
 
 /// `cargo xtask test-kernel`: boots Debian 12's LTS kernel (6.1, with VRF) in a VM and runs the
@@ -160,6 +140,7 @@ pub fn run(args: &Args) -> Result<()> {
             id: s.id(),
             package_dir: crate::workspace_root().join("crates").join(s.package),
             executable: executables[&s.id()].clone(),
+            filter: s.filter(),
         })
         .chain(demo.then_some(guest::Run::Demo))
         .collect();
@@ -254,13 +235,10 @@ fn build(suites: &[&Suite]) -> Result<BTreeMap<String, PathBuf>> {
     suites
         .iter()
         .map(|suite| {
-            // A test binary is `tests/<test>.rs` or, with modules, `tests/<test>/main.rs`.
-            let tests = Path::new("crates").join(suite.package).join("tests");
-            let source = tests.join(format!("{}.rs", suite.test));
-            let dir_main = tests.join(suite.test).join("main.rs");
+            let source = suite.source();
             let exe = built
                 .iter()
-                .find(|(src, _)| src.ends_with(&source) || src.ends_with(&dir_main))
+                .find(|(src, _)| src.ends_with(&source))
                 .map(|(_, exe)| exe.clone())
                 .with_context(|| {
                     format!(
@@ -291,4 +269,24 @@ fn test_executables(messages: &str) -> Vec<(PathBuf, PathBuf)> {
             ))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SUITES;
+
+    /// A suite whose module or file was renamed would run nothing (a filter matching no test)
+    /// or fail only after the whole build: each must name a test source of its package.
+    #[test]
+    fn every_suite_names_a_test_source_of_its_package() {
+        let root = crate::workspace_root();
+        for suite in SUITES {
+            let tests = root.join("crates").join(suite.package).join("tests");
+            let it = tests.join("it");
+            let found = it.join("main.rs").is_file()
+                && (it.join(format!("{}.rs", suite.test)).is_file()
+                    || it.join(suite.test).join("mod.rs").is_file());
+            assert!(found, "{}: no such test source", suite.id());
+        }
+    }
 }

@@ -13,7 +13,7 @@ use galactic_core::cni::execute;
 use galactic_core::net::netlink::{self, Netlink};
 use galactic_testkit::harness::Entered;
 use galactic_testkit::host::Host;
-use galactic_testkit::privileged::{privileged, TestNetns};
+use galactic_testkit::privileged::TestNetns;
 use galactic_testkit::route_node::{Call, RouteNode};
 use serde_json::json;
 
@@ -55,11 +55,7 @@ fn costs(node: &RouteNode, nl: &Netlink) -> [u64; 3] {
 
 #[test]
 fn add_check_and_del_read_as_much_on_a_grown_node_and_an_old_vpc_as_on_a_fresh_one() {
-    if !privileged(
-        "add_check_and_del_read_as_much_on_a_grown_node_and_an_old_vpc_as_on_a_fresh_one",
-    ) {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = Host::new(
         "rcost",
         json!({"routing_domain": "auto"}),

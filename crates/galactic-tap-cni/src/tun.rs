@@ -81,13 +81,11 @@ fn ioctl(rc: libc::c_int, what: impl FnOnce() -> String) -> Result<(), NetError>
 mod tests {
     use super::*;
     use galactic_core::net::netns::{run_in, Netns};
-    use galactic_testkit::privileged::{privileged, TestNetns};
+    use galactic_testkit::privileged::TestNetns;
 
     #[test]
     fn tap_is_persistent_with_the_requested_options() {
-        if !privileged("tap_is_persistent_with_the_requested_options") {
-            return;
-        }
+        galactic_testkit::privileged!();
         let host = TestNetns::new("tap");
         let ns = Netns::open(&host.path()).unwrap();
         let opts = TapOptions {

@@ -5,13 +5,64 @@
 //! plugin's "host" is itself such a namespace: plugin processes are started inside it.
 //!
 //! Without root, privileged tests report themselves as skipped, except under `CI=true`, where a
-//! missing capability fails the test instead: CI must never skip them silently.
+//! missing capability fails the test instead: CI must never skip them silently. A test says it is
+//! privileged with [`privileged!`](crate::privileged!) as its first statement; the macro names
+//! the test itself, so the skip line always names the function it stands in.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// Whether privileged tests can run here. Panics under `CI=true` when they cannot.
+/// Returns from the calling test, after printing `SKIPPED <test path>: <why>`, when privileged
+/// tests cannot run here; panics under `CI=true` instead. The first statement of every
+/// privileged test:
+///
+/// ```ignore
+/// #[test]
+/// fn a_pod_gets_its_routes() {
+///     galactic_testkit::privileged!();
+///     // … the test, as root
+/// }
+/// ```
+///
+/// The name is the test's path as the test harness lists it ([`test_name!`](crate::test_name!)),
+/// so it cannot drift from the function name. For a test returning `()` only.
+#[macro_export]
+macro_rules! privileged {
+    () => {
+        if !$crate::privileged::privileged($crate::test_name!()) {
+            return;
+        }
+    };
+}
+
+/// The path of the enclosing function as the test harness lists it (`chain::a_pod_gets_its_routes`
+/// for `fn a_pod_gets_its_routes` in `tests/it/chain.rs`): what [`privileged!`](crate::privileged!)
+/// prints, and what a test's own `SKIPPED` lines should name.
+#[macro_export]
+macro_rules! test_name {
+    () => {{
+        // A nested fn item's type name is the enclosing function's path plus `::here`.
+        fn here() {}
+        $crate::privileged::test_path(::std::any::type_name_of_val(&here))
+    }};
+}
+
+/// The test harness's name of the function whose nested `fn here` has type name `type_name`:
+/// without the crate (the harness lists paths inside the test binary), the closures an async test
+/// body adds, and `here`.
+pub fn test_path(type_name: &str) -> &str {
+    let path = type_name.strip_suffix("::here").unwrap_or(type_name);
+    let mut path = path.split_once("::").map_or(path, |(_crate, rest)| rest);
+    while let Some(outer) = path.strip_suffix("::{{closure}}") {
+        path = outer;
+    }
+    path
+}
+
+/// Whether privileged tests can run here; prints `SKIPPED {test}: <why>` when they cannot, and
+/// panics instead under `CI=true`. What [`privileged!`](crate::privileged!) runs; tests call the
+/// macro, which names them (galactic-master's per-file tests still call this directly).
 pub fn privileged(test: &str) -> bool {
     let reason = if !nix::unistd::geteuid().is_root() {
         Some("not running as root")
@@ -150,4 +201,30 @@ fn run(argv: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_path;
+
+    #[test]
+    fn a_test_path_is_the_harness_name_of_the_function() {
+        assert_eq!(
+            test_path("it::chain::a_pod_routes::here"),
+            "chain::a_pod_routes"
+        );
+        assert_eq!(
+            test_path("galactic_core::net::tests::t::{{closure}}::{{closure}}::here"),
+            "net::tests::t"
+        );
+        assert_eq!(test_path("fuzz::netconf::here"), "netconf");
+    }
+
+    #[test]
+    fn the_macro_names_the_enclosing_test() {
+        assert_eq!(
+            crate::test_name!(),
+            "privileged::tests::the_macro_names_the_enclosing_test"
+        );
+    }
 }

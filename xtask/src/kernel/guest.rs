@@ -21,6 +21,9 @@ pub enum Run {
         package_dir: PathBuf,
         /// The built test executable.
         executable: PathBuf,
+        /// The test-name filter that selects the suite from its package's `it` binary (a
+        /// module path prefix).
+        filter: String,
     },
     /// `cargo xtask demo` with a VRF routing domain and the plugins built on the host.
     Demo,
@@ -45,11 +48,16 @@ impl Run {
             Self::Test {
                 package_dir,
                 executable,
+                filter,
                 ..
             } => (
                 package_dir.clone(),
                 // --show-output: a test that reports itself SKIPPED is visible, and failed.
-                format!("{} --show-output", quote(executable)),
+                format!(
+                    "{} --show-output {}",
+                    quote(executable),
+                    quote(Path::new(filter))
+                ),
             ),
             Self::Demo => {
                 let debug = executable_dir();
@@ -249,8 +257,12 @@ fn outcome(run: &Run, results: &Path) -> Option<String> {
         return Some(format!("skipped in the VM: {}", skipped.join("; ")));
     }
     if let Run::Test { .. } = run {
-        if !log.lines().any(|l| l.starts_with("test result: ok.")) {
+        let Some(result) = log.lines().find(|l| l.starts_with("test result: ok.")) else {
             return Some("no test result line".into());
+        };
+        // A filter that matches nothing (a module renamed) passes with nothing run.
+        if result.starts_with("test result: ok. 0 passed;") {
+            return Some("no test ran".into());
         }
     }
     None
@@ -340,6 +352,7 @@ mod tests {
             id: "p/t".into(),
             package_dir: dir.path().into(),
             executable: dir.path().join("t"),
+            filter: "t::".into(),
         };
         std::fs::write(dir.path().join("p--t.rc"), rc).unwrap();
         std::fs::write(dir.path().join("p--t.log"), log).unwrap();
@@ -347,7 +360,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_passes_only_with_status_0_a_result_line_and_nothing_skipped() {
+    fn a_run_passes_only_with_status_0_a_result_line_a_test_run_and_nothing_skipped() {
         let ok = "test a ... ok\ntest result: ok. 1 passed; 0 failed\n";
         assert_eq!(judge("0\n", ok), None);
         assert!(judge("101\n", ok).unwrap().contains("exit status 101"));
@@ -358,5 +371,8 @@ mod tests {
         assert!(judge("0\n", "running 0 tests\n")
             .unwrap()
             .contains("no test result"));
+        let none_matched = "running 0 tests\n\ntest result: ok. 0 passed; 0 failed; 0 ignored; \
+                            0 measured; 12 filtered out\n";
+        assert!(judge("0\n", none_matched).unwrap().contains("no test ran"));
     }
 }

@@ -2,14 +2,11 @@
 
 use crate::*;
 use galactic_testkit::host::{ip_of, Pod};
-use galactic_testkit::privileged::privileged;
 use serde_json::{json, Value};
 
 #[test]
 fn dual_stack_add_check_del_del_for_both_spec_versions() {
-    if !privileged("dual_stack_add_check_del_del_for_both_spec_versions") {
-        return;
-    }
+    galactic_testkit::privileged!();
     for version in ["1.0.0", "1.1.0"] {
         let host = host("vds");
         let rt = runtime(&host);
@@ -119,9 +116,7 @@ fn dual_stack_add_check_del_del_for_both_spec_versions() {
 
 #[test]
 fn every_addressing_mode_attaches_checks_and_detaches() {
-    if !privileged("every_addressing_mode_attaches_checks_and_detaches") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = host("vmodes");
     let rt = runtime(&host);
     let cases = [
@@ -176,9 +171,7 @@ fn every_addressing_mode_attaches_checks_and_detaches() {
 
 #[test]
 fn two_pods_of_one_vpc_talk_and_other_vpcs_and_the_host_are_unreachable() {
-    if !privileged("two_pods_of_one_vpc_talk_and_other_vpcs_and_the_host_are_unreachable") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = host("viso");
     let rt = runtime(&host);
     // Stand-ins for the host's own addresses (main and local tables).
@@ -226,9 +219,7 @@ fn two_pods_of_one_vpc_talk_and_other_vpcs_and_the_host_are_unreachable() {
 
 #[test]
 fn forwarding_works_when_the_host_forward_policy_is_drop() {
-    if !privileged("forwarding_works_when_the_host_forward_policy_is_drop") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = host("vdrop");
     let rt = runtime(&host);
     for cmd in [
@@ -268,9 +259,7 @@ fn forwarding_works_when_the_host_forward_policy_is_drop() {
 
 #[test]
 fn a_retried_add_converges_without_duplicates() {
-    if !privileged("a_retried_add_converges_without_duplicates") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = table_host("vretry");
     let rt = runtime(&host);
     let pod = Pod::new("vretry");
@@ -296,9 +285,7 @@ fn a_retried_add_converges_without_duplicates() {
 
 #[test]
 fn check_fails_when_only_the_ipam_allocation_is_missing_or_different() {
-    if !privileged("check_fails_when_only_the_ipam_allocation_is_missing_or_different") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = table_host("vipamchk");
     let rt = runtime(&host);
     let pod = Pod::new("vipamchk");

@@ -2,14 +2,11 @@
 
 use crate::*;
 use galactic_testkit::host::{ip_of, Host, Pod};
-use galactic_testkit::privileged::privileged;
 use serde_json::{json, Value};
 
 #[test]
 fn a_failure_at_any_step_leaves_nothing_behind() {
-    if !privileged("a_failure_at_any_step_leaves_nothing_behind") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let failpoints = [
         "after-record",
         "after-domain-record",
@@ -87,9 +84,7 @@ fn a_failure_at_any_step_leaves_nothing_behind() {
 
 #[test]
 fn del_succeeds_and_releases_when_the_netns_is_gone_or_the_config_was_edited() {
-    if !privileged("del_succeeds_and_releases_when_the_netns_is_gone_or_the_config_was_edited") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = host("vdel");
     let rt = runtime(&host);
     let conf = conf("1.1.0", "E", "1", pools("fd6b:1::/64", "10.107.0.0/24"));
@@ -125,9 +120,7 @@ fn del_succeeds_and_releases_when_the_netns_is_gone_or_the_config_was_edited() {
 
 #[test]
 fn an_attachment_held_by_a_live_pod_is_refused_and_a_dead_ones_is_replaced() {
-    if !privileged("an_attachment_held_by_a_live_pod_is_refused_and_a_dead_ones_is_replaced") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = host("vclaim");
     let rt = runtime(&host);
     let conf = conf("1.1.0", "C", "1", pools("fd6d:1::/64", "10.108.0.0/24"));
@@ -150,9 +143,7 @@ fn an_attachment_held_by_a_live_pod_is_refused_and_a_dead_ones_is_replaced() {
 
 #[test]
 fn containers_racing_for_one_attachment_leave_one_intact_holder() {
-    if !privileged("containers_racing_for_one_attachment_leave_one_intact_holder") {
-        return;
-    }
+    galactic_testkit::privileged!();
     // Two pods of one Deployment on one node: the same NAD, so the same VPC attachment. Each
     // round three containers ADD at once; a loser's failure (and the DEL its runtime then
     // sends) must never touch what the holder created.
@@ -205,9 +196,7 @@ fn containers_racing_for_one_attachment_leave_one_intact_holder() {
 
 #[test]
 fn a_gateway_used_by_another_vpc_is_refused_cleanly() {
-    if !privileged("a_gateway_used_by_another_vpc_is_refused_cleanly") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = table_host("vovl");
     let rt = runtime(&host);
     let a = Pod::new("vovla");
@@ -243,9 +232,7 @@ fn a_gateway_used_by_another_vpc_is_refused_cleanly() {
 
 #[test]
 fn gc_removes_stale_attachments_and_unused_domains_only() {
-    if !privileged("gc_removes_stale_attachments_and_unused_domains_only") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = host("vgc");
     let rt = runtime(&host);
     let c = |att: &str| conf("1.1.0", "G", att, pools("fd6e:1::/64", "10.110.0.0/24"));
@@ -290,9 +277,7 @@ fn gc_removes_stale_attachments_and_unused_domains_only() {
 
 #[test]
 fn invalid_configs_are_refused_before_anything_changes() {
-    if !privileged("invalid_configs_are_refused_before_anything_changes") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = host("vbad");
     let rt = runtime(&host);
     let pod = Pod::new("vbad");
@@ -333,9 +318,7 @@ fn invalid_configs_are_refused_before_anything_changes() {
 
 #[test]
 fn gc_sweeps_rules_and_firewall_entries_no_record_owns() {
-    if !privileged("gc_sweeps_rules_and_firewall_entries_no_record_owns") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = host("vsweep");
     let rt = runtime(&host);
     let pod = Pod::new("vsweep");
@@ -384,9 +367,7 @@ fn gc_sweeps_rules_and_firewall_entries_no_record_owns() {
 
 #[test]
 fn host_services_are_not_reachable_at_the_gateway_in_table_mode() {
-    if !privileged("host_services_are_not_reachable_at_the_gateway_in_table_mode") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = Host::new(
         "vsvc",
         json!({"routing_domain": "table"}),
@@ -435,9 +416,7 @@ fn host_services_are_not_reachable_at_the_gateway_in_table_mode() {
 
 #[test]
 fn vrf_backend_when_the_kernel_has_vrf() {
-    if !privileged("vrf_backend_when_the_kernel_has_vrf") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let probe = galactic_testkit::privileged::TestNetns::new("vrfprobe");
     let (supported, why) = probe.try_ip(&["link", "add", "Gprobe", "type", "vrf", "table", "4242"]);
     if !supported {

@@ -3,7 +3,7 @@
 use super::netlink::{AddrFlags, Netlink, RouteKind, RouteSpec, RuleSpec};
 use super::netns::Netns;
 use crate::ip::Family;
-use galactic_testkit::privileged::{privileged, TestNetns};
+use galactic_testkit::privileged::TestNetns;
 
 fn open(ns: &TestNetns) -> (Netns, Netlink) {
     let netns = Netns::open(&ns.path()).unwrap();
@@ -13,9 +13,7 @@ fn open(ns: &TestNetns) -> (Netns, Netlink) {
 
 #[test]
 fn veth_peer_is_created_directly_in_the_pod_namespace() {
-    if !privileged("veth_peer_is_created_directly_in_the_pod_namespace") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = TestNetns::new("nlhost");
     let pod = TestNetns::new("nlpod");
     let (_h, nl) = open(&host);
@@ -58,9 +56,7 @@ fn veth_peer_is_created_directly_in_the_pod_namespace() {
 
 #[test]
 fn addresses_routes_rules_and_neighbours_round_trip() {
-    if !privileged("addresses_routes_rules_and_neighbours_round_trip") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = TestNetns::new("nlobj");
     let pod = TestNetns::new("nlobjpod");
     let (_h, nl) = open(&host);
@@ -183,9 +179,7 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
 #[test]
 fn route_get_neighbours_and_global_addresses_read_the_kernel() {
     use super::netlink::{NeighState, RouteLookup};
-    if !privileged("route_get_neighbours_and_global_addresses_read_the_kernel") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = TestNetns::new("nlget");
     let peer = TestNetns::new("nlgetpeer");
     let (_h, nl) = open(&host);
@@ -330,9 +324,7 @@ fn route_get_neighbours_and_global_addresses_read_the_kernel() {
 
 #[test]
 fn firewall_rules_are_owned_idempotent_and_removed_by_tag() {
-    if !privileged("firewall_rules_are_owned_idempotent_and_removed_by_tag") {
-        return;
-    }
+    galactic_testkit::privileged!();
     assert!(
         super::firewall::available(),
         "nft (Debian package nftables) is required"
@@ -423,9 +415,7 @@ fn firewall_rules_are_owned_idempotent_and_removed_by_tag() {
 
 #[test]
 fn a_table_dump_receives_that_table_only() {
-    if !privileged("a_table_dump_receives_that_table_only") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let host = TestNetns::new("nldump");
     let peer = TestNetns::new("nldumpp");
     let (_h, nl) = open(&host);

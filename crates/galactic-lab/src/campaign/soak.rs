@@ -252,14 +252,11 @@ fn final_checks(lab: &Lab, baseline: &BTreeSet<String>, report: &mut Report) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use galactic_testkit::privileged::privileged;
 
     /// The CI pass: 8 runtimes for 10 s; only code 11 may fail, the node ends clean.
     #[test]
     fn short_soak_keeps_the_invariants() {
-        if !privileged("short_soak") {
-            return;
-        }
+        galactic_testkit::privileged!();
         let lab = Lab::for_tests("soak").expect("lab");
         let report = soak(&lab, 8, Duration::from_secs(10)).expect("soak runs");
         println!("{report}");

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::net::netns::Netns;
-use galactic_testkit::privileged::{privileged, TestNetns};
+use galactic_testkit::privileged::TestNetns;
 
 /// A namespace with `up0` (a veth into a peer namespace), `2001:db8:f::2/64`, a route to
 /// `2001:db8:5::/64` via the peer and a permanent neighbour entry for the peer.
@@ -16,9 +16,7 @@ fn uplinked(tag: &str) -> (TestNetns, TestNetns, Netlink) {
 
 #[test]
 fn shard_sids_resolve_via_gateway_or_on_link_and_say_why_not() {
-    if !privileged("shard_sids_resolve_via_gateway_or_on_link_and_say_why_not") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let (host, _peer, nl) = uplinked("upsid");
     let up0 = nl.require_link("up0").unwrap().index;
     let via = resolve_sid(&nl, "2001:db8:5::1".parse().unwrap()).unwrap();
@@ -94,9 +92,7 @@ fn shard_sids_resolve_via_gateway_or_on_link_and_say_why_not() {
 
 #[test]
 fn node_rows_come_from_the_first_configured_or_detected_interface() {
-    if !privileged("node_rows_come_from_the_first_configured_or_detected_interface") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let (host, _peer, nl) = uplinked("uprows");
     let up0 = nl.require_link("up0").unwrap().index;
     let none = resolve_node_rows(&nl, &[]);

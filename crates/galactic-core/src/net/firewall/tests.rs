@@ -5,7 +5,7 @@
 
 use super::{allow, is_allowed, owned_interfaces, remove};
 use crate::net::netns::{run_in, Netns};
-use galactic_testkit::privileged::{privileged, TestNetns};
+use galactic_testkit::privileged::TestNetns;
 
 struct Node {
     router: TestNetns,
@@ -178,9 +178,7 @@ fn forwarding_is_allowed_and_taken_back(tag: &str, firewall: &[&[&str]]) {
 
 #[test]
 fn native_nftables_with_a_drop_policy() {
-    if !privileged("native_nftables_with_a_drop_policy") {
-        return;
-    }
+    galactic_testkit::privileged!();
     forwarding_is_allowed_and_taken_back(
         "fwn",
         &[&[
@@ -192,9 +190,7 @@ fn native_nftables_with_a_drop_policy() {
 
 #[test]
 fn iptables_nft_with_a_drop_policy() {
-    if !privileged("iptables_nft_with_a_drop_policy") {
-        return;
-    }
+    galactic_testkit::privileged!();
     forwarding_is_allowed_and_taken_back(
         "fwi",
         &[
@@ -206,9 +202,7 @@ fn iptables_nft_with_a_drop_policy() {
 
 #[test]
 fn iptables_legacy_with_a_drop_policy() {
-    if !privileged("iptables_legacy_with_a_drop_policy") {
-        return;
-    }
+    galactic_testkit::privileged!();
     forwarding_is_allowed_and_taken_back(
         "fwl",
         &[
@@ -220,9 +214,7 @@ fn iptables_legacy_with_a_drop_policy() {
 
 #[test]
 fn all_three_at_once() {
-    if !privileged("all_three_at_once") {
-        return;
-    }
+    galactic_testkit::privileged!();
     forwarding_is_allowed_and_taken_back(
         "fw3",
         &[
@@ -242,9 +234,7 @@ fn all_three_at_once() {
 /// text: the two writers agree on the encoding.
 #[test]
 fn rules_written_by_nft_and_by_netlink_are_the_same_rule() {
-    if !privileged("rules_written_by_nft_and_by_netlink_are_the_same_rule") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let node = node(
         "fwe",
         &[&[

@@ -1,14 +1,11 @@
 //! The campaign's own tests: a short campaign finds nothing, and its checks can fail.
 
 use super::*;
-use galactic_testkit::privileged::privileged;
 
 /// The CI pass: a short campaign with every kind of fault must find nothing.
 #[test]
 fn short_crash_campaign_finds_no_leak_or_duplicate() {
-    if !privileged("short_crash_campaign") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let lab = Lab::for_tests("crash").expect("lab");
     let report = campaign(&lab, 60, Some(60), Rng::time_seed()).expect("campaign runs");
     println!("{report}");
@@ -19,9 +16,7 @@ fn short_crash_campaign_finds_no_leak_or_duplicate() {
 /// The checks can fail: an attachment the runtime forgot (no DEL, no GC yet) is reported.
 #[test]
 fn a_forgotten_attachment_is_a_leak() {
-    if !privileged("a_forgotten_attachment_is_a_leak") {
-        return;
-    }
+    galactic_testkit::privileged!();
     let lab = Lab::for_tests("leak").expect("lab");
     let mut c = Campaign {
         lab: &lab,

@@ -1,0 +1,5 @@
+//! galactic-core's integration tests, one binary (`cargo test -p galactic-core --test it`)
+//! with one module per topic (`-- prev_result_floats::` runs one). Layout and the privileged-test
+//! marker: docs/testing.md.
+
+mod prev_result_floats;

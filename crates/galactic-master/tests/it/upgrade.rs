@@ -1,0 +1,452 @@
+//! Replacing the upstream Go chain on a live node (docs/operations.md, "Upgrading from the Go
+//! implementation"; decision 0061). One throwaway namespace is the node: it gets the Go layout
+//! (IPAM markers and the annotation export, a Go-created veth pod and tap VM with their iptables
+//! FORWARD rules and, on an SRv6 node, the veth's `ifindex_vrf_table` row; a Go VRF with its table
+//! where the kernel has VRF; the Go static conflist with NAT66/eBPF settings and the Go binaries in
+//! the CNI bin dir). Then `install.sh` runs against a temporary root, and the chain it installed
+//! serves the pods: CHECK of a Go-created pod adopts it (its Go rules become ours), the Go-created
+//! ones DEL cleanly (interface, Go rules, `ifindex_vrf_table` row, the pod route in the Go VRF's
+//! table), a new one never gets an address a live pod holds, the settings carried over, and every
+//! name in the bin dir is ours. The VRF device itself exists only where the kernel has VRF (the
+//! production-kernel tier); its table and routes are made here either way.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use galactic_core::bpf::abi::IfindexVrfValue;
+use galactic_core::bpf::maps::{self, IfindexVrfTable};
+use galactic_core::config::NodeConfig;
+use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
+use galactic_testkit::bpffs::PrivateBpffs;
+use galactic_testkit::host::{Host, Pod, PLUGINS};
+use galactic_testkit::privileged::TestNetns;
+use galactic_testkit::runtime::{Conflist, Runtime};
+use galactic_testkit::workspace_binary;
+use serde_json::json;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const VPC: &str = "U";
+const POOL: &str = "fd20:99::/64";
+
+fn hname(att: &str) -> String {
+    host_ifname(
+        &VpcId::parse(VPC).unwrap(),
+        &AttachmentId::parse(att).unwrap(),
+    )
+}
+
+/// An upstream NAD of the Go era: the Go type names, the master and galactic-bgp.
+fn go_nad(master: &str, att: &str) -> Conflist {
+    Conflist::from_value(
+        &json!({"cniVersion": "1.0.0", "name": format!("vpc-u-{att}"), "plugins": [
+        {"type": master, "vpc": VPC, "vpcattachment": att,
+         "ipam": {"type": "galactic-ipam", "ipv6_subnet": POOL}},
+        {"type": "galactic-bgp", "vpc": VPC, "vpcattachment": att}]}),
+    )
+    .unwrap()
+}
+
+/// Runs `args` in the node namespace; panics on failure.
+fn sh(node: &TestNetns, args: &[&str]) -> String {
+    let out = node.exec(args);
+    assert!(out.status.success(), "{args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// What the Go veth master left for a pod: the pair (guest end renamed to eth0 in the pod), its
+/// two FORWARD rules per family (one of them twice: upstream never checked for duplicates), the
+/// pod's address.
+fn go_veth(node: &TestNetns, pod: &Pod, host: &str) {
+    sh(
+        node,
+        &[
+            "ip",
+            "link",
+            "add",
+            host,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            pod.ns.name(),
+        ],
+    );
+    sh(node, &["ip", "link", "set", host, "up"]);
+    go_rules(node, host);
+    pod.ns
+        .ip(&["addr", "add", "fd20:99::100:0/96", "dev", "eth0", "nodad"]);
+    pod.ns.ip(&["link", "set", "eth0", "up"]);
+    pod.ns.ip(&[
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "fd20:99::1",
+        "dev",
+        "eth0",
+        "onlink",
+    ]);
+    // The host gateway: its address on the host end, the pod route in the Go VRF's table
+    // (GO_TABLE exists without the VRF device too).
+    sh(
+        node,
+        &["ip", "addr", "add", "fd20:99::1/128", "dev", host, "nodad"],
+    );
+    sh(
+        node,
+        &[
+            "ip",
+            "-6",
+            "route",
+            "add",
+            "fd20:99::/96",
+            "dev",
+            host,
+            "table",
+            GO_TABLE,
+        ],
+    );
+}
+
+/// The routing table of the Go VRF `G{vpc:9}V`.
+const GO_TABLE: &str = "1";
+
+fn go_tap(node: &TestNetns, host: &str) {
+    sh(node, &["ip", "tuntap", "add", "dev", host, "mode", "tap"]);
+    go_rules(node, host);
+}
+
+fn go_rules(node: &TestNetns, host: &str) {
+    for binary in ["iptables", "ip6tables"] {
+        for direction in ["-o", "-i", "-i"] {
+            sh(
+                node,
+                &[
+                    binary, "-w", "-I", "FORWARD", "1", direction, host, "-j", "ACCEPT",
+                ],
+            );
+        }
+    }
+}
+
+fn forward_rules(node: &TestNetns) -> String {
+    ["iptables", "ip6tables"]
+        .iter()
+        .map(|b| sh(node, &[b, "-w", "-S", "FORWARD"]))
+        .collect()
+}
+
+/// The Go IPAM markers (pod, VM) and the installer's annotation export (a pod whose address only
+/// the annotation recorded: the old in-memory allocator).
+fn go_ipam_state(host: &Host, pod: &Pod, vm: &Pod, elsewhere: &str) {
+    let pool = host.node.legacy_dir().join("fd20:99::-64");
+    std::fs::create_dir_all(&pool).unwrap();
+    std::fs::write(pool.join("lock"), "").unwrap();
+    std::fs::write(pool.join("fd20:99::100:0-96"), &pod.id).unwrap();
+    std::fs::write(pool.join("fd20:99::200:0-96"), &vm.id).unwrap();
+    let data_dir = host.node.dir.path().join("ipam");
+    std::fs::create_dir_all(&data_dir).unwrap();
+    let cid41: String = elsewhere.chars().take(41).collect();
+    std::fs::write(
+        data_dir.join("legacy-annotations.json"),
+        json!({"kind": "List", "items": [{"metadata": {"name": "55-1", "annotations": {
+            format!("galactic.datum.net/netns.{cid41}"): "/var/run/netns/cni-x",
+            format!("galactic.datum.net/allocated-subnet-ipv6.{cid41}"): "fd20:99::1:0:0/96"}}}]})
+        .to_string(),
+    )
+    .unwrap();
+}
+
+/// A Go VRF `G{vpc:9}V` with its table, the veth enslaved, where the kernel has VRF.
+fn go_vrf(node: &TestNetns, host: &str) -> bool {
+    let vrf = format!("G{VPC:0>9}V");
+    let (ok, _) = node.try_ip(&["link", "add", &vrf, "type", "vrf", "table", GO_TABLE]);
+    if ok {
+        sh(node, &["ip", "link", "set", &vrf, "up"]);
+        sh(node, &["ip", "link", "set", host, "master", &vrf]);
+    }
+    ok
+}
+
+/// The image the installer copies from: the workspace's plugin binaries.
+fn image(dir: &Path) -> PathBuf {
+    let bin = dir.join("image-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for plugin in PLUGINS {
+        std::fs::copy(workspace_binary(plugin), bin.join(plugin)).unwrap();
+    }
+    bin
+}
+
+/// The Go chain's files on the host root: its binaries and its static conflist.
+fn go_host_root(root: &Path) {
+    let bin = root.join("opt/cni/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for name in [
+        "galactic-veth",
+        "galactic-tap",
+        "galactic-ipam",
+        "galactic-route",
+        "galactic-bgp",
+    ] {
+        std::fs::write(
+            bin.join(name),
+            "#!/bin/sh\necho '{\"code\":999,\"msg\":\"the Go chain\"}'; exit 1\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let conf = root.join("etc/cni/net.d");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(
+        conf.join("10-galactic.conflist"),
+        r#"{
+  "cniVersion": "1.0.0",
+  "name": "galactic",
+  "plugins": [
+    {
+      "type": "galactic-cni",
+      "node_name": "node-u",
+      "kubeconfig": "/var/lib/galactic/kubeconfig",
+      "namespace": "galactic-system",
+      "log_file": "/var/log/galactic/galactic-cni.log",
+      "log_level": "debug",
+      "nat66_shard_sids": "2001:db8:ff01:9:e001::,2001:db8:ff02:9:e001::",
+      "ebpf_interfaces": "eth1"
+    }
+  ]
+}
+"#,
+    )
+    .unwrap();
+}
+
+fn install(root: &Path, image_bin: &Path) {
+    let out = Command::new("sh")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/kubernetes/install.sh"))
+        .arg("install")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOST_ROOT", root)
+        .env("IMAGE_BIN", image_bin)
+        .env("NODE_NAME", "node-u")
+        .env("GALACTIC_PUBLISHER", "local")
+        .env("ALIASES", "auto")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn a_node_running_the_go_chain_switches_with_its_pods_alive() {
+    galactic_testkit::privileged!();
+    let bpffs = PrivateBpffs::mount();
+    maps::pin_empty_maps(&bpffs.pin_dir()).unwrap();
+    let host = Host::new(
+        "upg",
+        json!({"routing_domain": "table", "publisher": "local", "bpf_pin_dir": bpffs.pin_dir()}),
+        &[],
+    );
+    let node = &host.netns;
+    let (pod, vm) = (Pod::new("upgp"), Pod::new("upgv"));
+    let (veth_host, tap_host) = (hname("1"), hname("2"));
+
+    // The Go layout.
+    go_veth(node, &pod, &veth_host);
+    go_tap(node, &tap_host);
+    let has_vrf = go_vrf(node, &veth_host);
+    let elsewhere = "a-pod-the-annotations-alone-remember-0123456789abcdef";
+    go_ipam_state(&host, &pod, &vm, elsewhere);
+    let ifindex: u32 = sh(
+        node,
+        &["cat", &format!("/sys/class/net/{veth_host}/ifindex")],
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    let mut rows: IfindexVrfTable =
+        maps::open_typed(&bpffs.pin_dir(), maps::IFINDEX_VRF_TABLE).unwrap();
+    rows.insert(
+        ifindex,
+        IfindexVrfValue {
+            block: 0x2001_0db8_ff03,
+            argument: 1,
+            _pad: [0; 6],
+        },
+        0,
+    )
+    .unwrap();
+    let root = tempfile::tempdir().unwrap();
+    go_host_root(root.path());
+
+    // The switch.
+    install(root.path(), &image(root.path()));
+    let bin = root.path().join("opt/cni/bin");
+    for name in [
+        "galactic-veth",
+        "galactic-tap",
+        "galactic-ipam",
+        "galactic-route",
+        "galactic-bgp",
+    ] {
+        let content = std::fs::read(bin.join(name)).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&content).contains("the Go chain"),
+            "{name} is still the Go binary: no NAD may run a mixed chain"
+        );
+    }
+    let carried = NodeConfig::resolve_from(
+        &json!({}),
+        &|_: &str| None,
+        &root.path().join("etc/galactic/node.json"),
+        None,
+    )
+    .unwrap();
+    assert_eq!(carried.nat66_shard_sids.len(), 2, "{carried:?}");
+    assert_eq!(carried.ebpf_interfaces, ["eth1"]);
+    assert_eq!(carried.log_level, galactic_core::log::Level::Debug);
+    assert!(!root
+        .path()
+        .join("etc/cni/net.d/10-galactic.conflist")
+        .exists());
+
+    // The installed chain (through the upstream type names) serves the node from here on.
+    let rt = Runtime::new(&host.node, &bin, Some(node.name()));
+    let fresh = Pod::new("upgn");
+    let result = rt
+        .add(&go_nad("galactic-veth", "3"), &fresh.attachment())
+        .unwrap();
+    let got = result["ips"][0]["address"].as_str().unwrap().to_owned();
+    let net: ipnetwork::IpNetwork = got.parse().unwrap();
+    for live in ["fd20:99::100:0", "fd20:99::200:0", "fd20:99::1:0:0"] {
+        assert!(
+            !net.contains(live.parse().unwrap()),
+            "new pod {got} overlaps {live}, which a live pod holds"
+        );
+    }
+
+    // CHECK of the Go-created pod (its cached result is the Go chain's) adopts it and passes.
+    let go_result = json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": veth_host}, {"name": "eth0", "sandbox": pod.ns.path()}],
+        "ips": [{"interface": 1, "address": "fd20:99::100:0/96", "gateway": "fd20:99::1"}]});
+    rt.remember(&go_nad("galactic-veth", "1"), &pod.attachment(), &go_result);
+    // Its verdict in table mode names what only table mode makes (the policy rules, the route in
+    // this project's VPC table; the Go chain ran on VRF nodes), so only the adoption is judged
+    // here: the Go chain's uncommented rules are replaced by ours.
+    let _ = rt.check(&go_nad("galactic-veth", "1"), &pod.attachment());
+    let rules = forward_rules(node);
+    let tag = format!("galactic:{veth_host}");
+    for line in rules.lines().filter(|l| l.contains(veth_host.as_str())) {
+        assert!(line.contains(&tag), "a Go rule left after CHECK: {rules}");
+    }
+    assert_eq!(
+        rules.lines().filter(|l| l.contains(&tag)).count(),
+        4,
+        "ours, in and out, both families: {rules}"
+    );
+
+    // The Go-created pod and VM are torn down cleanly by the new chain.
+    rt.del(&go_nad("galactic-veth", "1"), &pod.attachment())
+        .unwrap();
+    rt.del(&go_nad("galactic-tap", "2"), &vm.attachment())
+        .unwrap();
+    for gone in [&veth_host, &tap_host] {
+        assert!(
+            !node.try_ip(&["link", "show", gone]).0,
+            "{gone} left behind"
+        );
+        assert!(
+            !forward_rules(node).contains(gone.as_str()),
+            "{gone}'s rules left: {}",
+            forward_rules(node)
+        );
+    }
+    assert!(pod
+        .ns
+        .ip(&["-o", "link"])
+        .lines()
+        .all(|l| !l.contains("eth0")));
+    let go_table = node.ip(&["-6", "route", "show", "table", GO_TABLE]);
+    assert!(
+        !go_table.contains(veth_host.as_str()),
+        "the Go pod route in the Go VRF's table left behind: {go_table}"
+    );
+    assert!(
+        rows.get(&ifindex, 0).is_err(),
+        "the Go ifindex_vrf_table row left behind"
+    );
+    if has_vrf {
+        // Shared by the VPC's attachments: upstream left it to GC, and so does DEL.
+        assert!(node.try_ip(&["link", "show", &format!("G{VPC:0>9}V")]).0);
+    }
+    // Their addresses are free again; the annotation-only holder's is not.
+    let report = Command::new(workspace_binary("galactic-ipam"))
+        .arg("verify")
+        .env("GALACTIC_CNI_NODE_CONFIG", &host.node.node_config)
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{report:?}");
+    let report: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(
+        report["attachments"], 2,
+        "the new pod and the annotation holder: {report}"
+    );
+    // A second DEL of each is still success, and the new pod goes as usual.
+    rt.del(&go_nad("galactic-veth", "1"), &pod.attachment())
+        .unwrap();
+    rt.del(&go_nad("galactic-veth", "3"), &fresh.attachment())
+        .unwrap();
+    assert!(!node.try_ip(&["link", "show", &hname("3")]).0);
+}
+
+#[test]
+fn a_veth_whose_peer_is_another_pods_is_not_adopted() {
+    galactic_testkit::privileged!();
+    let host = Host::new(
+        "upgo",
+        json!({"routing_domain": "table", "publisher": "local"}),
+        &PLUGINS,
+    );
+    let node = &host.netns;
+    let (owner, other) = (Pod::new("upgo1"), Pod::new("upgo2"));
+    let name = hname("1");
+    go_veth(node, &owner, &name);
+    let rt = host.runtime();
+    // Another container's DEL with the same NAD (e.g. after its own ADD failed).
+    rt.del(&go_nad("galactic-cni", "1"), &other.attachment())
+        .unwrap();
+    assert!(
+        node.try_ip(&["link", "show", &name]).0,
+        "the owner's interface stays"
+    );
+    assert!(
+        forward_rules(node).contains(name.as_str()),
+        "the owner's rules stay"
+    );
+    // The owner's own DEL adopts and removes it.
+    rt.del(&go_nad("galactic-cni", "1"), &owner.attachment())
+        .unwrap();
+    assert!(!node.try_ip(&["link", "show", &name]).0);
+    assert!(!forward_rules(node).contains(name.as_str()));
+}
+
+#[test]
+fn every_binary_answers_version() {
+    for plugin in PLUGINS {
+        let out = Command::new(workspace_binary(plugin))
+            .arg("--version")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{plugin}: {out:?}");
+        let line = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            line.starts_with(&format!("{plugin} {}", env!("CARGO_PKG_VERSION")))
+                && line.contains("1.1.0"),
+            "{plugin}: {line}"
+        );
+    }
+}
