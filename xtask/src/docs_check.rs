@@ -447,6 +447,7 @@ impl Keys {
         };
         let ids = [Vpc::FIELD, Att::FIELD].map(str::to_owned);
         let master = read("crates/galactic-master/src/conf.rs")?;
+        let tap = read("crates/galactic-tap-cni/src/options.rs")?;
         let ipam = read("crates/galactic-ipam/src/config/written.rs")?;
         let route = read("crates/galactic-route/src/conf.rs")?;
         let termination = const_strings(&route, "TERMINATION_KEYS")
@@ -458,8 +459,11 @@ impl Keys {
             struct_fields(src, name).with_context(|| format!("{file} has no struct {name}"))
         };
         let mut tables = BTreeMap::new();
+        // One table for both masters: the flow's keys and the tap's own.
         let master_fields = fields(&master, "galactic-master's conf.rs", "Written")?;
-        tables.insert("master", ids.iter().cloned().chain(master_fields).collect());
+        let tap_fields = fields(&tap, "galactic-tap-cni's options.rs", "Written")?;
+        let master_keys = ids.iter().cloned().chain(master_fields).chain(tap_fields);
+        tables.insert("master", master_keys.collect());
         let ipam_fields = fields(&ipam, "galactic-ipam's written.rs", "Written")?;
         // `type` is the envelope's key: the delegate's name, read by the master.
         let ipam_keys = ipam_fields.into_iter().chain(["type".to_owned()]);

@@ -6,7 +6,7 @@
 //!
 //! Why a library of its own rather than galactic-core: galactic-core holds what every plugin
 //! shares, and nothing here is used by galactic-ipam, galactic-route or galactic-bgp
-//! (docs/decisions/0073-the-masters-crates.md).
+//! (docs/decisions/0074-one-crate-per-owner.md).
 
 mod add;
 mod addressing;
