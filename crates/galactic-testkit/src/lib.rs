@@ -5,13 +5,14 @@
 //! directory, so tests never read or write the machine's `/etc/galactic` or `/var/log`.
 
 pub mod apiserver;
+/// Throwaway namespaces and the privileged-test marker (galactic-testns, re-exported).
+pub use galactic_testns::{privileged, test_name};
 pub mod bpffs;
 pub mod disk;
 pub mod fuzz;
 pub mod harness;
 pub mod host;
 pub mod inspect;
-pub mod privileged;
 pub mod process;
 pub mod route_node;
 pub mod runtime;

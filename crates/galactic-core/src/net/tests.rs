@@ -3,7 +3,7 @@
 use super::netlink::{AddrFlags, Netlink, RouteKind, RouteSpec, RuleSpec};
 use super::netns::Netns;
 use crate::ip::Family;
-use galactic_testkit::privileged::TestNetns;
+use galactic_testns::privileged::TestNetns;
 
 fn open(ns: &TestNetns) -> (Netns, Netlink) {
     let netns = Netns::open(&ns.path()).unwrap();
@@ -13,7 +13,7 @@ fn open(ns: &TestNetns) -> (Netns, Netlink) {
 
 #[test]
 fn veth_peer_is_created_directly_in_the_pod_namespace() {
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     let host = TestNetns::new("nlhost");
     let pod = TestNetns::new("nlpod");
     let (_h, nl) = open(&host);
@@ -56,7 +56,7 @@ fn veth_peer_is_created_directly_in_the_pod_namespace() {
 
 #[test]
 fn addresses_routes_rules_and_neighbours_round_trip() {
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     let host = TestNetns::new("nlobj");
     let pod = TestNetns::new("nlobjpod");
     let (_h, nl) = open(&host);
@@ -179,7 +179,7 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
 #[test]
 fn route_get_neighbours_and_global_addresses_read_the_kernel() {
     use super::netlink::{NeighState, RouteLookup};
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     let host = TestNetns::new("nlget");
     let peer = TestNetns::new("nlgetpeer");
     let (_h, nl) = open(&host);
@@ -324,7 +324,7 @@ fn route_get_neighbours_and_global_addresses_read_the_kernel() {
 
 #[test]
 fn firewall_rules_are_owned_idempotent_and_removed_by_tag() {
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     assert!(
         super::firewall::available(),
         "nft (Debian package nftables) is required"
@@ -415,7 +415,7 @@ fn firewall_rules_are_owned_idempotent_and_removed_by_tag() {
 
 #[test]
 fn a_table_dump_receives_that_table_only() {
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     let host = TestNetns::new("nldump");
     let peer = TestNetns::new("nldumpp");
     let (_h, nl) = open(&host);

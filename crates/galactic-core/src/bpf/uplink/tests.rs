@@ -2,21 +2,21 @@
 
 use super::*;
 use crate::net::netns::Netns;
-use galactic_testkit::privileged::TestNetns;
+use galactic_testns::privileged::TestNetns;
 
 /// A namespace with `up0` (a veth into a peer namespace), `2001:db8:f::2/64`, a route to
 /// `2001:db8:5::/64` via the peer and a permanent neighbour entry for the peer.
 fn uplinked(tag: &str) -> (TestNetns, TestNetns, Netlink) {
     let host = TestNetns::new(tag);
     let peer = TestNetns::new(&format!("{tag}p"));
-    galactic_testkit::bpffs::uplink(&host, &peer);
+    galactic_testns::bpffs::uplink(&host, &peer);
     let nl = Netlink::in_netns(&Netns::open(&host.path()).unwrap()).unwrap();
     (host, peer, nl)
 }
 
 #[test]
 fn shard_sids_resolve_via_gateway_or_on_link_and_say_why_not() {
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     let (host, _peer, nl) = uplinked("upsid");
     let up0 = nl.require_link("up0").unwrap().index;
     let via = resolve_sid(&nl, "2001:db8:5::1".parse().unwrap()).unwrap();
@@ -92,7 +92,7 @@ fn shard_sids_resolve_via_gateway_or_on_link_and_say_why_not() {
 
 #[test]
 fn node_rows_come_from_the_first_configured_or_detected_interface() {
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     let (host, _peer, nl) = uplinked("uprows");
     let up0 = nl.require_link("up0").unwrap().index;
     let none = resolve_node_rows(&nl, &[]);

@@ -5,7 +5,7 @@
 
 use super::{allow, is_allowed, owned_interfaces, remove};
 use crate::net::netns::{run_in, Netns};
-use galactic_testkit::privileged::TestNetns;
+use galactic_testns::privileged::TestNetns;
 
 struct Node {
     router: TestNetns,
@@ -178,7 +178,7 @@ fn forwarding_is_allowed_and_taken_back(tag: &str, firewall: &[&[&str]]) {
 
 #[test]
 fn native_nftables_with_a_drop_policy() {
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     forwarding_is_allowed_and_taken_back(
         "fwn",
         &[&[
@@ -190,7 +190,7 @@ fn native_nftables_with_a_drop_policy() {
 
 #[test]
 fn iptables_nft_with_a_drop_policy() {
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     forwarding_is_allowed_and_taken_back(
         "fwi",
         &[
@@ -202,7 +202,7 @@ fn iptables_nft_with_a_drop_policy() {
 
 #[test]
 fn iptables_legacy_with_a_drop_policy() {
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     forwarding_is_allowed_and_taken_back(
         "fwl",
         &[
@@ -214,7 +214,7 @@ fn iptables_legacy_with_a_drop_policy() {
 
 #[test]
 fn all_three_at_once() {
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     forwarding_is_allowed_and_taken_back(
         "fw3",
         &[
@@ -234,7 +234,7 @@ fn all_three_at_once() {
 /// text: the two writers agree on the encoding.
 #[test]
 fn rules_written_by_nft_and_by_netlink_are_the_same_rule() {
-    galactic_testkit::privileged!();
+    galactic_testns::privileged!();
     let node = node(
         "fwe",
         &[&[
