@@ -8,7 +8,6 @@
 //! this call installed and the record entries this call added.
 
 use crate::chain::Target;
-use crate::conf::Termination;
 use crate::error::{net, RouteError};
 use crate::plan::{self, State};
 use crate::record::{Ledger, Owned};
@@ -82,17 +81,7 @@ impl<'a> Add<'a> {
     /// Each termination's route and its state in the table; the first conflict is an error.
     fn plan(&self) -> Result<Vec<(RouteSpec, State)>, RouteError> {
         let mut planned = Vec::new();
-        for family in Family::ALL {
-            let terminations: Vec<&Termination> = self
-                .target
-                .conf
-                .terminations
-                .iter()
-                .filter(|t| Family::of_net(t.network) == family)
-                .collect();
-            if terminations.is_empty() {
-                continue;
-            }
+        for (family, terminations) in plan::by_family(&self.target.conf.terminations) {
             let table = self
                 .nl
                 .routes(family, self.table)

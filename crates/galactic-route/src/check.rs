@@ -47,16 +47,7 @@ pub fn check(req: &Request) -> Result<(), RouteError> {
             domain::problems(&nl, &domain, vpc).map_err(net("check the VPC's routing domain"))?,
         );
     }
-    for family in Family::ALL {
-        let terminations: Vec<&Termination> = target
-            .conf
-            .terminations
-            .iter()
-            .filter(|t| Family::of_net(t.network) == family)
-            .collect();
-        if terminations.is_empty() {
-            continue;
-        }
+    for (family, terminations) in plan::by_family(&target.conf.terminations) {
         let view = TableView {
             nl: &nl,
             host: &host,

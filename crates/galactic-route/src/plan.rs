@@ -16,10 +16,26 @@
 //!   depends on the table at the time of the ADD, not on where packets go.
 
 use crate::conf::Termination;
+use galactic_core::ip::Family;
 use galactic_core::net::netlink::{RouteKind, RouteSpec};
 use std::net::IpAddr;
 
 /// The route for `t` in `table` out of the host interface `dev`, given the table's routes.
+/// The terminations of each family that has any, IPv6 first (each family's table is read once).
+pub fn by_family(terminations: &[Termination]) -> Vec<(Family, Vec<&Termination>)> {
+    Family::ALL
+        .into_iter()
+        .map(|family| {
+            let of_family = terminations
+                .iter()
+                .filter(|t| Family::of_net(t.network) == family)
+                .collect::<Vec<_>>();
+            (family, of_family)
+        })
+        .filter(|(_, of_family)| !of_family.is_empty())
+        .collect()
+}
+
 pub fn route_for(t: &Termination, table: u32, dev: u32, table_routes: &[RouteSpec]) -> RouteSpec {
     let mut spec = RouteSpec::device(t.network, table, dev);
     if let Some(via) = t.via {
