@@ -171,98 +171,170 @@ fn pod_uid(backend: &Backend, pod: &PodRef) -> Result<Option<String>, BgpError> 
     }
 }
 
-/// ADD: publish, then print `prevResult` unchanged.
+/// ADD: publish, then print `prevResult` unchanged. Everything is read and checked first
+/// ([`Target::resolve`]); then the documents and rows are written in order (VRF instance,
+/// datapath rows, advertisement, EndpointSlice), each write pushing its undo, so a failure
+/// removes only what this ADD created.
 pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     let plan = plan(req)?;
     verify_chain(req, &plan)?;
-    let cid = req.env.container_id()?.as_str().to_owned();
-    let netns = req
-        .env
-        .netns
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
     let backend = Backend::open(&req.node, ClientOptions::default())?;
     if backend.is_kube() && plan.facts.v6.is_some() && plan.pod.is_none() {
         return Err(BgpError::NoPod {
             step: "publish EndpointSlice",
         });
     }
-    let store = backend.store();
-    let node = node_name(&req.node, &backend)?;
-    let ns = req.node.namespace.as_str();
-    let router = publish::lookup_router(store, ns, &node, backend.is_kube())?;
-    let rt = vrf_route_target(&router, &plan.stanza);
-    let vrf_name = bgp_vrf_instance_name(plan.stanza.vpc.raw(), &node);
-
+    let target = Target::resolve(req, &plan, &backend)?;
     let mut rollback = Rollback::new();
-    let held = vpc_lock(&req.node, &plan.stanza.vpc)?;
-    let vrf = publish::ensure_vrf_instance(store, ns, &vrf_name, &router, &rt)?;
-    drop(held);
-    if let Some(uid) = vrf.created_uid.clone() {
-        let name = vrf_name.clone();
-        let ifname = req.env.ifname()?.as_str().to_owned();
-        let (cid, vpc) = (cid.clone(), plan.stanza.vpc.clone());
-        rollback.push(format!("delete BGPVRFInstance {name}"), move || {
-            // Another attachment's ADD may have found the instance meanwhile: it stays then.
-            let _vpc = vpc_lock(&req.node, &vpc)?;
-            if others_of_vpc(req, &vpc, &cid, &ifname) == 0 {
-                store.delete(Kind::VrfInstance, ns, &name, &uid)?;
-            }
-            Ok::<(), BgpError>(())
-        });
-    }
-    let usid = usid_of(&router, vrf.vrf_id)?;
-    let sid = usid.map(Usid::to_addr);
-    let prefixes = annotations::own_prefixes(&plan.facts);
-    match usid {
-        Some(_) if !req.node.ebpf_datapath => log::info(
-            "ADD: eBPF datapath switched off on this node; SID published without registration",
-            json!({"sid": sid.map(|s| s.to_string())}),
-        ),
-        Some(usid) => {
-            datapath::register(&attachment(req, &plan, &prefixes), usid)?;
-            // Only this attachment's rows go; the shared node rows stay, and the VPC's NAT66
-            // default goes only when no other attachment of the VPC is registered.
-            let (state_dir, host) = (req.node.state_dir.clone(), plan.facts.host_ifname.clone());
-            rollback.push(format!("unregister {host} from the eBPF datapath"), move || {
-                galactic_core::bpf::unregister_attachment(&state_dir, &host).map(|_| ())
-            });
-        }
-        None => log::debug(
-            "ADD: this node's BGPRouter has no srv6Locator/nodeID; eBPF datapath registration skipped",
-            json!({"router": router.name}),
-        ),
-    }
+    let vrf_id = target.ensure_vrf(&mut rollback)?;
+    let sid = target.register_datapath(vrf_id, &mut rollback)?;
     // Debug builds: a test stops the ADD here to prove the rollback removes only this ADD's rows.
     galactic_core::failpoint::hit("bgp-after-datapath")?;
-    let adv_name = bgp_advertisement_name(plan.stanza.vpc.raw(), plan.stanza.att.raw());
-    // Every attachment, with or without addresses: the router keeps the VPC's VRF on this node
-    // only while an advertisement of it exists (decision 0016).
-    let input = AdvertisementInput {
-        namespace: ns,
-        name: &adv_name,
-        router: &router,
-        route_target: &rt,
-        vrf_id: vrf.vrf_id,
-        container_id: &cid,
-        netns: &netns,
-        facts: &plan.facts,
-    };
-    if let Some(uid) = publish::publish_advertisement(store, &input, &netns::alive)? {
-        let name = adv_name.clone();
-        rollback.push(format!("delete BGPAdvertisement {name}"), move || {
-            store.delete(Kind::Advertisement, ns, &name, &uid)
-        });
+    let advertisement = target.advertise(vrf_id, &mut rollback)?;
+    target.publish_slice(sid, &mut rollback)?;
+    rollback.commit();
+    log::info(
+        "ADD: BGP state published",
+        json!({"vrfInstance": target.vrf_name, "vrfID": vrf_id, "advertisement": advertisement,
+               "nodeName": target.node}),
+    );
+    drop(target);
+    Ok(plan.prev)
+}
+
+/// Where and what an ADD publishes, resolved before anything is written.
+struct Target<'a> {
+    req: &'a Request,
+    plan: &'a Plan,
+    backend: &'a Backend,
+    /// The BGP namespace.
+    ns: &'a str,
+    node: String,
+    router: Router,
+    /// The VPC's route target on this node.
+    rt: String,
+    vrf_name: String,
+    container_id: String,
+    netns: String,
+}
+
+impl<'a> Target<'a> {
+    fn resolve(req: &'a Request, plan: &'a Plan, backend: &'a Backend) -> Result<Self, BgpError> {
+        let node = node_name(&req.node, backend)?;
+        let ns = req.node.namespace.as_str();
+        let router = publish::lookup_router(backend.store(), ns, &node, backend.is_kube())?;
+        let netns = req.env.netns.as_ref();
+        Ok(Self {
+            rt: vrf_route_target(&router, &plan.stanza),
+            vrf_name: bgp_vrf_instance_name(plan.stanza.vpc.raw(), &node),
+            container_id: req.env.container_id()?.as_str().to_owned(),
+            netns: netns.map(|p| p.display().to_string()).unwrap_or_default(),
+            req,
+            plan,
+            backend,
+            ns,
+            node,
+            router,
+        })
     }
-    if let (Some(address), Some(pod)) = (plan.facts.v6, plan.pod.as_ref()) {
-        let uid = pod_uid(&backend, pod)?;
-        let tenant = tenant_identifier(&plan.stanza.vpc, &plan.stanza.att);
-        let address = address.ip();
+
+    /// The VPC's BGPVRFInstance on this node, created when it is the VPC's first attachment
+    /// here (under the VPC's lock); its vrfID.
+    fn ensure_vrf(&self, rollback: &mut Rollback<'a>) -> Result<u32, BgpError> {
+        let store = self.backend.store();
+        let held = vpc_lock(&self.req.node, &self.plan.stanza.vpc)?;
+        let vrf =
+            publish::ensure_vrf_instance(store, self.ns, &self.vrf_name, &self.router, &self.rt)?;
+        drop(held);
+        if let Some(uid) = vrf.created_uid {
+            let (req, ns, name) = (self.req, self.ns, self.vrf_name.clone());
+            let ifname = req.env.ifname()?.as_str().to_owned();
+            let (cid, vpc) = (self.container_id.clone(), self.plan.stanza.vpc.clone());
+            rollback.push(format!("delete BGPVRFInstance {name}"), move || {
+                // Another attachment's ADD may have found the instance meanwhile: it stays then.
+                let _vpc = vpc_lock(&req.node, &vpc)?;
+                if others_of_vpc(req, &vpc, &cid, &ifname) == 0 {
+                    store.delete(Kind::VrfInstance, ns, &name, &uid)?;
+                }
+                Ok::<(), BgpError>(())
+            });
+        }
+        Ok(vrf.vrf_id)
+    }
+
+    /// The attachment's eBPF datapath rows, when the node's router has a uSID; its SID.
+    fn register_datapath(
+        &self,
+        vrf_id: u32,
+        rollback: &mut Rollback<'a>,
+    ) -> Result<Option<Ipv6Addr>, BgpError> {
+        let usid = usid_of(&self.router, vrf_id)?;
+        let sid = usid.map(Usid::to_addr);
+        match usid {
+            Some(_) if !self.req.node.ebpf_datapath => log::info(
+                "ADD: eBPF datapath switched off on this node; SID published without registration",
+                json!({"sid": sid.map(|s| s.to_string())}),
+            ),
+            Some(usid) => {
+                let prefixes = annotations::own_prefixes(&self.plan.facts);
+                datapath::register(&attachment(self.req, self.plan, &prefixes), usid)?;
+                // Only this attachment's rows go; the shared node rows stay, and the VPC's NAT66
+                // default goes only when no other attachment of the VPC is registered.
+                let state_dir = self.req.node.state_dir.clone();
+                let host = self.plan.facts.host_ifname.clone();
+                rollback.push(format!("unregister {host} from the eBPF datapath"), move || {
+                    galactic_core::bpf::unregister_attachment(&state_dir, &host).map(|_| ())
+                });
+            }
+            None => log::debug(
+                "ADD: this node's BGPRouter has no srv6Locator/nodeID; eBPF datapath registration skipped",
+                json!({"router": self.router.name}),
+            ),
+        }
+        Ok(sid)
+    }
+
+    /// The attachment's BGPAdvertisement, with or without addresses: the router keeps the VPC's
+    /// VRF on this node only while an advertisement of it exists (decision 0016). Its name.
+    fn advertise(&self, vrf_id: u32, rollback: &mut Rollback<'a>) -> Result<String, BgpError> {
+        let store = self.backend.store();
+        let stanza = &self.plan.stanza;
+        let name = bgp_advertisement_name(stanza.vpc.raw(), stanza.att.raw());
+        let input = AdvertisementInput {
+            namespace: self.ns,
+            name: &name,
+            router: &self.router,
+            route_target: &self.rt,
+            vrf_id,
+            container_id: &self.container_id,
+            netns: &self.netns,
+            facts: &self.plan.facts,
+        };
+        if let Some(uid) = publish::publish_advertisement(store, &input, &netns::alive)? {
+            let (ns, name) = (self.ns, name.clone());
+            rollback.push(format!("delete BGPAdvertisement {name}"), move || {
+                store.delete(Kind::Advertisement, ns, &name, &uid)
+            });
+        }
+        Ok(name)
+    }
+
+    /// The pod's EndpointSlice, for an attachment with an IPv6 address and a pod.
+    fn publish_slice(
+        &self,
+        sid: Option<Ipv6Addr>,
+        rollback: &mut Rollback<'a>,
+    ) -> Result<(), BgpError> {
+        let (Some(address), Some(pod)) = (self.plan.facts.v6, self.plan.pod.as_ref()) else {
+            return Ok(());
+        };
+        let store = self.backend.store();
+        let uid = pod_uid(self.backend, pod)?;
+        let tenant = tenant_identifier(&self.plan.stanza.vpc, &self.plan.stanza.att);
         let input = SliceInput {
             pod,
             pod_uid: uid.as_deref(),
-            address,
+            address: address.ip(),
             tenant: &tenant,
             sid,
         };
@@ -273,13 +345,8 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
                 move || store.delete(Kind::EndpointSlice, &pod.namespace, &pod.name, &uid),
             );
         }
+        Ok(())
     }
-    rollback.commit();
-    log::info(
-        "ADD: BGP state published",
-        json!({"vrfInstance": vrf_name, "vrfID": vrf.vrf_id, "advertisement": adv_name, "nodeName": node}),
-    );
-    Ok(plan.prev)
 }
 
 fn check_vrf(
