@@ -10,7 +10,8 @@ use crate::netns;
 use crate::ops::{node_name, Backend};
 use crate::publish;
 use crate::slice::{self, PodRef};
-use crate::store::Documents;
+use crate::store::{Documents, ObjectStore};
+use galactic_core::attachment::Record;
 use galactic_core::cni::Request;
 use galactic_core::ident::{
     bgp_advertisement_name, bgp_vrf_instance_name, tenant_identifier, ChainIds,
@@ -101,6 +102,18 @@ pub fn gc(req: &Request) -> Result<(), BgpError> {
     let store = backend.store();
     let ns = req.node.namespace.as_str();
     let records = held(&req.node)?;
+    let retracted = retract_gone(store, ns, &records)?;
+    let node = node_name(&req.node, &backend)?;
+    let retired = retire_vrf_instances(store, ns, &records, &node)?;
+    log::info(
+        "GC: stale publications retracted",
+        json!({"containers": retracted, "vrfInstances": retired}),
+    );
+    Ok(())
+}
+
+/// Retracts from every advertisement the containers no master on the node holds; how many.
+fn retract_gone(store: &dyn ObjectStore, ns: &str, records: &[Record]) -> Result<usize, BgpError> {
     let live: BTreeSet<String> = records
         .iter()
         .map(|r| annotations::cid41(&r.container_id).to_owned())
@@ -134,10 +147,19 @@ pub fn gc(req: &Request) -> Result<(), BgpError> {
         publish::retract_advertisement(store, ns, &name, &gone, host, &netns::alive)?;
         retracted += gone.len();
     }
-    let node = node_name(&req.node, &backend)?;
+    Ok(retracted)
+}
+
+/// Deletes this node's VRF instances of VPCs without an attachment here; how many.
+fn retire_vrf_instances(
+    store: &dyn ObjectStore,
+    ns: &str,
+    records: &[Record],
+    node: &str,
+) -> Result<usize, BgpError> {
     let wanted: BTreeSet<String> = records
         .iter()
-        .map(|r| bgp_vrf_instance_name(&r.vpc, &node))
+        .map(|r| bgp_vrf_instance_name(&r.vpc, node))
         .collect();
     let suffix = format!("-{node}");
     let mut retired = 0;
@@ -149,9 +171,5 @@ pub fn gc(req: &Request) -> Result<(), BgpError> {
             retired += 1;
         }
     }
-    log::info(
-        "GC: stale publications retracted",
-        json!({"containers": retracted, "vrfInstances": retired}),
-    );
-    Ok(())
+    Ok(retired)
 }

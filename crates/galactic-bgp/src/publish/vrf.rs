@@ -92,28 +92,71 @@ pub fn ensure_vrf_instance(
     router: &Router,
     route_target: &str,
 ) -> Result<VrfInstance, BgpError> {
+    let target = Claim {
+        store,
+        namespace,
+        name,
+        router,
+        route_target,
+    };
     for attempt in 1..=MAX_ATTEMPTS {
         let instances = instances_of(store, namespace, router)?;
         if let Some(existing) = instances.iter().find(|o| nameof(o) == name) {
-            let vrf_id = vrf_id(existing).ok_or_else(|| StoreError::Shape {
-                what: format!("BGPVRFInstance {namespace}/{name}"),
-                why: format!("spec.vrfID {} is not a VRF id", existing.spec.vrf_id),
-            })?;
-            let patch = SpecPatch {
-                spec: owned_fields(router, route_target),
-            };
-            store.merge_patch_typed::<BGPVRFInstance, _>(namespace, name, &patch)?;
-            log::debug(
-                "BGP: BGPVRFInstance reused",
-                json!({"name": name, "vrfID": vrf_id}),
-            );
-            return Ok(VrfInstance {
-                vrf_id,
-                created_uid: None,
-            });
+            return target.reuse(existing);
         }
-        let vrf_id = lowest_free(&router.name, &instances)?;
-        let owned = owned_fields(router, route_target);
+        if let Some(claimed) = target.claim(&instances, attempt)? {
+            return Ok(claimed);
+        }
+    }
+    Err(BgpError::Contended {
+        what: format!("VRF id allocation for BGPVRFInstance {namespace}/{name}"),
+        attempts: MAX_ATTEMPTS,
+    })
+}
+
+/// The BGPVRFInstance one ADD makes sure of.
+struct Claim<'a> {
+    store: &'a dyn ObjectStore,
+    namespace: &'a str,
+    name: &'a str,
+    router: &'a Router,
+    route_target: &'a str,
+}
+
+impl Claim<'_> {
+    /// An existing instance keeps its id; its owned fields are merge-patched.
+    fn reuse(&self, existing: &BGPVRFInstance) -> Result<VrfInstance, BgpError> {
+        let (namespace, name) = (self.namespace, self.name);
+        let vrf_id = vrf_id(existing).ok_or_else(|| StoreError::Shape {
+            what: format!("BGPVRFInstance {namespace}/{name}"),
+            why: format!("spec.vrfID {} is not a VRF id", existing.spec.vrf_id),
+        })?;
+        let patch = SpecPatch {
+            spec: owned_fields(self.router, self.route_target),
+        };
+        self.store
+            .merge_patch_typed::<BGPVRFInstance, _>(namespace, name, &patch)?;
+        log::debug(
+            "BGP: BGPVRFInstance reused",
+            json!({"name": name, "vrfID": vrf_id}),
+        );
+        Ok(VrfInstance {
+            vrf_id,
+            created_uid: None,
+        })
+    }
+
+    /// Creates the instance with the lowest id free on the router; `None` when another
+    /// allocator won the name or the id (this call's instance then yields and is deleted), for
+    /// the caller to try again.
+    fn claim(
+        &self,
+        instances: &[BGPVRFInstance],
+        attempt: u32,
+    ) -> Result<Option<VrfInstance>, BgpError> {
+        let (store, namespace, name) = (self.store, self.namespace, self.name);
+        let vrf_id = lowest_free(&self.router.name, instances)?;
+        let owned = owned_fields(self.router, self.route_target);
         let spec = BGPVRFInstanceSpec {
             export_route_targets: owned.export_route_targets,
             import_route_targets: owned.import_route_targets,
@@ -126,11 +169,11 @@ pub fn ensure_vrf_instance(
         let created = match store.create_typed(namespace, &BGPVRFInstance::new(name, spec)) {
             Ok(created) => created,
             // Another ADD of this VPC on this node created it first: reuse it next round.
-            Err(e) if e.is_exists() => continue,
+            Err(e) if e.is_exists() => return Ok(None),
             Err(e) => return Err(e.into()),
         };
         let uid = created.metadata.uid.clone().unwrap_or_default();
-        let rivals: Vec<String> = instances_of(store, namespace, router)?
+        let rivals: Vec<String> = instances_of(store, namespace, self.router)?
             .iter()
             .filter(|o| self::vrf_id(o) == Some(vrf_id) && nameof(o) != name)
             .map(|o| nameof(o).to_owned())
@@ -140,10 +183,10 @@ pub fn ensure_vrf_instance(
                 "BGP: BGPVRFInstance created",
                 json!({"name": name, "vrfID": vrf_id}),
             );
-            return Ok(VrfInstance {
+            return Ok(Some(VrfInstance {
                 vrf_id,
                 created_uid: Some(uid),
-            });
+            }));
         }
         log::warn(
             "BGP: VRF id claimed concurrently; yielding and allocating again",
@@ -151,9 +194,6 @@ pub fn ensure_vrf_instance(
         );
         store.delete(crate::store::Kind::VrfInstance, namespace, name, &uid)?;
         std::thread::sleep(jitter(attempt));
+        Ok(None)
     }
-    Err(BgpError::Contended {
-        what: format!("VRF id allocation for BGPVRFInstance {namespace}/{name}"),
-        attempts: MAX_ATTEMPTS,
-    })
 }

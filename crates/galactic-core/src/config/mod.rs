@@ -214,6 +214,9 @@ impl NodeConfig {
         Ok(node)
     }
 
+    // Over 60 lines on purpose: one entry per node-config key, each with its default and what it
+    // accepts, in one place and in the order of docs/configuration.md's node table; split, the
+    // table would be scattered across functions that each read a few keys.
     fn from_layers<L: Fn(&str) -> Option<String>>(
         layers: &Layers<'_, L>,
     ) -> Result<Self, ConfigError> {

@@ -22,6 +22,13 @@ pub struct Expected<'a> {
 /// Compares the maps with `e`; returns every difference found (empty = consistent).
 pub fn verify(e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
     let m = NodeMaps::open(e.pin_dir)?;
+    let mut problems = usid_rows(&m, e)?;
+    problems.extend(attachment_rows(&m, e)?);
+    Ok(problems)
+}
+
+/// The rows of the VPC's uSID on this node: locator, End.DT46 function, VRF table.
+fn usid_rows(m: &NodeMaps, e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
     let mut problems = Vec::new();
     let u = e.usid;
     if absent_ok(m.locator.get(&u.locator_key(), 0))
@@ -57,6 +64,13 @@ pub fn verify(e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
         )),
         None => problems.push(format!("vrf_table has no entry for {:#x}", u.vrf_key())),
     }
+    Ok(problems)
+}
+
+/// The attachment's own rows: its interface's uSID, the VPC's NAT66 default, its prefixes.
+fn attachment_rows(m: &NodeMaps, e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
+    let mut problems = Vec::new();
+    let u = e.usid;
     let want = IfindexVrfValue {
         block: u.block.value(),
         argument: u.argument.get(),

@@ -224,7 +224,8 @@ fn io_error(what: String, source: io::Error) -> NetError {
     NetError::Io { what, source }
 }
 
-/// One change as a netlink message with sequence number `seq`.
+/// One change as a netlink message with sequence number `seq`. Over 60 lines on purpose: one arm
+/// per kind of change, each the literal attribute layout the kernel expects, read top to bottom.
 fn encode(change: &Change, seq: u32) -> Vec<u8> {
     match change {
         Change::InsertAccept {
