@@ -4,7 +4,7 @@
 //! lock under which the VPC's VRF instance is found or retired.
 
 use crate::error::BgpError;
-use crate::ops::LOCAL_LOCK_WAIT;
+use crate::store::local::LOCAL_LOCK_WAIT;
 use crate::store::StoreError;
 use galactic_core::attachment::{Record, Records};
 use galactic_core::cni::Request;

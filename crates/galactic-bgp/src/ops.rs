@@ -11,7 +11,7 @@ use crate::prev::{self, Facts};
 use crate::publish::{self, AdvertisementInput, Router};
 use crate::slice::{self, PodRef, SliceInput};
 use crate::store::kube::{InstalledCrd, KubeStore};
-use crate::store::local::LocalStore;
+use crate::store::local::{LocalStore, LOCAL_LOCK_WAIT};
 use crate::store::{Documents, Kind, ObjectStore, StoreError};
 use galactic_core::attachment::ChainPosition;
 use galactic_core::bpf::usid::Usid;
@@ -28,9 +28,6 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use std::net::Ipv6Addr;
 use std::time::Duration;
-
-/// Longest wait for the local backend's lock before code 11.
-pub(crate) const LOCAL_LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// The publication backend chosen by the node config.
 pub enum Backend {

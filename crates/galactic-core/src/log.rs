@@ -10,7 +10,6 @@
 //! an advisory lock so that concurrent processes rotate it once. A log file that cannot be opened
 //! never fails the operation: lines then go to stderr, which the runtime keeps.
 
-use crate::config::NodeConfig;
 use nix::fcntl::{Flock, FlockArg};
 use serde_json::{Map, Value};
 use std::fs::{File, OpenOptions};
@@ -68,9 +67,21 @@ struct Sink {
 
 static SINK: Mutex<Option<Sink>> = Mutex::new(None);
 
-/// Sets up logging for this process from the resolved node config. `context` (an object) is
-/// added to every line.
-pub fn init(plugin: &'static str, node: &NodeConfig, context: Value) {
+/// Where and how much this process logs: the node config's logging keys (the node config
+/// depends on this module for [`Level`], not the other way round).
+pub struct Settings<'a> {
+    /// The log file (`log_file`).
+    pub log_file: &'a Path,
+    /// The least level written (`log_level`).
+    pub log_level: Level,
+    /// Rotation size (`log_max_bytes`).
+    pub log_max_bytes: u64,
+    /// What resolving the node config found worth a warning, logged first.
+    pub warnings: &'a [String],
+}
+
+/// Sets up logging for this process. `context` (an object) is added to every line.
+pub fn init(plugin: &'static str, node: &Settings<'_>, context: Value) {
     let (file, open_error) = match open_append(&node.log_file) {
         Ok(file) => (Some(file), None),
         Err(e) => (None, Some(e)),
@@ -83,7 +94,7 @@ pub fn init(plugin: &'static str, node: &NodeConfig, context: Value) {
         *sink = Some(Sink {
             plugin,
             level: node.log_level,
-            path: node.log_file.clone(),
+            path: node.log_file.to_path_buf(),
             max_bytes: node.log_max_bytes,
             file,
             context,
@@ -96,7 +107,7 @@ pub fn init(plugin: &'static str, node: &NodeConfig, context: Value) {
             serde_json::json!({"logFile": node.log_file, "err": e.to_string()}),
         );
     }
-    for warning in &node.warnings {
+    for warning in node.warnings {
         warn(warning, Value::Null);
     }
 }

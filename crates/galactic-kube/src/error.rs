@@ -79,7 +79,7 @@ pub enum KubeError {
         name: String,
         /// What is missing.
         #[source]
-        source: super::nad::ChainError,
+        source: ChainError,
     },
     /// No Node matched a local address.
     #[error("node name auto-detection: {0}")]
@@ -135,6 +135,23 @@ impl KubeError {
             _ => None,
         }
     }
+}
+
+/// Why a NAD's configuration does not make a complete chain.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChainError {
+    /// `spec.config` is absent or empty.
+    #[error("it has no spec.config")]
+    NoConfig,
+    /// `spec.config` is not JSON.
+    #[error("spec.config is not valid JSON: {0}")]
+    NotJson(String),
+    /// No `galactic-bgp` entry follows the master.
+    #[error(
+        "its conflist has no \"galactic-bgp\" entry after the master plugin; the attachment would \
+         succeed with no route to its VPC (add galactic-bgp to the end of the plugins list)"
+    )]
+    MissingBgp,
 }
 
 #[cfg(test)]

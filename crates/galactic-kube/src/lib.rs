@@ -28,10 +28,9 @@ pub use crd::{
     RedistributeSource, ResolvedConfig, Role, RouteTarget, RouterStatus, SRv6Function, Safi,
     TargetRef, GROUP, VERSION,
 };
-pub use error::KubeError;
+pub use error::{ChainError, KubeError};
 pub use nad::{
-    annotate_nad_host_interface, check_chain, verify_chain_complete, ChainError,
-    HOST_INTERFACE_ANNOTATION,
+    annotate_nad_host_interface, check_chain, verify_chain_complete, HOST_INTERFACE_ANNOTATION,
 };
 pub use node::{detect_node_name, local_addresses, match_node};
 pub use patch::merge_patch;

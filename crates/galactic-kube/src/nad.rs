@@ -3,7 +3,7 @@
 
 use super::client::KubeClient;
 use super::crd::NetworkAttachmentDefinition;
-use super::error::KubeError;
+use super::error::{ChainError, KubeError};
 use galactic_core::plugins;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{json, Value};
@@ -51,23 +51,6 @@ pub fn verify_chain_complete(
         name: name.to_owned(),
         source,
     })
-}
-
-/// Why a NAD's configuration does not make a complete chain.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ChainError {
-    /// `spec.config` is absent or empty.
-    #[error("it has no spec.config")]
-    NoConfig,
-    /// `spec.config` is not JSON.
-    #[error("spec.config is not valid JSON: {0}")]
-    NotJson(String),
-    /// No `galactic-bgp` entry follows the master.
-    #[error(
-        "its conflist has no \"galactic-bgp\" entry after the master plugin; the attachment would \
-         succeed with no route to its VPC (add galactic-bgp to the end of the plugins list)"
-    )]
-    MissingBgp,
 }
 
 /// Checks a NAD's `spec.config`: a conflist whose `plugins` has a `galactic-bgp` entry after the

@@ -31,6 +31,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+/// Longest wait for the local backend's lock (and the node's per-VPC locks) before code 11.
+pub(crate) const LOCAL_LOCK_WAIT: Duration = Duration::from_secs(5);
+
 /// Subdirectory of the state directory holding the documents.
 pub const DIR: &str = "bgp";
 

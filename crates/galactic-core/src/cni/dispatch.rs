@@ -282,7 +282,13 @@ fn prepare(
         }
         Err(e) => return Err(CniError::invalid_config(e.to_string())),
     };
-    log::init(name, &node, log_context(command, &env, &conf, &node));
+    let logging = log::Settings {
+        log_file: &node.log_file,
+        log_level: node.log_level,
+        log_max_bytes: node.log_max_bytes,
+        warnings: &node.warnings,
+    };
+    log::init(name, &logging, log_context(command, &env, &conf, &node));
     if let Some(e) = &decode_error {
         log::warn(
             "DEL: configuration not fully decoded; releasing what is known",

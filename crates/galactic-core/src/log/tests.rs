@@ -6,12 +6,12 @@ use serde_json::json;
 fn lines_are_json_with_context_filtered_by_level_and_rotated_past_the_cap() {
     let dir = tempfile::tempdir().unwrap();
     let log_file = dir.path().join("sub/galactic.log");
-    let node = NodeConfig {
-        log_file: log_file.clone(),
+    let warnings = vec!["unknown log_level \"loud\"".to_owned()];
+    let node = Settings {
+        log_file: &log_file,
         log_level: Level::Info,
         log_max_bytes: 4096,
-        warnings: vec!["unknown log_level \"loud\"".into()],
-        ..NodeConfig::defaults()
+        warnings: &warnings,
     };
     init(
         "galactic-test",
