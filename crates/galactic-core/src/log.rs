@@ -82,7 +82,7 @@ pub struct Settings<'a> {
 
 /// Sets up logging for this process. `context` (an object) is added to every line.
 pub fn init(plugin: &'static str, node: &Settings<'_>, context: Value) {
-    let (file, open_error) = match open_append(&node.log_file) {
+    let (file, open_error) = match open_append(node.log_file) {
         Ok(file) => (Some(file), None),
         Err(e) => (None, Some(e)),
     };
