@@ -252,7 +252,7 @@ const NEEDS: &[Need] = &[
         &[Part::Kernel],
         Program("vng"),
         Install::VirtmeNg,
-        "the VM runner (virtme-ng)",
+        "the VM runner, virtme-ng",
     ),
     need(
         &[Part::Kernel],
@@ -492,12 +492,12 @@ impl Plan {
     /// Installs everything planned, printing one line per thing; returns how many.
     fn install(&self, dirs: &[PathBuf]) -> Result<usize> {
         for a in &self.apt {
-            let why = if a.prerequisite { "to install " } else { "" };
-            println!(
-                "setup: installing {} (Debian package; {why}{})",
-                a.package,
-                a.need.what()
-            );
+            let why = match a.need.check {
+                _ if a.prerequisite => format!("to install {}", a.need.what()),
+                Program(p) => format!("`{p}`: {}", a.need.used_for),
+                _ => a.need.used_for.to_owned(),
+            };
+            println!("setup: installing {} (Debian package; {why})", a.package);
         }
         if self.needs_apt() {
             apt_install(&self.apt)?;

@@ -273,7 +273,7 @@ fn setup_that_cannot_install_something_names_everything_and_installs_nothing() {
         "`podman` (the Podman tier): apt-get install --no-install-recommends podman",
         "`dpkg-deb` (the kernel): not installed by setup",
         "rustup target add",
-        "`vng` (the VM runner (virtme-ng)): python3 -m venv",
+        "`vng` (the VM runner, virtme-ng): python3 -m venv",
         "cargo install --locked virtiofsd@",
     ] {
         assert!(stderr.contains(expected), "{expected}: {stderr}");
