@@ -506,7 +506,7 @@ impl Plan {
             println!("setup: installing {}", n.what());
             match n.install {
                 Install::RustupTarget => rustup_target_add(dirs)?,
-                Install::VirtmeNg => virtme_ng()?,
+                Install::VirtmeNg => virtme_ng(dirs)?,
                 Install::Virtiofsd => virtiofsd()?,
                 Install::Kernel => {
                     provision::kernel(&crate::kernel::cache_dir())?;
@@ -577,12 +577,14 @@ fn rustup_target_add(dirs: &[PathBuf]) -> Result<()> {
 
 /// virtme-ng into a virtualenv of the workspace's tools directory: Debian 12's python3 is
 /// externally managed (PEP 668), so `pip install` outside a virtualenv is refused.
-fn virtme_ng() -> Result<()> {
+fn virtme_ng(dirs: &[PathBuf]) -> Result<()> {
     let dir = provision::virtme_ng_dir();
+    // The `python3` whose virtualenv support was checked (pyenv's, or Debian's).
+    let python = find_executable("python3", dirs).context("python3 is not on PATH")?;
     // `--clear`: a virtualenv left by an interrupted install is started afresh (its scripts
     // name its path, so it cannot be built elsewhere and moved).
     quiet(
-        Command::new("python3")
+        Command::new(python)
             .args(["-m", "venv", "--clear"])
             .arg(&dir),
     )?;
