@@ -354,7 +354,13 @@ pub fn ensure(parts: &[Part]) -> Result<usize> {
         return Ok(0);
     }
     let plan = Plan::new(&missing, &dirs);
-    let blocked = plan.blocked(&dirs, nix::unistd::geteuid().is_root());
+    let elsewhere: Vec<PathBuf> = SBIN
+        .iter()
+        .map(PathBuf::from)
+        .filter(|d| !dirs.contains(d))
+        .collect();
+    let mut blocked = off_path(&missing, &elsewhere);
+    blocked.extend(plan.blocked(&dirs, nix::unistd::geteuid().is_root()));
     if !blocked.is_empty() {
         bail!("{}", cannot_install(&missing, &blocked));
     }
@@ -372,6 +378,28 @@ pub fn ensure(parts: &[Part]) -> Result<usize> {
         );
     }
     Ok(installed)
+}
+
+/// Where Debian installs root's programs (`nft`, `depmod`); a user's `PATH`, which
+/// `sudo env "PATH=$PATH"` hands to root, has none of them.
+const SBIN: &[&str] = &["/usr/local/sbin", "/usr/sbin", "/sbin"];
+
+/// The missing programs that are in one of `elsewhere` (installed, but not on `PATH`: installing
+/// them again would not help), each with what to do.
+fn off_path(missing: &[Need], elsewhere: &[PathBuf]) -> Vec<(Need, String)> {
+    missing
+        .iter()
+        .filter_map(|n| match n.check {
+            Program(p) => find_executable(p, elsewhere).map(|at| {
+                let dir = at.parent().unwrap_or(&at).display().to_string();
+                (
+                    *n,
+                    format!("{} is there, but PATH lacks {dir}: add it", at.display()),
+                )
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The needs of `parts` that are not there, in table order.
@@ -728,6 +756,18 @@ mod tests {
             plan.blocked(&dirs, true).is_empty(),
             "root with apt-get installs it"
         );
+    }
+
+    #[test]
+    fn a_program_installed_outside_path_is_named_with_its_directory() {
+        let sbin = dir_with(&["nft"]);
+        let path = dir_with(&["ip", "ping"]);
+        let missing = missing(&[Part::Demo], &[path.path().to_path_buf()]);
+        let off = off_path(&missing, &[sbin.path().to_path_buf()]);
+        assert_eq!(off.len(), 1, "{off:?}");
+        let expected = format!("PATH lacks {}: add it", sbin.path().display());
+        assert!(off[0].1.ends_with(&expected), "{off:?}");
+        assert!(off_path(&missing, &[]).is_empty());
     }
 
     #[test]
