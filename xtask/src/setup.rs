@@ -380,6 +380,12 @@ pub fn ensure(parts: &[Part]) -> Result<usize> {
     Ok(installed)
 }
 
+/// `cargo xtask` as root for a user with their own rustup (README): Debian's sudo replaces
+/// `PATH`, rustup's `cargo` needs `RUSTUP_HOME` under root's home, and a user's `PATH` lacks
+/// `/usr/sbin`.
+pub const SUDO: &str =
+    r#"sudo env "PATH=$PATH:/usr/sbin" RUSTUP_HOME="${RUSTUP_HOME:-$HOME/.rustup}" cargo xtask"#;
+
 /// Where Debian installs root's programs (`nft`, `depmod`); a user's `PATH`, which
 /// `sudo env "PATH=$PATH"` hands to root, has none of them.
 const SBIN: &[&str] = &["/usr/local/sbin", "/usr/sbin", "/sbin"];
@@ -427,7 +433,7 @@ fn cannot_install(missing: &[Need], blocked: &[(Need, String)]) -> String {
     format!(
         "missing here, and setup cannot install all of it:\n  - {}\n\
          as root on Debian, `cargo xtask setup` installs everything it can \
-         (sudo env \"PATH=$PATH\" cargo xtask setup); nothing was installed or built",
+         ({SUDO} setup); nothing was installed or built",
         lines.join("\n  - ")
     )
 }

@@ -23,7 +23,8 @@ pub fn require_root(is_root: bool) -> Result<()> {
     }
     bail!(
         "the demo cannot run here: it creates network namespaces: run it as root \
-         (sudo env \"PATH=$PATH\" cargo xtask demo); nothing was built"
+         ({} demo); nothing was built",
+        crate::setup::SUDO
     )
 }
 
@@ -43,7 +44,7 @@ mod tests {
     fn a_user_is_told_how_to_keep_path_as_root() {
         let message = require_root(false).expect_err("not root").to_string();
         assert!(
-            message.contains("sudo env \"PATH=$PATH\" cargo xtask demo"),
+            message.contains(r#"sudo env "PATH=$PATH:/usr/sbin" RUSTUP_HOME="#),
             "{message}"
         );
         require_root(true).expect("root");
