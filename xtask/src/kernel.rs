@@ -12,7 +12,7 @@
 //! on this machine kind, so the VM runs under TCG unless `--kvm` is given.
 
 mod guest;
-mod provision;
+pub(crate) mod provision;
 
 pub use provision::find_program;
 
@@ -162,39 +162,35 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Whether this machine can run the tier; fails naming exactly what to install. Runs before
-/// anything is built, so `cargo xtask test` fails at once rather than after the native suite.
+/// Whether this machine can run the tier, installing what it lacks (`cargo xtask setup`'s part
+/// for the tier, with the native suites' tools: the guest runs those suites on the host's root).
+/// Runs before anything is built, so `cargo xtask test` fails at once rather than after the
+/// native suites.
 pub fn preflight() -> Result<()> {
-    let mut missing = Vec::new();
+    require_root()?;
+    crate::setup::ensure(&[
+        crate::setup::Part::Demo,
+        crate::setup::Part::Native,
+        crate::setup::Part::Kernel,
+    ])
+    .context("the production-kernel tier cannot run")?;
+    Ok(())
+}
+
+/// The tier runs the privileged suites in the guest as the invoking user.
+pub fn require_root() -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
-        missing.push("root (the guest runs the privileged suites as the invoking user)".to_owned());
+        bail!("the production-kernel tier needs root (the guest runs the privileged suites as the invoking user)");
     }
-    for (program, install) in provision::TOOLS {
-        if provision::find_program(program).is_none() {
-            missing.push(format!("`{program}` ({install})"));
-        }
-    }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    bail!(
-        "the production-kernel tier cannot run: missing {}.\n\
-         Install with: apt-get install {} && python3 -m pip install {} && \
-         cargo install --locked virtiofsd@{} (.ci/run does this); \
-         `cargo xtask test --native` runs only the native suites",
-        missing.join("; "),
-        provision::APT_PACKAGES.join(" "),
-        provision::PIP_PACKAGE,
-        provision::VIRTIOFSD_VERSION,
-    )
+    Ok(())
 }
 
 /// The tier's cache: the unpacked kernel package and the results of the last run.
-fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     target_dir().join("kernel-tier")
 }
 
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| crate::workspace_root().join("target"))

@@ -20,6 +20,7 @@ mod kernel;
 mod layout;
 mod manifests;
 mod podman;
+mod setup;
 mod smoke;
 mod soak;
 mod stage;
@@ -40,6 +41,9 @@ struct Cli {
 /// Every command; the first line of each doc comment is its line in `cargo xtask --help`.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Install what demo and test need (Debian packages, the musl target, virtme-ng,
+    /// virtiofsd, the VM's kernel); checks only when everything is there
+    Setup(setup::Args),
     /// Build the plugins and install them into a CNI bin dir, with a node config (and a
     /// conflist)
     BuildAndStage(stage::Options),
@@ -98,6 +102,7 @@ fn main() -> std::process::ExitCode {
 
 fn dispatch(command: Command) -> Result<()> {
     match command {
+        Command::Setup(args) => setup::run(&args),
         Command::BuildAndStage(opts) => stage::build_and_stage(&opts),
         Command::Demo(args) => demo::run(&args),
         Command::Smoke(args) => smoke::run(&args),

@@ -3,8 +3,10 @@
 //! (`test-kernel`: the routing-domain suites with VRF on an LTS kernel in a VM) and the release
 //! plugins' resident-size budget (`check-rss`: every plugin's peak RSS at most half of bridge's).
 //!
-//! Privileged tests need root, `ip` (iproute2) and network namespaces. Under `CI=true` a missing
-//! capability is a hard failure here, before any test runs, so nothing is skipped silently.
+//! Privileged tests need root, network namespaces and the tools `cargo xtask setup` installs,
+//! which runs first (for `--native` only the native suites' part). Under `CI=true` missing root
+//! is a hard failure here, before any test runs, so nothing is skipped silently; a tool that
+//! cannot be installed fails the run everywhere.
 
 use anyhow::{bail, Context, Result};
 use std::process::Command;
@@ -43,21 +45,25 @@ pub fn run(args: &Args) -> Result<()> {
     // First, native or not: it takes well under a second and needs neither root nor a build.
     crate::docs_check::run(&crate::docs_check::Args::default())?;
     preflight()?;
-    if !native_only {
-        // Both tiers' missing tools at once, so one install command fixes the machine.
-        // (check-rss, after the tiers, measures the release build.)
-        let missing: Vec<String> = [
-            crate::podman::preflight(),
-            crate::kernel::preflight(),
-            crate::stage::require_release_toolchain(),
-        ]
-        .into_iter()
-        .filter_map(Result::err)
-        .map(|e| format!("{e:#}"))
-        .collect();
+    if native_only {
+        crate::setup::ensure(crate::setup::NATIVE)?;
+    } else {
+        // Both tiers' root checks, then one setup for everything, so one `apt-get install`
+        // covers the machine before the native suites start.
+        let missing: Vec<String> = [crate::podman::require_root(), crate::kernel::require_root()]
+            .into_iter()
+            .filter_map(Result::err)
+            .map(|e| format!("{e:#}"))
+            .collect();
         if !missing.is_empty() {
-            bail!("{}", missing.join("\n"));
+            bail!(
+                "{}; `cargo xtask test --native` runs only the native suites",
+                missing.join("\n")
+            );
         }
+        crate::setup::ensure(crate::setup::ALL).context(
+            "`cargo xtask test` cannot run; `cargo xtask test --native` runs only the native suites",
+        )?;
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
@@ -79,29 +85,14 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// What privileged tests need; reported (and fatal under CI) before the run.
+/// Root, which privileged tests need; reported (and fatal under CI) before the run. Their tools
+/// are setup's (`cargo xtask setup`), installed before the run.
 fn preflight() -> Result<()> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let mut missing = Vec::new();
-    if !nix::unistd::geteuid().is_root() {
-        missing.push("root (privileged tests create network namespaces)".to_owned());
-    }
-    if Command::new("ip")
-        .arg("-V")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        missing.push("the `ip` command (Debian package iproute2)".to_owned());
-    }
-    if missing.is_empty() {
+    if nix::unistd::geteuid().is_root() {
         return Ok(());
     }
-    let text = format!(
-        "privileged tests cannot run: missing {}",
-        missing.join("; ")
-    );
-    if ci {
+    let text = "privileged tests cannot run: missing root (they create network namespaces)";
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
         bail!("{text} (CI=true: refusing to skip them)");
     }
     eprintln!("warning: {text}; they will report themselves as skipped");

@@ -8,8 +8,8 @@
 //! namespace of its own, so the machine's own routes, rules, sysctls and firewall are never
 //! touched. Ctrl-C stops at the next step and still cleans up.
 //!
-//! Before anything is built, [`preflight`] checks for root and every external command the demo
-//! needs, and names the Debian packages of those that are missing.
+//! Before anything is built, [`preflight`] checks for root and runs `cargo xtask setup`'s demo
+//! part, which installs every external command the demo needs that is missing.
 //!
 //! The scene is the test kit's: the host is a [`Host`], the pods are [`Pod`]s (throwaway
 //! namespaces, deleted on drop whatever happens), and the chain runs through the test kit's
@@ -71,10 +71,7 @@ struct Scene<'a> {
 
 pub fn run(args: &Args) -> Result<()> {
     // Before anything is built: a build takes minutes and is wasted when `nft` is missing.
-    preflight::check_here()?;
-    if args.release && args.prebuilt.is_none() {
-        crate::stage::require_release_toolchain()?;
-    }
+    preflight::check_here(args.release && args.prebuilt.is_none())?;
     install_interrupt_handler();
     let plugins = match &args.prebuilt {
         Some(dir) => dir.clone(),

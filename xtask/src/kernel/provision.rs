@@ -5,17 +5,8 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Debian packages the tier needs (`.ci/run` installs them).
-pub const APT_PACKAGES: &[&str] = &[
-    "qemu-system-x86",
-    "kmod",
-    "busybox-static",
-    "file",
-    "libcap-ng-dev",
-    "libseccomp-dev",
-];
-
-/// The VM runner, from PyPI (Debian 12 has no package of it).
+/// The VM runner, from PyPI (Debian 12 has no package of it), which `cargo xtask setup`
+/// installs into [`virtme_ng_dir`].
 pub const PIP_PACKAGE: &str = "virtme-ng==1.42";
 
 /// The virtio-fs daemon virtme-ng shares the host's root with (from the crate registry; qemu
@@ -23,20 +14,13 @@ pub const PIP_PACKAGE: &str = "virtme-ng==1.42";
 /// back to 9p, on which the suites run ten times slower).
 pub const VIRTIOFSD_VERSION: &str = "1.14.0";
 
-/// Programs the tier runs, each with where it comes from.
-pub const TOOLS: &[(&str, &str)] = &[
-    ("qemu-system-x86_64", "apt-get install qemu-system-x86"),
-    ("depmod", "apt-get install kmod"),
-    ("busybox", "apt-get install busybox-static"),
-    ("file", "apt-get install file"),
-    ("apt-get", "Debian's apt"),
-    ("dpkg-deb", "Debian's dpkg"),
-    ("vng", "python3 -m pip install virtme-ng"),
-    (
-        "virtiofsd",
-        "apt-get install libcap-ng-dev libseccomp-dev && cargo install --locked virtiofsd",
-    ),
-];
+/// The virtualenv `cargo xtask setup` installs [`PIP_PACKAGE`] into, under the target dir (the
+/// version in its name: a new pin gets a new one).
+pub fn virtme_ng_dir() -> PathBuf {
+    super::target_dir()
+        .join("tools")
+        .join(PIP_PACKAGE.replace("==", "-"))
+}
 
 /// Where `program` is on `PATH`, or (for what `cargo install` puts there) in `~/.cargo/bin`.
 pub fn find_program(program: &str) -> Option<PathBuf> {
@@ -46,7 +30,8 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// `PATH` plus cargo's bin dir, which a `sudo` shell may lack.
+/// `PATH` plus cargo's bin dir, which a `sudo` shell may lack, and the virtualenv of
+/// [`virtme_ng_dir`] (last: a `vng` of the machine's own comes first).
 pub fn search_path() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
@@ -57,6 +42,7 @@ pub fn search_path() -> Vec<PathBuf> {
     {
         dirs.push(home.join("bin"));
     }
+    dirs.push(virtme_ng_dir().join("bin"));
     dirs
 }
 
@@ -104,6 +90,20 @@ fn newest_package(search_output: &str) -> Option<String> {
         })
         .max()
         .map(|(_, name)| name)
+}
+
+/// A guest kernel already unpacked in `cache` (`$GALACTIC_KERNEL_PACKAGE`'s, or any): setup's
+/// presence check, which must not search apt's lists (over a second). The tier itself still
+/// fetches a newer package when apt's lists name one.
+pub fn cached_kernel(cache: &Path) -> Option<Kernel> {
+    if let Ok(name) = std::env::var("GALACTIC_KERNEL_PACKAGE") {
+        return unpacked(&cache.join(name)).ok().flatten();
+    }
+    std::fs::read_dir(cache)
+        .ok()?
+        .flatten()
+        .filter(|e| newest_package(&e.file_name().to_string_lossy()).is_some())
+        .find_map(|e| unpacked(&e.path()).ok().flatten())
 }
 
 /// The guest kernel, fetched and unpacked into `cache` unless it already is.

@@ -38,24 +38,6 @@ pub struct Args {
     pub prebuilt: Option<PathBuf>,
 }
 
-/// Programs the tier runs, each with the Debian package that has it.
-pub const TOOLS: &[(&str, &str)] = &[
-    ("podman", "podman"),
-    ("runc", "runc"),
-    ("conmon", "conmon"),
-    ("nsenter", "util-linux"),
-    ("unshare", "util-linux"),
-    ("mount", "mount"),
-    ("busybox", "busybox-static"),
-    ("tar", "tar"),
-    ("ip", "iproute2"),
-    ("nft", "nftables"),
-];
-
-/// What `.ci/run` installs for the tier (`--no-install-recommends`: Podman's recommendations
-/// pull in crun, fuse-overlayfs and slirp4netns, none of which the tier uses).
-pub const APT_PACKAGES: &[&str] = &["podman", "runc", "busybox-static"];
-
 /// Runs the tier.
 pub fn run(args: &Args) -> Result<()> {
     preflight()?;
@@ -87,26 +69,20 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Whether this machine can run the tier; fails naming exactly what to install. Runs before
-/// anything is built, so `cargo xtask test` fails at once rather than after the native suites.
+/// Whether this machine can run the tier, installing what it lacks (`cargo xtask setup`'s part
+/// for the tier). Runs before anything is built, so `cargo xtask test` fails at once rather than
+/// after the native suites.
 pub fn preflight() -> Result<()> {
-    let mut missing = Vec::new();
+    require_root()?;
+    crate::setup::ensure(&[crate::setup::Part::Demo, crate::setup::Part::Podman])
+        .context("the Podman tier cannot run")?;
+    Ok(())
+}
+
+/// Podman's CNI backend and the tier's namespaces need root.
+pub fn require_root() -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
-        missing.push("root (Podman's CNI backend and the tier's namespaces need it)".to_owned());
+        bail!("the Podman tier needs root (Podman's CNI backend and the tier's namespaces)");
     }
-    for (program, package) in TOOLS {
-        if crate::kernel::find_program(program).is_none() {
-            missing.push(format!("`{program}` (Debian package {package})"));
-        }
-    }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    bail!(
-        "the Podman tier cannot run: missing {}.\n\
-         Install with: apt-get install --no-install-recommends {} (.ci/run does this); \
-         `cargo xtask test --native` runs only the native suites",
-        missing.join("; "),
-        APT_PACKAGES.join(" "),
-    )
+    Ok(())
 }
