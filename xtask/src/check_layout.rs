@@ -64,6 +64,12 @@ pub fn run(args: &Args) -> Result<()> {
             Err(e) => {
                 println!("{plugin:<18} {e:#}");
                 failures.push(format!("{plugin}: {e:#}"));
+                // A toolchain or dependency change is worth naming even when the link is
+                // unreadable: it says what to regenerate with.
+                let script =
+                    std::fs::read_to_string(crate::layout::dir().join(format!("{plugin}.ld")));
+                let recorded = script.ok().and_then(|t| Provenance::recorded(&t));
+                failures.extend(provenance_failure(plugin, recorded.as_ref(), now));
             }
         }
     }
@@ -172,19 +178,9 @@ impl Verdict {
     }
 
     fn failures(&self, plugin: &str, now: &Provenance, args: &Args) -> Vec<String> {
-        let mut out = Vec::new();
-        match &self.recorded {
-            Some(r) if r == now => {}
-            Some(r) => out.push(format!(
-                "{plugin}: the script was generated with rustc {} and dependency set {}, the \
-                 build uses rustc {} and dependency set {}: {REGENERATE}",
-                r.rustc, r.dependencies, now.rustc, now.dependencies
-            )),
-            None => out.push(format!(
-                "{plugin}: the script's header does not record its rustc and dependency set: \
-                 {REGENERATE}"
-            )),
-        }
+        let mut out: Vec<String> = provenance_failure(plugin, self.recorded.as_ref(), now)
+            .into_iter()
+            .collect();
         let stale = self.share(self.stale.len());
         if stale > args.max_stale {
             out.push(format!(
@@ -204,5 +200,25 @@ impl Verdict {
             ));
         }
         out
+    }
+}
+
+/// Why the script's recorded provenance is not the build's, if it is not.
+fn provenance_failure(
+    plugin: &str,
+    recorded: Option<&Provenance>,
+    now: &Provenance,
+) -> Option<String> {
+    match recorded {
+        Some(r) if r == now => None,
+        Some(r) => Some(format!(
+            "{plugin}: the script was generated with rustc {} and dependency set {}, the build \
+             uses rustc {} and dependency set {}: {REGENERATE}",
+            r.rustc, r.dependencies, now.rustc, now.dependencies
+        )),
+        None => Some(format!(
+            "{plugin}: the script's header does not record its rustc and dependency set: \
+             {REGENERATE}"
+        )),
     }
 }
