@@ -56,12 +56,7 @@ pub fn parse(text: &str) -> Map {
     let mut pending_output: Option<String> = None;
     let mut pending_input: Option<String> = None;
     for line in text.lines() {
-        match line {
-            "Discarded input sections" => part = Part::Discarded,
-            "Memory Configuration" => part = Part::Before,
-            "Linker script and memory map" => part = Part::Layout,
-            _ => {}
-        }
+        part = heading(line).unwrap_or(part);
         if matches!(part, Part::Before) || line.is_empty() {
             continue;
         }
@@ -99,7 +94,6 @@ pub fn parse(text: &str) -> Map {
             if fields.len() == 2 && first.starts_with("0x") {
                 map.add_symbol(fields[1]);
             }
-        } else if *first == "*fill*" || *first == "FILL" {
         } else if first.contains('(') {
             if output.as_deref() == Some(HOT) {
                 map.statements.push(Statement {
@@ -116,6 +110,16 @@ pub fn parse(text: &str) -> Map {
         }
     }
     map
+}
+
+/// The part of the map a heading line starts.
+fn heading(line: &str) -> Option<Part> {
+    match line {
+        "Discarded input sections" => Some(Part::Discarded),
+        "Memory Configuration" => Some(Part::Before),
+        "Linker script and memory map" => Some(Part::Layout),
+        _ => None,
+    }
 }
 
 impl Map {
