@@ -9,6 +9,7 @@ mod bench_ipam;
 mod bench_route;
 mod bench_startup;
 mod bpf_maps;
+mod check_layout;
 mod check_rss;
 mod crash;
 mod crds;
@@ -68,6 +69,8 @@ enum Command {
     BenchStartup(bench_startup::Args),
     /// Every plugin's peak RSS in ADD/CHECK/DEL at most half of bridge's (as root)
     CheckRss(check_rss::Args),
+    /// Every release plugin's hot-code layout still matches its code and toolchain (link maps)
+    CheckLayout(check_layout::Args),
     /// Write layout/<plugin>.ld, each plugin's hot-code layout, from traced calls (as root)
     Layout(layout::Args),
     /// Write deploy/crds/*.yaml from the Rust custom resource types
@@ -114,6 +117,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::BenchRoute(args) => bench_route::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),
         Command::CheckRss(args) => check_rss::run(&args),
+        Command::CheckLayout(args) => check_layout::run(&args),
         Command::Layout(args) => layout::run(&args),
         Command::GenCrds(args) => crds::run(&args),
         Command::LintManifests(args) => manifests::run(&args),

@@ -1,7 +1,8 @@
 //! `test`: every test of the workspace, privileged ones included, then the Podman tier
 //! (`test-podman`: the chain under Debian 12's Podman), the production-kernel tier
-//! (`test-kernel`: the routing-domain suites with VRF on an LTS kernel in a VM) and the release
-//! plugins' resident-size budget (`check-rss`: every plugin's peak RSS at most half of bridge's).
+//! (`test-kernel`: the routing-domain suites with VRF on an LTS kernel in a VM), the release
+//! plugins' resident-size budget (`check-rss`: every plugin's peak RSS at most half of bridge's)
+//! and their hot-code layouts (`check-layout`: every script still matches the code it orders).
 //!
 //! Privileged tests need root, network namespaces and the tools `cargo xtask setup` installs,
 //! which runs first (for `--native` only the native suites' part). Under `CI=true` missing root
@@ -15,7 +16,7 @@ use std::process::Command;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Only the native suites: leave out the Podman tier, the production-kernel tier's VM and the
-    /// release plugins' RSS budget (the quick local loop)
+    /// release plugins' RSS budget and layout check (the quick local loop)
     #[arg(long)]
     pub native: bool,
     /// Passed on to `cargo test --workspace --all-targets` as given, e.g. `--no-fail-fast` or
@@ -81,6 +82,9 @@ pub fn run(args: &Args) -> Result<()> {
         // A size, not a time: the release binaries' resident pages, measured on this run's
         // build against the reference plugin's.
         crate::check_rss::run(&crate::check_rss::Args { ratio: 0.5 })?;
+        // The same build's link maps: the budget above has room for stale hot-code scripts,
+        // which only this sees.
+        crate::check_layout::run(&crate::check_layout::Args::default())?;
     }
     Ok(())
 }

@@ -8,6 +8,9 @@
 //! binary (docs/performance.md, docs/decisions/0063-hot-code-layout.md).
 
 pub mod chain;
+pub mod check;
+pub mod map;
+pub mod provenance;
 mod script;
 mod trace;
 
@@ -72,13 +75,14 @@ pub fn run(args: &Args) -> Result<()> {
     chain::run(&runs, &wrappers)?;
     let profiles = profiles(&logs)?;
     let libc = libc_members()?;
+    let provenance = provenance::current(&crate::stage::PLUGINS)?;
     for plugin in crate::stage::PLUGINS {
         let Some(profile) = profiles.get(plugin) else {
             bail!("no traced call of {plugin}");
         };
         let path = dir().join(format!("{plugin}.ld"));
-        std::fs::write(&path, script::render(plugin, profile, &libc))
-            .with_context(|| format!("write {}", path.display()))?;
+        let script = script::render(plugin, profile, &libc, &provenance[plugin]);
+        std::fs::write(&path, script).with_context(|| format!("write {}", path.display()))?;
         println!("{}: {} functions", path.display(), profile.ordered().len());
     }
     Ok(())
