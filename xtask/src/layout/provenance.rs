@@ -53,9 +53,9 @@ pub fn current(plugins: &[&str]) -> Result<BTreeMap<String, Provenance>> {
     let metadata = metadata()?;
     let mut out = BTreeMap::new();
     for plugin in plugins {
-        let package = galactic_core::plugins::package(plugin);
-        let Some(dependencies) = dependency_set(&metadata, package) else {
-            bail!("cargo metadata lists no workspace package {package}");
+        // Every plugin binary is the package of its name.
+        let Some(dependencies) = dependency_set(&metadata, plugin) else {
+            bail!("cargo metadata lists no workspace package {plugin}");
         };
         out.insert(
             (*plugin).to_owned(),
