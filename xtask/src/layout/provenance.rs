@@ -202,7 +202,8 @@ mod tests {
     fn the_dependency_set_follows_normal_and_build_edges_only() {
         let pkg = |id: &str, source: Option<&str>| json!({"id": id, "name": id, "version": "1.0.0", "source": source});
         let dep = |id: &str, kind: Option<&str>| json!({"pkg": id, "dep_kinds": [{"kind": kind}]});
-        let registry = Some("registry+https://github.com/rust-lang/crates.io-index");
+        // A registry package's source id (what it names does not matter here).
+        let registry = Some("registry+https://example.invalid/index");
         let metadata = |lib_version: &str| {
             let mut lib = pkg("lib", registry);
             lib["version"] = json!(lib_version);
