@@ -335,7 +335,9 @@ stage_annotation_export() {
     host=${KUBERNETES_SERVICE_HOST:-}
     port=${KUBERNETES_SERVICE_PORT:-443}
     case "$host" in *:*) host="[$host]" ;; esac
-    kubeconfig=$(mktemp)
+    # Beside the export, under a host mount: the container's root filesystem is read-only and
+    # it has no /tmp. Removed once the export is done.
+    kubeconfig=$(mktemp "$(dirname "$ANNOTATIONS_EXPORT")/.export-kubeconfig.XXXXXX")
     # This container's view: the service account's own CA path.
     cat >"$kubeconfig" <<YAML
 apiVersion: v1
