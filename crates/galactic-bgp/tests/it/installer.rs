@@ -57,7 +57,10 @@ impl Fixture {
             .env("SA_DIR", self.dir.path().join("sa"))
             // The init container's root filesystem is read-only and it mounts no /tmp: a
             // temporary file anywhere but under its host mounts fails, as it does there.
-            .env("TMPDIR", self.dir.path().join("no-scratch-space-outside-the-mounts"))
+            .env(
+                "TMPDIR",
+                self.dir.path().join("no-scratch-space-outside-the-mounts"),
+            )
             .env("NODE_NAME", "node-a")
             .env("KUBERNETES_SERVICE_HOST", "fd00:10::1")
             .env("KUBERNETES_SERVICE_PORT", "6443");
