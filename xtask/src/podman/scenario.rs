@@ -68,10 +68,30 @@ impl Scene {
         &self.nets[i].name
     }
 
+    /// The scenario, in five phases: attach, reach and isolation, restarts, refusals, removal.
     fn play(&self) -> Result<()> {
         let baseline = self.kernel_view();
         let started = Instant::now();
-        let [c, c2, c3, f] = [self.net(0), self.net(1), self.net(2), self.net(3)];
+        let [c1, c2, f1] = self.attach()?;
+        self.reach_and_isolation(&c1, &c2, &f1)?;
+        self.restarts(&c1, &c2, &f1)?;
+        self.refusals(&c1)?;
+        self.removal(&baseline)?;
+        println!(
+            "[NOTE] left by design for the node's lifetime: the table backend's local rule at 32765 and \
+             the host-services chain of nftables table inet galactic (node-wide, made by the first ADD)"
+        );
+        println!(
+            "test-podman: scenario {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// c1 and c2 in VPC C (c2 with --ip, --ip6, --mac-address), f1 in VPC F (--ip alone), as
+    /// podman inspect shows them.
+    fn attach(&self) -> Result<[Seen; 3]> {
+        let [c, c2, f] = [self.net(0), self.net(1), self.net(3)];
         step("run c1 (VPC C, addresses from the pool)", || {
             self.run("c1", &["--network", c])
         })?;
@@ -113,6 +133,11 @@ impl Scene {
         })?;
         let c2_seen = self.seen("c2", c2)?;
         let f1_seen = self.seen("f1", f)?;
+        Ok([c1, c2_seen, f1_seen])
+    }
+
+    /// One VPC's containers reach each other; another VPC's do not.
+    fn reach_and_isolation(&self, c1: &Seen, c2_seen: &Seen, f1_seen: &Seen) -> Result<()> {
         step(
             "c1 and c2 (one VPC) reach each other over IPv6 and IPv4",
             || {
@@ -126,6 +151,12 @@ impl Scene {
                 || self.isolated("f1", &[&c1.ipv6, &c1.ipv4]),
             )
         })?;
+        Ok(())
+    }
+
+    /// restart, stop and start, network reload: the addresses (and, where asked, the MAC) stay.
+    fn restarts(&self, c1: &Seen, c2_seen: &Seen, f1_seen: &Seen) -> Result<()> {
+        let [c, c2, f] = [self.net(0), self.net(1), self.net(3)];
         step(
             "podman restart keeps c1's addresses (DEL, then ADD asking nothing)",
             || {
@@ -161,14 +192,20 @@ impl Scene {
             || {
                 self.engine.ok(&["network", "reload", "--all"])?;
                 expect_eq("c1 after reload", &self.seen("c1", c)?, &c1_started)?;
-                expect_eq("c2 after reload", &self.seen("c2", c2)?, &c2_seen)?;
-                expect_eq("f1 after reload", &self.seen("f1", f)?, &f1_seen)?;
+                expect_eq("c2 after reload", &self.seen("c2", c2)?, c2_seen)?;
+                expect_eq("f1 after reload", &self.seen("f1", f)?, f1_seen)?;
                 both(
                     || self.reach("c1", &[&c2_seen.ipv6, &c2_seen.ipv4]),
                     || self.isolated("f1", &[&c1.ipv6, &c1.ipv4]),
                 )
             },
         )?;
+        Ok(())
+    }
+
+    /// Requests that cannot be granted are refused with the plugin's message.
+    fn refusals(&self, c1: &Seen) -> Result<()> {
+        let c3 = self.net(2);
         step(
             "requests that cannot be granted are refused with the plugin's message",
             || {
@@ -193,6 +230,13 @@ impl Scene {
                 self.gone("C", "3")
             },
         )?;
+        Ok(())
+    }
+
+    /// Containers that exit, run with --rm or are removed leave nothing; the chain's GC then
+    /// returns the host namespace to `baseline`.
+    fn removal(&self, baseline: &[String]) -> Result<()> {
+        let c3 = self.net(2);
         step(
             "a container that exits on its own is detached (the cleanup Podman has the node config)",
             || {
@@ -234,7 +278,7 @@ impl Scene {
                 }
                 let now = self.kernel_view();
                 if now != baseline {
-                    bail!("the host namespace differs: {}", diff(&baseline, &now));
+                    bail!("the host namespace differs: {}", diff(baseline, &now));
                 }
                 let domains = self.files("state/routing", "vpc-");
                 if !domains.is_empty() {
@@ -243,14 +287,6 @@ impl Scene {
                 Ok(())
             },
         )?;
-        println!(
-            "[NOTE] left by design for the node's lifetime: the table backend's local rule at 32765 and \
-             the host-services chain of nftables table inet galactic (node-wide, made by the first ADD)"
-        );
-        println!(
-            "test-podman: scenario {:.1} s",
-            started.elapsed().as_secs_f64()
-        );
         Ok(())
     }
 
