@@ -209,6 +209,9 @@ impl Checker {
             if file.ends_with("tenancy.md") {
                 found.extend(self.keys.tenancy_table(text));
             }
+            if file == "docs/decisions/README.md" {
+                found.extend(self.decisions_index(text));
+            }
             // In reading order (a stable sort: one line's findings keep theirs).
             found.sort_by_key(|(line, _)| *line);
             findings.extend(found.into_iter().map(|(line, what)| Finding {
@@ -218,6 +221,24 @@ impl Checker {
             }));
         }
         findings
+    }
+
+    /// The decisions index links every decision file (`docs/decisions/NNNN-*.md`).
+    fn decisions_index(&self, text: &str) -> Vec<(usize, String)> {
+        let dir = self.root.join("docs/decisions");
+        let mut decisions: Vec<String> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".md") && n.starts_with(|c: char| c.is_ascii_digit()))
+            .collect();
+        decisions.sort();
+        decisions
+            .into_iter()
+            .filter(|name| !text.contains(&format!("({name})")))
+            .map(|name| (1, format!("decision `{name}` is not in the index")))
+            .collect()
     }
 
     /// `cargo xtask <command> [--flag]...` in one piece of code.
@@ -632,6 +653,16 @@ mod tests {
         let found = findings_in("docs/tenancy.md", &tenancy);
         assert_eq!(found.len(), 1, "{found:#?}");
         assert!(found[0].contains("`multiqueue`: no stanza or node-config key"));
+    }
+
+    #[test]
+    fn a_decision_left_out_of_the_index_fails() {
+        let index = real("docs/decisions/README.md");
+        assert!(findings_in("docs/decisions/README.md", &index).is_empty());
+        let row = index.lines().find(|l| l.contains("(0074-")).unwrap();
+        let found = findings_in("docs/decisions/README.md", &index.replace(row, ""));
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(found[0].contains("`0074-one-crate-per-owner.md` is not in the index"));
     }
 
     #[test]
