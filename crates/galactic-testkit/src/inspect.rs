@@ -92,3 +92,30 @@ pub fn ipam_holds(host: &Host, att: &Attachment, list: &Conflist, result: &Value
         .plugin(list, 0, "CHECK", att, Some(result))
         .success
 }
+
+/// Everything on the host that mentions `ifname`: the link, rules, firewall rules (what a
+/// removed attachment must not leave).
+pub fn host_traces(host: &Host, ifname: &str) -> Vec<String> {
+    let mut traces = Vec::new();
+    if host.netns.try_ip(&["link", "show", ifname]).0 {
+        traces.push(format!("link {ifname}"));
+    }
+    for family in ["-4", "-6"] {
+        let rules = host.netns.ip(&[family, "rule", "show"]);
+        traces.extend(
+            rules
+                .lines()
+                .filter(|l| l.contains(ifname))
+                .map(|l| format!("rule {l}")),
+        );
+    }
+    let nft = host.netns.exec(&["nft", "list", "ruleset"]);
+    let ruleset = String::from_utf8_lossy(&nft.stdout).into_owned();
+    traces.extend(
+        ruleset
+            .lines()
+            .filter(|l| l.contains(ifname))
+            .map(|l| format!("nft {}", l.trim())),
+    );
+    traces
+}

@@ -46,32 +46,6 @@ pub fn conf(version: &str, vpc: &str, att: &str, ipam: Value) -> Conflist {
     Conflist::from_conf(&conf).unwrap()
 }
 
-/// Everything on the host that mentions `ifname`: links, rules, firewall rules.
-pub fn host_traces(host: &Host, ifname: &str) -> Vec<String> {
-    let mut traces = Vec::new();
-    if host.netns.try_ip(&["link", "show", ifname]).0 {
-        traces.push(format!("link {ifname}"));
-    }
-    for family in ["-4", "-6"] {
-        let rules = host.netns.ip(&[family, "rule", "show"]);
-        traces.extend(
-            rules
-                .lines()
-                .filter(|l| l.contains(ifname))
-                .map(|l| format!("rule {l}")),
-        );
-    }
-    let nft = host.netns.exec(&["nft", "list", "ruleset"]);
-    let ruleset = String::from_utf8_lossy(&nft.stdout).into_owned();
-    traces.extend(
-        ruleset
-            .lines()
-            .filter(|l| l.contains(ifname))
-            .map(|l| format!("nft {}", l.trim())),
-    );
-    traces
-}
-
 pub fn records(host: &Host) -> Vec<String> {
     std::fs::read_dir(host.path("state").join("attachments"))
         .map(|d| {

@@ -6,13 +6,14 @@
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
-use galactic_testkit::host::{ip_of, Host, Pod};
+use galactic_testkit::host::{ip_of, Pod};
 use galactic_testkit::privileged::TestNetns;
 use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};
 
 use crate::common::{
-    domain, hname, ipam_holds, link, pools, record_count, runtime, table_routes, vrf, vrf_host,
+    domain, hname, host_traces, ipam_holds, link, pools, record_count, runtime, table_routes, vrf,
+    vrf_host,
 };
 
 /// A network config file with the master alone.
@@ -21,31 +22,6 @@ fn conf(vpc: &str, att: &str, ipam: Value) -> Conflist {
     let conf = json!({"cniVersion": "1.1.0", "name": name, "type": "galactic-cni",
            "vpc": vpc, "vpcattachment": att, "mtu": 1400, "ipam": ipam});
     Conflist::from_conf(&conf).unwrap()
-}
-
-/// Everything on the host that mentions `ifname`: the link, rules, firewall rules.
-fn host_traces(host: &Host, ifname: &str) -> Vec<String> {
-    let mut traces = Vec::new();
-    if link(host, ifname).is_some() {
-        traces.push(format!("link {ifname}"));
-    }
-    for family in ["-4", "-6"] {
-        let rules = host.netns.ip(&[family, "rule", "show"]);
-        traces.extend(
-            rules
-                .lines()
-                .filter(|l| l.contains(ifname))
-                .map(|l| format!("rule {l}")),
-        );
-    }
-    let nft = host.netns.exec(&["nft", "list", "ruleset"]);
-    traces.extend(
-        String::from_utf8_lossy(&nft.stdout)
-            .lines()
-            .filter(|l| l.contains(ifname))
-            .map(|l| format!("nft {}", l.trim())),
-    );
-    traces
 }
 
 #[test]
