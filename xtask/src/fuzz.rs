@@ -1,7 +1,6 @@
 //! `fuzz [--seconds N]`: a bounded fuzzing campaign over every parser that takes untrusted input.
 //!
-//! Runs each crate's fuzz tests (the `fuzz` module of its `it` test binary; galactic-master's
-//! `tests/fuzz.rs` target) with `GALACTIC_FUZZ_SECONDS=N` (default 60 s per target; targets run
+//! Runs each crate's fuzz tests (the `fuzz` module of its `it` test binary) with `GALACTIC_FUZZ_SECONDS=N` (default 60 s per target; targets run
 //! two at a time), then prints the cases run per target. The
 //! targets, their seed corpora (`fuzz/corpus/<target>/`) and the properties are described in
 //! `galactic_testkit::fuzz` and `docs/reliability.md`. Plain `cargo test` runs the same

@@ -62,7 +62,8 @@ pub fn test_path(type_name: &str) -> &str {
 
 /// Whether privileged tests can run here; prints `SKIPPED {test}: <why>` when they cannot, and
 /// panics instead under `CI=true`. What [`privileged!`](crate::privileged!) runs; tests call the
-/// macro, which names them (galactic-master's per-file tests still call this directly).
+/// macro, which names them (the masters' VRF fixture, `inspect::vrf_host`, calls this with the
+/// name its caller passes).
 pub fn privileged(test: &str) -> bool {
     let reason = if !nix::unistd::geteuid().is_root() {
         Some("not running as root")

@@ -34,7 +34,7 @@ fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
         .expect("BGPAdvertisement 1-1");
     let key = "c".repeat(41);
     // A /proc netns path: the router's GC cannot judge it, so it is not under netns.*
-    // (decision 0016; /run/netns paths are, see tests/router_gc.rs of galactic-master).
+    // (decision 0016; /run/netns paths are, see galactic-master's router_gc tests).
     assert_eq!(
         adv["metadata"]["annotations"],
         json!({
