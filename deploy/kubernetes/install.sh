@@ -56,6 +56,9 @@ ALIAS_PAIRS="galactic-veth:galactic-cni galactic-tap:galactic-tap-cni"
 BIN="$HOST_ROOT/opt/cni/bin"
 SETS="$BIN/.galactic"
 GO_CONFLIST="$HOST_ROOT/etc/cni/net.d/10-galactic.conflist"
+# Where the first run moves it: the Go settings it carries stay the fallback of every later run
+# (restart, reboot, DaemonSet update), and a rollback to the Go DaemonSet moves it back.
+RETIRED_GO_CONFLIST="$HOST_ROOT/etc/galactic/go-chain/10-galactic.conflist"
 
 log() { echo "galactic-install: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -99,10 +102,13 @@ link_atomic() {
 }
 
 # The value of KEY in the upstream static conflist (the Go installer writes one "key": "value"
-# per line, Go-quoted; values here are plain), or nothing.
+# per line, Go-quoted; values here are plain), or nothing: the one in the runtime's conf dir
+# while it is there, else the copy the first run retired.
 go_setting() {
-    [ -f "$GO_CONFLIST" ] || return 0
-    sed -n "s/^[[:space:]]*\"$1\":[[:space:]]*\"\([^\"\\\\]*\)\",\{0,1\}[[:space:]]*\$/\1/p" "$GO_CONFLIST" | head -n 1
+    file=$GO_CONFLIST
+    [ -f "$file" ] || file=$RETIRED_GO_CONFLIST
+    [ -f "$file" ] || return 0
+    sed -n "s/^[[:space:]]*\"$1\":[[:space:]]*\"\([^\"\\\\]*\)\",\{0,1\}[[:space:]]*\$/\1/p" "$file" | head -n 1
 }
 
 # first_set NAME...: the value of the first named variable that is set and not empty.
@@ -304,12 +310,14 @@ JSON
 }
 
 # The upstream static conflist sits in the runtime's conf dir with a type that is now a real
-# binary; its settings are in node.json by now.
+# binary: it leaves the conf dir (a runtime could load it as a network) for /etc/galactic, where
+# later runs read the settings it carries. A conflist the Go installer wrote again (a rollback
+# and a second switch) replaces the retired copy: it is the newer statement of the Go settings.
 retire_go_conflist() {
-    if [ -f "$GO_CONFLIST" ]; then
-        rm -f "$GO_CONFLIST"
-        echo "$GO_CONFLIST"
-    fi
+    [ -f "$GO_CONFLIST" ] || return 0
+    mkdir -p "$(dirname "$RETIRED_GO_CONFLIST")"
+    mv -f "$GO_CONFLIST" "$RETIRED_GO_CONFLIST"
+    echo "$GO_CONFLIST"
 }
 
 # Whether the upstream Go chain has served this node: its IPAM markers, its static conflist, or
@@ -332,14 +340,23 @@ stage_annotation_export() {
     [ "$go_chain" = yes ] && [ "$publisher" = kubernetes ] || return 0
     [ -f "$ANNOTATIONS_EXPORT" ] && return 0
     mkdir -p "$(dirname "$ANNOTATIONS_EXPORT")"
+    if ! "$IMAGE_BIN/galactic-bgp" export-annotations "$installer_kubeconfig" "$namespace" "$ANNOTATIONS_EXPORT" >&2; then
+        die "could not export the BGPAdvertisement annotations of namespace $namespace (the upstream allocations); retrying"
+    fi
+    echo "$ANNOTATIONS_EXPORT"
+}
+
+# The installer's own kubeconfig, for the node-identity check and the export: this container's
+# view (the service account's own CA path). Under a host mount, because the container's root
+# filesystem is read-only and it has no /tmp; removed when the script exits, however it exits.
+write_installer_kubeconfig() {
     host=${KUBERNETES_SERVICE_HOST:-}
     port=${KUBERNETES_SERVICE_PORT:-443}
     case "$host" in *:*) host="[$host]" ;; esac
-    # Beside the export, under a host mount: the container's root filesystem is read-only and
-    # it has no /tmp. Removed once the export is done.
-    kubeconfig=$(mktemp "$(dirname "$ANNOTATIONS_EXPORT")/.export-kubeconfig.XXXXXX")
-    # This container's view: the service account's own CA path.
-    cat >"$kubeconfig" <<YAML
+    mkdir -p "$HOST_ROOT/var/lib/galactic"
+    installer_kubeconfig=$(mktemp "$HOST_ROOT/var/lib/galactic/.installer-kubeconfig.XXXXXX")
+    trap 'rm -f "$installer_kubeconfig"' EXIT
+    cat >"$installer_kubeconfig" <<YAML
 apiVersion: v1
 kind: Config
 clusters:
@@ -356,12 +373,15 @@ contexts:
   context: {cluster: galactic, user: galactic-cni}
 current-context: galactic
 YAML
-    if ! "$IMAGE_BIN/galactic-bgp" export-annotations "$kubeconfig" "$namespace" "$ANNOTATIONS_EXPORT" >&2; then
-        rm -f "$kubeconfig"
-        die "could not export the BGPAdvertisement annotations of namespace $namespace (the upstream allocations); retrying"
+}
+
+# The node name must name this machine (as upstream checks): a Node whose InternalIP is one of
+# the host's addresses (the pod shares the host's network namespace). Before anything is
+# staged, so a wrong name changes nothing on the node.
+check_node_identity() {
+    if ! "$IMAGE_BIN/galactic-bgp" check-node "$installer_kubeconfig" "$NODE_NAME" >&2; then
+        die "NODE_NAME $NODE_NAME does not name this node (see above); nothing was changed"
     fi
-    rm -f "$kubeconfig"
-    echo "$ANNOTATIONS_EXPORT"
 }
 
 # The plugins run on the host, outside any pod: they get the service account's token and CA.
@@ -402,6 +422,10 @@ case "${1:-}" in
         check_settings
         go_chain=no
         if go_chain_present; then go_chain=yes; fi
+        if [ "$publisher" = kubernetes ]; then
+            write_installer_kubeconfig
+            check_node_identity
+        fi
         # The settings land before the binaries switch: the new plugins read node.json.
         stage_node_config
         stage_datapath_conflist

@@ -247,7 +247,7 @@ fn is_disk_full(e: &std::io::Error) -> bool {
 fn kube_code(err: &KubeError) -> Code {
     match err {
         KubeError::Kubeconfig { .. } | KubeError::ChainIncomplete { .. } => Code::INVALID_CONFIG,
-        KubeError::NodeNotDetected(_) => Code::INVALID_ENVIRONMENT,
+        KubeError::NodeNotDetected(_) | KubeError::NodeIdentity { .. } => Code::INVALID_ENVIRONMENT,
         e if e.is_transient() => Code::TRY_AGAIN_LATER,
         e if e.is_invalid() => Code::INVALID_CONFIG,
         _ => Code::INTERNAL,

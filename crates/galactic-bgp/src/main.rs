@@ -5,7 +5,9 @@
 //! `prevResult` on unchanged. When the node's BGPRouter has SRv6 settings it also registers the
 //! attachment in the eBPF uSID datapath's pinned maps. See `docs/kubernetes.md`, `docs/ebpf.md`.
 //!
-//! `galactic-bgp nad …` performs the masters' NetworkAttachmentDefinition calls (see `nad`).
+//! `galactic-bgp nad …` performs the masters' NetworkAttachmentDefinition calls (see `nad`);
+//! `export-annotations …` and `check-node …` are the node installer's (see `export`,
+//! `node_identity`).
 
 mod annotations;
 mod attachments;
@@ -16,6 +18,7 @@ mod error;
 mod export;
 mod nad;
 mod netns;
+mod node_identity;
 mod ops;
 mod prev;
 mod publish;
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
     match args.split_first() {
         Some((first, rest)) if first == "nad" => nad::main(rest),
         Some((first, rest)) if first == "export-annotations" => export::main(rest),
+        Some((first, rest)) if first == "check-node" => node_identity::main(rest),
         _ => run(&GalacticBgp),
     }
 }

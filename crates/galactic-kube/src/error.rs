@@ -84,6 +84,21 @@ pub enum KubeError {
     /// No Node matched a local address.
     #[error("node name auto-detection: {0}")]
     NodeNotDetected(String),
+    /// The named Node has no InternalIP among this machine's addresses: the node name names
+    /// another machine (the installer's node-identity check).
+    #[error(
+        "node identity check failed: none of this machine's {local} addresses is an InternalIP \
+         of Node {node} ({}); NODE_NAME must be the name of the Node this pod runs on",
+        if internal.is_empty() { "it has none".to_string() } else { internal.join(", ") }
+    )]
+    NodeIdentity {
+        /// The node name checked.
+        node: String,
+        /// The Node's InternalIP addresses.
+        internal: Vec<String>,
+        /// How many local addresses there are.
+        local: usize,
+    },
     /// The API server's host name did not resolve (code 11: DNS may come back).
     #[error("cannot resolve the API server {host} (getent ahosts): {why}")]
     Resolve {

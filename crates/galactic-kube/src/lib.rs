@@ -32,6 +32,6 @@ pub use error::{ChainError, KubeError};
 pub use nad::{
     annotate_nad_host_interface, check_chain, verify_chain_complete, HOST_INTERFACE_ANNOTATION,
 };
-pub use node::{detect_node_name, local_addresses, match_node};
+pub use node::{detect_node_name, local_addresses, match_node, verify_node_identity};
 pub use patch::merge_patch;
 pub use retry::{classify, ErrorClass, RetryPolicy};

@@ -23,6 +23,40 @@ pub fn detect_node_name(client: &KubeClient, local: &[IpAddr]) -> Result<String,
     })
 }
 
+/// Checks that Node `name` has an `InternalIP` among `local` (this machine's addresses), as the
+/// upstream installer does before it writes anything: a DaemonSet whose node name is wrong would
+/// otherwise publish this node's pods under another node. Needs RBAC `nodes: get`.
+pub fn verify_node_identity(
+    client: &KubeClient,
+    name: &str,
+    local: &[IpAddr],
+) -> Result<(), KubeError> {
+    let node = client.call("get the Node for the node-identity check", |c| {
+        let api: Api<Node> = Api::all(c);
+        let name = name.to_string();
+        async move { api.get(&name).await }
+    })?;
+    if match_node(std::slice::from_ref(&node), local).is_some() {
+        return Ok(());
+    }
+    Err(KubeError::NodeIdentity {
+        node: name.to_string(),
+        internal: internal_ips(&node),
+        local: local.len(),
+    })
+}
+
+/// A Node's `InternalIP` addresses, as written.
+fn internal_ips(node: &Node) -> Vec<String> {
+    let addresses = node.status.as_ref().and_then(|s| s.addresses.as_ref());
+    addresses
+        .into_iter()
+        .flatten()
+        .filter(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.clone())
+        .collect()
+}
+
 /// The name of the first node with an `InternalIP` in `local`.
 pub fn match_node(nodes: &[Node], local: &[IpAddr]) -> Option<String> {
     nodes.iter().find_map(|node| {

@@ -4,7 +4,8 @@
 //! - placement as upstream: compute nodes only (`galactic.datumapis.com/node In [compute]`), never
 //!   the control plane, every taint tolerated;
 //! - `hostNetwork` (the datapath attaches to the uplinks and serves its probes on the node);
-//! - the installer mounts what it writes (CNI bin dir, CNI conf dir, node config, state) and
+//! - the installer mounts what it writes (CNI bin dir, CNI conf dir, node config, state), the Go
+//!   IPAM markers it reads (`/var/lib/cni`, read-only), and
 //!   carries every upstream installer setting under its upstream name;
 //! - the `datapath` container: the host's bpffs at `/sys/fs/bpf` (`hostPath` type `Directory`),
 //!   its host conflist read-only, capabilities `BPF` and `NET_ADMIN` and no others, its gRPC
@@ -29,6 +30,9 @@ const INSTALL_MOUNTS: [&str; 4] = [
     "/host/etc/galactic",
     "/host/var/lib/galactic",
 ];
+/// What the installer only reads on the host: the Go chain's IPAM markers, the sign of a node the
+/// Go chain served even after its binaries and conflist are gone.
+const INSTALL_READS: [&str; 1] = ["/host/var/lib/cni"];
 
 /// Whether `doc` is the DaemonSet this lint is about.
 pub fn is_ours(doc: &Value) -> bool {
@@ -192,6 +196,16 @@ fn installer(c: &Value) -> Vec<String> {
         .filter(|path| !mounted.iter().any(|(_, p, _)| p == *path))
         .map(|path| format!("install-cni must mount {path}"))
         .collect();
+    problems.extend(
+        INSTALL_READS
+            .iter()
+            .filter(|path| {
+                !mounted
+                    .iter()
+                    .any(|(_, p, read_only)| p == *path && *read_only)
+            })
+            .map(|path| format!("install-cni must mount {path} read-only")),
+    );
     let env = env_names(c);
     problems.extend(
         UPSTREAM_SETTINGS
@@ -268,3 +282,6 @@ fn datapath_container(pod: &Value, c: &Value) -> Vec<String> {
     }
     problems
 }
+
+#[cfg(test)]
+mod tests;

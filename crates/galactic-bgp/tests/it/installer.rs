@@ -341,6 +341,58 @@ fn the_go_conflist_settings_carry_over_and_the_file_leaves_the_conf_dir() {
     assert_eq!(node_config(&fx).ebpf_interfaces, ["eth9"]);
 }
 
+#[test]
+fn the_go_settings_survive_every_later_run_and_only_a_changed_setting_changes() {
+    let fx = Fixture::new();
+    let go = fx.host("etc/cni/net.d/10-galactic.conflist");
+    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
+    std::fs::write(&go, go_conflist("debug", "2001:db8:ff01:9:e001::", "eth1")).unwrap();
+    assert!(fx.run(&[]).status.success());
+    assert!(!go.exists());
+    let node_json = fx.host("etc/galactic/node.json");
+    let datapath = fx.host("etc/galactic/datapath/10-galactic.conflist");
+    let first = (
+        std::fs::read_to_string(&node_json).unwrap(),
+        std::fs::read_to_string(&datapath).unwrap(),
+    );
+
+    // A restart, a reboot: the same (empty) DaemonSet settings, the Go conflist gone.
+    for run in ["second", "third"] {
+        let out = fx.run(&[]);
+        assert!(out.status.success(), "{out:?}");
+        assert!(
+            out.stdout.is_empty(),
+            "the {run} run changes nothing: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert_eq!(std::fs::read_to_string(&node_json).unwrap(), first.0);
+        assert_eq!(std::fs::read_to_string(&datapath).unwrap(), first.1);
+    }
+
+    // A DaemonSet update that sets one setting: that one changes, every carried one stays.
+    let out = fx.run(&[("GALACTIC_CNI_LOG_LEVEL", "error")]);
+    assert!(out.status.success(), "{out:?}");
+    let node = node_config(&fx);
+    assert_eq!(node.log_level, galactic_core::log::Level::Error);
+    assert_eq!(
+        node.nat66_shard_sids,
+        ["2001:db8:ff01:9:e001::"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()]
+    );
+    assert_eq!(node.ebpf_interfaces, ["eth1"]);
+    let updated = std::fs::read_to_string(&node_json).unwrap();
+    assert_eq!(
+        updated.replace("\"log_level\": \"error\"", "\"log_level\": \"debug\""),
+        first.0,
+        "only the log level changed"
+    );
+    assert!(
+        !go.exists(),
+        "the runtime's conf dir still does not hold it"
+    );
+}
+
 /// Plants the Go installer's binaries in the host's CNI bin dir.
 fn plant_go_binaries(fx: &Fixture) {
     let bin = fx.host("opt/cni/bin");
@@ -557,7 +609,7 @@ fn a_failed_export_fails_the_install_before_the_switch_and_other_nodes_export_no
     plant_go_binaries(&fx);
     std::fs::write(
         fx.dir.path().join("image-bin/galactic-bgp"),
-        "#!/bin/sh\n[ \"$1\" = export-annotations ] && { echo 'connection refused' >&2; exit 1; }\n",
+        "#!/bin/sh\n[ \"$1\" = export-annotations ] && { echo 'connection refused' >&2; exit 1; }\nexit 0\n",
     )
     .unwrap();
     let out = fx.run(&[]);
@@ -586,4 +638,58 @@ fn a_failed_export_fails_the_install_before_the_switch_and_other_nodes_export_no
     for fx in [&fresh, &local] {
         assert!(!fx.dir.path().join("export-calls").exists());
     }
+}
+
+#[test]
+fn a_node_name_that_names_another_node_fails_the_install_before_anything_is_staged() {
+    let fx = Fixture::new();
+    plant_go_binaries(&fx);
+    let go = fx.host("etc/cni/net.d/10-galactic.conflist");
+    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
+    std::fs::write(&go, go_conflist("debug", "", "eth1")).unwrap();
+    let calls = fx.dir.path().join("check-calls");
+    std::fs::write(
+        fx.dir.path().join("image-bin/galactic-bgp"),
+        format!(
+            "#!/bin/sh\n[ \"$1\" = check-node ] || exit 0\necho \"$3\" >>{calls}\n\
+             echo 'node identity check failed: Node node-a has InternalIP 192.0.2.7' >&2\nexit 1\n",
+            calls = calls.display()
+        ),
+    )
+    .unwrap();
+    let out = fx.run(&[]);
+    assert!(!out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&calls).unwrap(), "node-a\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("192.0.2.7"), "the check's own reason: {err}");
+    assert!(
+        err.contains("NODE_NAME node-a does not name this node"),
+        "{err}"
+    );
+    assert!(!fx.host("etc/galactic").exists(), "no node config");
+    assert!(go.exists(), "the Go conflist stays");
+    assert_eq!(
+        std::fs::read_to_string(fx.host("opt/cni/bin/galactic-ipam")).unwrap(),
+        "#!/bin/sh\necho go-galactic-ipam\n",
+        "the Go chain keeps serving"
+    );
+    let state: Vec<_> = std::fs::read_dir(fx.host("var/lib/galactic"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        state.is_empty(),
+        "the installer's kubeconfig is removed: {state:?}"
+    );
+    // The local publisher has no API server to ask: no check.
+    let local = Fixture::new();
+    std::fs::copy(
+        fx.dir.path().join("image-bin/galactic-bgp"),
+        local.dir.path().join("image-bin/galactic-bgp"),
+    )
+    .unwrap();
+    assert!(local
+        .run(&[("GALACTIC_PUBLISHER", "local")])
+        .status
+        .success());
 }

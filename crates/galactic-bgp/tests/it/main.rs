@@ -13,6 +13,7 @@ mod export;
 mod fuzz;
 mod installer;
 mod nat66;
+mod node_identity;
 mod protocol;
 mod publish;
 mod refusals;
