@@ -6,6 +6,8 @@
 #                        take over from the upstream Go chain; then exit
 #   install.sh refresh   (long-running container) rewrite the kubeconfig whenever the service
 #                        account token changes (projected tokens rotate), every REFRESH_SECONDS
+#   install.sh rollback  (by hand, before the Go DaemonSet takes the node back) write every live
+#                        allocation as the Go allocator's markers and upstream's static conflist
 #
 # Every file is written to a temporary name in the target directory and renamed into place, and
 # only when its content changed (a second run changes nothing and prints nothing; each change
@@ -417,6 +419,22 @@ current-context: galactic
 YAML
 }
 
+# Before the node returns to the Go DaemonSet (docs/operations.md, "Rolling back to the Go
+# chain"): every live allocation written as the Go allocator's marker files, so it never hands
+# out a live pod's address, and upstream's static conflist back in the runtime's conf dir with
+# the node's current settings (the datapath's copy has upstream's shape). Safe to repeat; run it
+# again after the Go pod started to write what was allocated in between.
+prepare_rollback() {
+    if ! "$IMAGE_BIN/galactic-ipam" write-markers --data-dir "$HOST_ROOT/var/lib/galactic/ipam" \
+        --legacy-dir "$HOST_ROOT/var/lib/cni/galactic-ipam"; then
+        die "not every live allocation could be written for the Go allocator (see the report above); do not start the Go chain on this node"
+    fi
+    datapath="$HOST_ROOT/etc/galactic/datapath/10-galactic.conflist"
+    [ -f "$datapath" ] || die "no $datapath: this node was never installed"
+    write_atomic 644 "$GO_CONFLIST" <"$datapath"
+    log "ready for the Go DaemonSet on this node"
+}
+
 case "${1:-}" in
     install)
         check_settings
@@ -438,6 +456,9 @@ case "${1:-}" in
         retire_go_conflist
         log "installed for node $NODE_NAME"
         ;;
+    rollback)
+        prepare_rollback
+        ;;
     refresh)
         seconds=${REFRESH_SECONDS:-300}
         token REFRESH_SECONDS "$seconds"
@@ -447,6 +468,6 @@ case "${1:-}" in
         done
         ;;
     *)
-        die "usage: install.sh install|refresh"
+        die "usage: install.sh install|refresh|rollback"
         ;;
 esac

@@ -16,6 +16,7 @@
 //! 41 characters.
 //!
 //! Nothing here uses a container id as a path: ids are file *contents* or annotation suffixes.
+//! Writing markers back, for a return to the Go chain, is `crate::rollback`'s.
 
 use crate::store::{LegacyOrigin, LegacyRecord};
 use ipnetwork::IpNetwork;
@@ -82,7 +83,7 @@ pub fn read_markers(root: &Path) -> std::io::Result<Parsed> {
         if !entry.file_type()?.is_dir() {
             continue;
         }
-        match unsanitise(&name).and_then(|s| s.parse::<IpNetwork>().ok()) {
+        match pool_of_dir_name(&name) {
             Some(pool) => read_pool_dir(&entry.path(), pool, &mut parsed)?,
             None => parsed.skipped.push(format!("{name}: not a pool directory")),
         }
@@ -118,6 +119,25 @@ fn read_pool_dir(dir: &Path, pool: IpNetwork, parsed: &mut Parsed) -> std::io::R
 /// Upstream replaced "/" by "-"; CIDR text has no other "-".
 fn unsanitise(name: &str) -> Option<String> {
     name.contains('-').then(|| name.replacen('-', "/", 1))
+}
+
+/// The pool a marker directory of upstream's is named for.
+pub fn pool_of_dir_name(name: &str) -> Option<IpNetwork> {
+    unsanitise(name)?.parse().ok()
+}
+
+/// The directory upstream keeps `pool`'s markers in: its CIDR text with "/" replaced by "-".
+pub fn pool_dir_name(pool: IpNetwork) -> String {
+    format!("{}-{}", pool.network(), pool.prefix())
+}
+
+/// The marker name upstream gives an address it handed out: IPv6 `<address>-96` (host bits kept,
+/// its allocations were always /96), IPv4 the bare address.
+pub fn marker_name(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V6(v6) => format!("{v6}-96"),
+        IpAddr::V4(v4) => v4.to_string(),
+    }
 }
 
 fn marker_address(name: &str) -> Option<IpNetwork> {

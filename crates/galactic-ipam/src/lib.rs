@@ -17,4 +17,5 @@ pub mod plugin;
 pub mod pool;
 pub mod request;
 pub mod result;
+pub mod rollback;
 pub mod store;

@@ -227,6 +227,11 @@ impl Pool {
         format!("{}@{}", self.network, self.slot_len)
     }
 
+    /// The CIDR of a pool [`key`](Self::key) (what a lease records of its pool).
+    pub fn network_of_key(key: &str) -> Option<IpNetwork> {
+        key.split_once('@')?.0.parse().ok()
+    }
+
     /// All addresses of the pool.
     pub fn span(&self) -> Span {
         let first = value_of(self.network.ip());

@@ -693,3 +693,92 @@ fn a_node_name_that_names_another_node_fails_the_install_before_anything_is_stag
         .status
         .success());
 }
+
+impl Fixture {
+    fn rollback(&self) -> Output {
+        let mut cmd = Command::new("sh");
+        cmd.arg(script())
+            .arg("rollback")
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOST_ROOT", self.dir.path().join("host"))
+            .env("IMAGE_BIN", self.dir.path().join("image-bin"));
+        cmd.output().unwrap()
+    }
+
+    /// A stand-in galactic-ipam that records its arguments and exits with `status`.
+    fn recording_ipam(&self, status: u8) -> PathBuf {
+        let calls = self.dir.path().join("ipam-calls");
+        std::fs::write(
+            self.dir.path().join("image-bin/galactic-ipam"),
+            format!(
+                "#!/bin/sh\necho \"$@\" >>{}\necho '{{\"written\": 0}}'\nexit {status}\n",
+                calls.display()
+            ),
+        )
+        .unwrap();
+        calls
+    }
+}
+
+#[test]
+fn rollback_writes_the_markers_then_the_go_conflist_with_the_current_settings() {
+    let fx = Fixture::new();
+    let go = fx.host("etc/cni/net.d/10-galactic.conflist");
+    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
+    std::fs::write(&go, go_conflist("debug", "2001:db8:ff01:9:e001::", "eth1")).unwrap();
+    // Installed, then the DaemonSet changed a setting after the switch.
+    assert!(fx.run(&[]).status.success());
+    assert!(fx
+        .run(&[("GALACTIC_CNI_EBPF_INTERFACES", "eth7")])
+        .status
+        .success());
+    assert!(!go.exists());
+
+    let calls = fx.recording_ipam(0);
+    let out = fx.rollback();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(&calls).unwrap(),
+        format!(
+            "write-markers --data-dir {} --legacy-dir {}\n",
+            fx.host("var/lib/galactic/ipam").display(),
+            fx.host("var/lib/cni/galactic-ipam").display()
+        )
+    );
+    let restored = std::fs::read_to_string(&go).unwrap();
+    assert_eq!(
+        restored,
+        std::fs::read_to_string(fx.host("etc/galactic/datapath/10-galactic.conflist")).unwrap()
+    );
+    for setting in [
+        "\"ebpf_interfaces\": \"eth7\"",
+        "\"nat66_shard_sids\": \"2001:db8:ff01:9:e001::\"",
+        "\"log_level\": \"debug\"",
+        "\"node_name\": \"node-a\"",
+    ] {
+        assert!(restored.contains(setting), "{setting}: {restored}");
+    }
+    assert!(fx.rollback().status.success(), "a second run is harmless");
+}
+
+#[test]
+fn a_rollback_whose_markers_are_incomplete_fails_and_leaves_the_conf_dir_alone() {
+    let fx = Fixture::new();
+    assert!(fx.run(&[]).status.success());
+    fx.recording_ipam(1);
+    let out = fx.rollback();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("do not start the Go chain on this node"),
+        "{err}"
+    );
+    assert!(!fx.host("etc/cni/net.d/10-galactic.conflist").exists());
+    // A node this installer never ran on has nothing to roll back.
+    let never = Fixture::new();
+    never.recording_ipam(0);
+    let out = never.rollback();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("never installed"));
+}

@@ -1,7 +1,7 @@
-//! Every allocation in the store, for operators (`galactic-ipam list`) and for tests that judge
-//! the store itself rather than a CHECK that could fail for another reason.
+//! Every allocation in the store, for operators (`galactic-ipam list`, `write-markers`) and for
+//! tests that judge the store itself rather than a CHECK that could fail for another reason.
 
-use super::lease::leases_of;
+use super::lease::{leases_of, Lease};
 use super::{rows, Store, StoreError};
 use serde::Serialize;
 
@@ -25,6 +25,26 @@ impl Store {
     /// Every attachment and its addresses, oldest first. Walks the whole store: an operator
     /// command, never on a CNI operation's path.
     pub fn holdings(&mut self) -> Result<Vec<Holding>, StoreError> {
+        self.every_attachment(|holding, _| holding)
+    }
+
+    /// Every lease with the container id holding it, oldest attachment first (for the markers
+    /// a return to the Go chain needs: `galactic-ipam write-markers`).
+    pub fn leases(&mut self) -> Result<Vec<(String, Lease)>, StoreError> {
+        let per_attachment = self.every_attachment(|holding, leases| {
+            leases
+                .into_iter()
+                .map(|lease| (holding.container_id.clone(), lease))
+                .collect::<Vec<_>>()
+        })?;
+        Ok(per_attachment.into_iter().flatten().collect())
+    }
+
+    /// `f` of every attachment (as a [`Holding`]) and its leases, in one read transaction.
+    fn every_attachment<T>(
+        &mut self,
+        f: impl Fn(Holding, Vec<Lease>) -> T,
+    ) -> Result<Vec<T>, StoreError> {
         self.read(|tx, path| {
             let attachments = rows(
                 tx,
@@ -44,17 +64,16 @@ impl Store {
             attachments
                 .into_iter()
                 .map(|(id, network, container_id, ifname, origin)| {
-                    let addresses = leases_of(tx, path, id)?
-                        .iter()
-                        .map(|l| l.address.to_string())
-                        .collect();
-                    Ok(Holding {
+                    let leases = leases_of(tx, path, id)?;
+                    let addresses = leases.iter().map(|l| l.address.to_string()).collect();
+                    let holding = Holding {
                         network,
                         container_id,
                         ifname,
                         origin,
                         addresses,
-                    })
+                    };
+                    Ok(f(holding, leases))
                 })
                 .collect()
         })

@@ -11,5 +11,6 @@ mod legacy;
 mod lifecycle;
 mod protocol;
 mod requests;
+mod rollback;
 mod store_api;
 mod store_failures;
