@@ -224,6 +224,28 @@ fn go_conflist(level: &str, sids: &str, uplinks: &str) -> String {
     )
 }
 
+impl Fixture {
+    /// The Go installer's static conflist in the host's CNI conf dir; its path.
+    fn plant_go_conflist(&self, level: &str, sids: &str, uplinks: &str) -> PathBuf {
+        let go = self.host("etc/cni/net.d/10-galactic.conflist");
+        std::fs::create_dir_all(go.parent().unwrap()).unwrap();
+        std::fs::write(&go, go_conflist(level, sids, uplinks)).unwrap();
+        go
+    }
+}
+
+/// The Go settings the carry-over tests plant: debug, one SID, one uplink.
+fn assert_carried(node: &NodeConfig, level: galactic_core::log::Level) {
+    assert_eq!(node.log_level, level);
+    assert_eq!(
+        node.nat66_shard_sids,
+        ["2001:db8:ff01:9:e001::"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()]
+    );
+    assert_eq!(node.ebpf_interfaces, ["eth1"]);
+}
+
 fn node_config(fx: &Fixture) -> NodeConfig {
     NodeConfig::resolve_from(
         &serde_json::json!({}),
@@ -307,20 +329,11 @@ fn a_bad_uplink_or_sid_fails_before_anything_is_written() {
 #[test]
 fn the_go_conflist_settings_carry_over_and_the_file_leaves_the_conf_dir() {
     let fx = Fixture::new();
-    let go = fx.host("etc/cni/net.d/10-galactic.conflist");
-    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
-    std::fs::write(&go, go_conflist("debug", "2001:db8:ff01:9:e001::", "eth1")).unwrap();
+    let go = fx.plant_go_conflist("debug", "2001:db8:ff01:9:e001::", "eth1");
     let out = fx.run(&[]);
     assert!(out.status.success(), "{out:?}");
     let node = node_config(&fx);
-    assert_eq!(node.log_level, galactic_core::log::Level::Debug);
-    assert_eq!(
-        node.nat66_shard_sids,
-        ["2001:db8:ff01:9:e001::"
-            .parse::<std::net::Ipv6Addr>()
-            .unwrap()]
-    );
-    assert_eq!(node.ebpf_interfaces, ["eth1"]);
+    assert_carried(&node, galactic_core::log::Level::Debug);
     assert!(!go.exists(), "the runtime's conf dir no longer holds it");
     let datapath =
         std::fs::read_to_string(fx.host("etc/galactic/datapath/10-galactic.conflist")).unwrap();
@@ -330,10 +343,7 @@ fn the_go_conflist_settings_carry_over_and_the_file_leaves_the_conf_dir() {
     );
     // The environment wins over the file, as upstream.
     let fx = Fixture::new();
-    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
-    let go = fx.host("etc/cni/net.d/10-galactic.conflist");
-    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
-    std::fs::write(&go, go_conflist("debug", "", "eth1")).unwrap();
+    fx.plant_go_conflist("debug", "", "eth1");
     assert!(fx
         .run(&[("GALACTIC_CNI_EBPF_INTERFACES", "eth9")])
         .status
@@ -344,9 +354,7 @@ fn the_go_conflist_settings_carry_over_and_the_file_leaves_the_conf_dir() {
 #[test]
 fn the_go_settings_survive_every_later_run_and_only_a_changed_setting_changes() {
     let fx = Fixture::new();
-    let go = fx.host("etc/cni/net.d/10-galactic.conflist");
-    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
-    std::fs::write(&go, go_conflist("debug", "2001:db8:ff01:9:e001::", "eth1")).unwrap();
+    let go = fx.plant_go_conflist("debug", "2001:db8:ff01:9:e001::", "eth1");
     assert!(fx.run(&[]).status.success());
     assert!(!go.exists());
     let node_json = fx.host("etc/galactic/node.json");
@@ -373,14 +381,7 @@ fn the_go_settings_survive_every_later_run_and_only_a_changed_setting_changes() 
     let out = fx.run(&[("GALACTIC_CNI_LOG_LEVEL", "error")]);
     assert!(out.status.success(), "{out:?}");
     let node = node_config(&fx);
-    assert_eq!(node.log_level, galactic_core::log::Level::Error);
-    assert_eq!(
-        node.nat66_shard_sids,
-        ["2001:db8:ff01:9:e001::"
-            .parse::<std::net::Ipv6Addr>()
-            .unwrap()]
-    );
-    assert_eq!(node.ebpf_interfaces, ["eth1"]);
+    assert_carried(&node, galactic_core::log::Level::Error);
     let updated = std::fs::read_to_string(&node_json).unwrap();
     assert_eq!(
         updated.replace("\"log_level\": \"error\"", "\"log_level\": \"debug\""),
@@ -644,9 +645,7 @@ fn a_failed_export_fails_the_install_before_the_switch_and_other_nodes_export_no
 fn a_node_name_that_names_another_node_fails_the_install_before_anything_is_staged() {
     let fx = Fixture::new();
     plant_go_binaries(&fx);
-    let go = fx.host("etc/cni/net.d/10-galactic.conflist");
-    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
-    std::fs::write(&go, go_conflist("debug", "", "eth1")).unwrap();
+    let go = fx.plant_go_conflist("debug", "", "eth1");
     let calls = fx.dir.path().join("check-calls");
     std::fs::write(
         fx.dir.path().join("image-bin/galactic-bgp"),
@@ -724,9 +723,7 @@ impl Fixture {
 #[test]
 fn rollback_writes_the_markers_then_the_go_conflist_with_the_current_settings() {
     let fx = Fixture::new();
-    let go = fx.host("etc/cni/net.d/10-galactic.conflist");
-    std::fs::create_dir_all(go.parent().unwrap()).unwrap();
-    std::fs::write(&go, go_conflist("debug", "2001:db8:ff01:9:e001::", "eth1")).unwrap();
+    let go = fx.plant_go_conflist("debug", "2001:db8:ff01:9:e001::", "eth1");
     // Installed, then the DaemonSet changed a setting after the switch.
     assert!(fx.run(&[]).status.success());
     assert!(fx
