@@ -210,7 +210,11 @@ fn a_token_the_server_does_not_accept_is_code_7_saying_the_credentials_were_refu
         ],
     );
     assert!(
-        c.server.fixture().requests().iter().all(|r| r.status == 401),
+        c.server
+            .fixture()
+            .requests()
+            .iter()
+            .all(|r| r.status == 401),
         "every request was refused, none served"
     );
 }
