@@ -310,7 +310,10 @@ impl Need {
             Program(p) => find_executable(p, dirs).is_some(),
             Package(p) => package_installed(p),
             Check::MuslTarget => crate::stage::release_target_libdir().is_some_and(|d| d.is_dir()),
-            Check::Kernel => provision::cached_kernel(&crate::kernel::cache_dir()).is_some(),
+            Check::Kernel => provision::cached_kernel(&galactic_lab::tier::kernel::cache_dir(
+                &crate::target_dir(),
+            ))
+            .is_some(),
         }
     }
 
@@ -543,7 +546,9 @@ impl Plan {
                 Install::VirtmeNg => virtme_ng(dirs)?,
                 Install::Virtiofsd => virtiofsd()?,
                 Install::Kernel => {
-                    provision::kernel(&crate::kernel::cache_dir())?;
+                    provision::kernel(
+                        &galactic_lab::tier::kernel::cache_dir(&crate::target_dir()),
+                    )?;
                 }
                 Apt(_) | AptBare(_) | Install::Manual(_) => {}
             }

@@ -15,6 +15,9 @@ pub enum Error {
     /// A file or process operation failed.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// A search path could not be joined into one variable (a directory with a `:` in it).
+    #[error(transparent)]
+    JoinPaths(#[from] std::env::JoinPathsError),
     /// A program's output or a file was not the JSON expected.
     #[error(transparent)]
     Json(#[from] serde_json::Error),

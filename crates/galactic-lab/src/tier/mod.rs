@@ -1,5 +1,5 @@
 //! The tiers `cargo xtask test` runs after the native suites: the chain under a real container
-//! runtime ([`podman`]) and, through [`kernel`]'s provisioning, on a production kernel in a VM.
+//! runtime ([`podman`]) and on a production kernel in a VM ([`kernel`]).
 //! xtask installs what a tier needs and builds the plugins; the tier is given the workspace
 //! ([`Workspace`]) rather than guessing it, so where the sources and the target directory are
 //! is decided once, by the task runner.

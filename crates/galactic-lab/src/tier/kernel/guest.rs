@@ -5,8 +5,8 @@
 //! found, and for each run `<name>.log` then `<name>.rc`; the host polls for those, so each
 //! suite's wall time is measured on the host's clock (the guest's runs slow under TCG).
 
-use anyhow::{bail, Context, Result};
-use galactic_lab::tier::kernel::provision::{self, Kernel};
+use super::provision::{self, Kernel};
+use crate::tier::{Context, Result, Workspace};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,7 +43,7 @@ impl Run {
     }
 
     /// The guest script's line for this run.
-    fn script_line(&self) -> String {
+    fn script_line(&self, workspace: &Workspace) -> String {
         let (dir, argv) = match self {
             Self::Test {
                 package_dir,
@@ -60,9 +60,9 @@ impl Run {
                 ),
             ),
             Self::Demo => {
-                let debug = executable_dir();
+                let debug = executable_dir(workspace);
                 (
-                    crate::workspace_root(),
+                    workspace.root.clone(),
                     format!(
                         "{} demo --routing-domain vrf --prebuilt {}",
                         quote(&debug.join("xtask")),
@@ -93,11 +93,17 @@ const VM_TIMEOUT: Duration = Duration::from_secs(40 * 60);
 const RUN_TIMEOUT_SECS: u32 = 900;
 
 /// Boots `kernel`, runs `runs` in order, and collects their results from `results`.
-pub fn boot_and_run(kernel: &Kernel, runs: &[Run], kvm: bool, results: &Path) -> Result<Report> {
+pub fn boot_and_run(
+    kernel: &Kernel,
+    runs: &[Run],
+    kvm: bool,
+    results: &Path,
+    workspace: &Workspace,
+) -> Result<Report> {
     let _ = std::fs::remove_dir_all(results);
     std::fs::create_dir_all(results).with_context(|| format!("create {}", results.display()))?;
     let script = results.join("guest.sh");
-    std::fs::write(&script, script_text(results, runs))?;
+    std::fs::write(&script, script_text(results, runs, workspace))?;
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
     let console = std::fs::File::create(results.join("console.log"))?;
     let mut vng = Command::new("vng");
@@ -109,9 +115,9 @@ pub fn boot_and_run(kernel: &Kernel, runs: &[Run], kvm: bool, results: &Path) ->
         .arg(&script)
         .env(
             "PATH",
-            std::env::join_paths(provision::search_path(&crate::target_dir()))?,
+            std::env::join_paths(provision::search_path(&workspace.target_dir))?,
         )
-        .current_dir(crate::workspace_root())
+        .current_dir(&workspace.root)
         .stdin(Stdio::null())
         .stdout(console.try_clone()?)
         .stderr(console);
@@ -190,7 +196,7 @@ fn watch(
         std::thread::sleep(Duration::from_millis(500));
     }
     let Some(boot) = boot else {
-        bail!(
+        fail!(
             "the guest never started its script (kernel {}); see {}",
             kernel.release,
             results.join("console.log").display()
@@ -220,14 +226,14 @@ fn check_guest(results: &Path, kernel: &Kernel) -> Result<()> {
     };
     // The script writes these before `started`.
     if read("release") != kernel.release {
-        bail!(
+        fail!(
             "the guest runs {:?}, not {}",
             read("release"),
             kernel.release
         );
     }
     if read("rootfs") != "virtiofs" {
-        bail!(
+        fail!(
             "the guest's root is {:?}, not virtiofs: virtme-ng did not start virtiofsd \
              (is it on PATH? cargo install --locked virtiofsd@{})",
             read("rootfs"),
@@ -235,7 +241,7 @@ fn check_guest(results: &Path, kernel: &Kernel) -> Result<()> {
         );
     }
     if read("vrf") != "ok" {
-        bail!(
+        fail!(
             "the guest kernel cannot create a VRF device: {}",
             read("vrf")
         );
@@ -280,12 +286,12 @@ fn print_tail(log: &Path) {
 }
 
 /// `target/debug` (or `$CARGO_TARGET_DIR/debug`): the host-built plugins and xtask.
-fn executable_dir() -> PathBuf {
-    crate::target_dir().join("debug")
+fn executable_dir(workspace: &Workspace) -> PathBuf {
+    workspace.target_dir.join("debug")
 }
 
 /// The script the guest runs (as root, with the host's root read-only).
-fn script_text(results: &Path, runs: &[Run]) -> String {
+fn script_text(results: &Path, runs: &[Run], workspace: &Workspace) -> String {
     let path = std::env::join_paths(
         [
             "/usr/local/sbin",
@@ -297,7 +303,7 @@ fn script_text(results: &Path, runs: &[Run]) -> String {
         ]
         .iter()
         .map(PathBuf::from)
-        .chain(provision::search_path(&crate::target_dir())),
+        .chain(provision::search_path(&workspace.target_dir)),
     )
     .map(|p| p.to_string_lossy().into_owned())
     .unwrap_or_default();
@@ -334,7 +340,7 @@ run() {{
         timeout = RUN_TIMEOUT_SECS,
     );
     for run in runs {
-        text.push_str(&run.script_line());
+        text.push_str(&run.script_line(workspace));
     }
     text.push_str("touch \"$out/done\"\n");
     text
