@@ -144,50 +144,17 @@ fn watch(
     results: &Path,
     kernel: &Kernel,
 ) -> Result<Report> {
-    let mut boot = None;
-    let mut last = started;
-    let mut reported = 0;
-    let mut failed = Vec::new();
+    let mut progress = Progress::new(started, runs, results);
     loop {
         let exited = child.try_wait()?.is_some();
-        if boot.is_none() && results.join("started").exists() {
-            let now = Instant::now();
-            boot = Some(now - started);
-            last = now;
-            check_guest(results, kernel)?;
-        }
-        while reported < runs.len()
-            && results
-                .join(format!("{}.rc", runs[reported].stem()))
-                .exists()
-        {
-            let now = Instant::now();
-            let run = &runs[reported];
-            if let Some(why) = outcome(run, results) {
-                println!(
-                    "[FAIL] {} ({:.0} s): {why}",
-                    run.id(),
-                    (now - last).as_secs_f64()
-                );
-                print_tail(&results.join(format!("{}.log", run.stem())));
-                failed.push(format!("{} ({why})", run.id()));
-            } else {
-                println!("[PASS] {} ({:.0} s)", run.id(), (now - last).as_secs_f64());
-            }
-            last = now;
-            reported += 1;
-        }
+        progress.note_script_start(kernel)?;
+        progress.report_finished_runs();
         if exited {
             break;
         }
         if started.elapsed() > VM_TIMEOUT {
-            // The VM's process group (vng, qemu, virtiofsd) is ours: it was started above.
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX)),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let _ = child.wait();
-            failed.push(format!(
+            kill_vm(&mut child);
+            progress.failed.push(format!(
                 "the VM ran longer than {} s and was killed",
                 VM_TIMEOUT.as_secs()
             ));
@@ -195,24 +162,99 @@ fn watch(
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-    let Some(boot) = boot else {
-        fail!(
-            "the guest never started its script (kernel {}); see {}",
-            kernel.release,
-            results.join("console.log").display()
-        );
-    };
-    for run in &runs[reported..] {
-        failed.push(format!(
-            "{} (no result: the guest stopped before it finished)",
-            run.id()
-        ));
+    progress.into_report(kernel)
+}
+
+/// What the host has seen of the guest so far.
+struct Progress<'a> {
+    started: Instant,
+    runs: &'a [Run],
+    results: &'a Path,
+    /// From starting the VM until the guest's script began, once it has.
+    boot: Option<Duration>,
+    /// When the last run finished (or the script began): the next run's start.
+    last: Instant,
+    /// How many of `runs` have been reported.
+    reported: usize,
+    failed: Vec<String>,
+}
+
+impl<'a> Progress<'a> {
+    fn new(started: Instant, runs: &'a [Run], results: &'a Path) -> Self {
+        Self {
+            started,
+            runs,
+            results,
+            boot: None,
+            last: started,
+            reported: 0,
+            failed: Vec::new(),
+        }
     }
-    Ok(Report {
-        boot_seconds: boot.as_secs_f64(),
-        guest_seconds: (started.elapsed() - boot).as_secs_f64(),
-        failed,
-    })
+
+    /// Once the script has begun: its boot time, and whether the guest is the one meant.
+    fn note_script_start(&mut self, kernel: &Kernel) -> Result<()> {
+        if self.boot.is_none() && self.results.join("started").exists() {
+            let now = Instant::now();
+            self.boot = Some(now - self.started);
+            self.last = now;
+            check_guest(self.results, kernel)?;
+        }
+        Ok(())
+    }
+
+    /// Prints PASS or FAIL for each run whose `.rc` has appeared, in order, with its wall time.
+    fn report_finished_runs(&mut self) {
+        while let Some(run) = self
+            .runs
+            .get(self.reported)
+            .filter(|run| self.results.join(format!("{}.rc", run.stem())).exists())
+        {
+            let now = Instant::now();
+            let secs = (now - self.last).as_secs_f64();
+            if let Some(why) = outcome(run, self.results) {
+                println!("[FAIL] {} ({secs:.0} s): {why}", run.id());
+                print_tail(&self.results.join(format!("{}.log", run.stem())));
+                self.failed.push(format!("{} ({why})", run.id()));
+            } else {
+                println!("[PASS] {} ({secs:.0} s)", run.id());
+            }
+            self.last = now;
+            self.reported += 1;
+        }
+    }
+
+    /// The report once the VM is gone: a run that never reported failed.
+    fn into_report(mut self, kernel: &Kernel) -> Result<Report> {
+        let Some(boot) = self.boot else {
+            fail!(
+                "the guest never started its script (kernel {}); see {}",
+                kernel.release,
+                self.results.join("console.log").display()
+            );
+        };
+        for run in &self.runs[self.reported..] {
+            self.failed.push(format!(
+                "{} (no result: the guest stopped before it finished)",
+                run.id()
+            ));
+        }
+        Ok(Report {
+            boot_seconds: boot.as_secs_f64(),
+            guest_seconds: (self.started.elapsed() - boot).as_secs_f64(),
+            failed: self.failed,
+        })
+    }
+}
+
+/// Kills the VM's process group (vng, qemu, virtiofsd): it is ours, started by
+/// [`boot_and_run`] in a group of its own.
+fn kill_vm(child: &mut Child) {
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX)),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let _ = child.wait();
 }
 
 /// The guest must be the kernel we meant, with VRF, and see the host's root over virtio-fs

@@ -1,6 +1,6 @@
-//! The production-kernel tier (`cargo xtask test-kernel`). Production nodes run LTS kernels with VRF (Debian
-//! 12: 6.1, Ubuntu 24.04: 6.8); the development and CI kernel is newer and has no
-//! `CONFIG_NET_VRF`. This boots Debian 12's generic 6.1 kernel in a VM and runs there, with
+//! The production-kernel tier (`cargo xtask test-kernel`). Production nodes run LTS kernels
+//! with VRF (Debian 12: 6.1, Ubuntu 24.04: 6.8); the development and CI kernel is newer and has
+//! no `CONFIG_NET_VRF`. This boots Debian 12's generic 6.1 kernel in a VM and runs there, with
 //! `routing_domain=vrf` on every throwaway node, the privileged suites that create or use a
 //! routing domain, and the demo.
 //!

@@ -1,7 +1,8 @@
-//! The Podman tier (`cargo xtask test-podman`): the chain under a real container runtime. Debian 12's Podman (4.3, the last
-//! Podman with the CNI network backend; its libcni 1.1 accepts results up to cniVersion 1.0.0)
-//! runs busybox containers attached through the example conflists of `deploy/cni/`, with the
-//! plugins staged into a temporary bin dir and a node config of their own.
+//! The Podman tier (`cargo xtask test-podman`): the chain under a real container runtime.
+//! Debian 12's Podman (4.3, the last Podman with the CNI network backend; its libcni 1.1
+//! accepts results up to cniVersion 1.0.0) runs busybox containers attached through the example
+//! conflists of `deploy/cni/`, with the plugins staged into a temporary bin dir and a node
+//! config of their own.
 //!
 //! Everything is private to the run. Podman reads a containers.conf and a storage.conf written
 //! under `target/podman-tier/` (vfs storage, runc, CNI backend, file locks, its plugin and
