@@ -24,6 +24,13 @@ const REFERENCE: &str = "bridge";
 
 pub fn run(args: &Args) -> Result<()> {
     galactic_testkit::harness::require_root()?;
+    let peaks = measure()?;
+    judge(&peaks, args.ratio)
+}
+
+/// Builds the probe, our release plugins and the reference chain, runs every chain with each
+/// entry under `rss-probe`, and returns the peaks it reported.
+fn measure() -> Result<BTreeMap<(String, String), u64>> {
     let probe = crate::stage::build_rss_probe()?;
     let ours = crate::stage::build_release()?;
     let reference = crate::debian::reference_chain()?;
@@ -50,7 +57,12 @@ pub fn run(args: &Args) -> Result<()> {
         &[(&cni, &ours), (&tap, &ours), (&bridge, reference)],
         &wrappers,
     )?;
-    let peaks = peaks(&reports)?;
+    peaks(&reports)
+}
+
+/// Prints every peak against the budget (`ratio` × bridge's largest); fails when a plugin's
+/// command reported no peak or one of ours is over.
+fn judge(peaks: &BTreeMap<(String, String), u64>, ratio: f64) -> Result<()> {
     let budget_of = peaks
         .iter()
         .filter(|((program, _), _)| program == REFERENCE)
@@ -58,13 +70,10 @@ pub fn run(args: &Args) -> Result<()> {
         .max()
         .context("no peak RSS of bridge was reported")?;
     // Whole KiB, rounded down: the figure a person compares.
-    let budget = (budget_of as f64 * args.ratio) as u64;
-    println!(
-        "peak RSS (KiB); budget {budget} = {} × bridge's {budget_of}",
-        args.ratio
-    );
+    let budget = (budget_of as f64 * ratio) as u64;
+    println!("peak RSS (KiB); budget {budget} = {ratio} × bridge's {budget_of}");
     let mut over = Vec::new();
-    for ((program, command), kib) in &peaks {
+    for ((program, command), kib) in peaks {
         let ours = program.starts_with("galactic-");
         let mark = if ours && *kib > budget { "  OVER" } else { "" };
         println!("{program:<18} {command:<6} {kib:>6}{mark}");

@@ -155,6 +155,21 @@ pub fn workspace_root() -> PathBuf {
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)
 }
 
+/// The target directory: `$CARGO_TARGET_DIR`, or `target/` of the workspace.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// The workspace as the lab's tiers are given it (they do not guess it themselves).
+pub fn workspace() -> galactic_lab::tier::Workspace {
+    galactic_lab::tier::Workspace {
+        root: workspace_root(),
+        target_dir: target_dir(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Cli;

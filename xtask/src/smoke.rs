@@ -5,7 +5,7 @@ use crate::stage::{build_and_stage, Options, PLUGINS};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// `cargo xtask smoke`.
@@ -17,76 +17,102 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    let release = args.release;
     let root = tempfile::tempdir().context("create a temporary root")?;
-    let bin_dir = root.path().join("opt/cni/bin");
-    let node_config = root.path().join("etc/galactic/node.json");
-    let log_file = root.path().join("var/log/galactic/galactic-cni.log");
-    let opts = Options {
-        release,
-        bin_dir: bin_dir.clone(),
-        node_config: node_config.clone(),
-        set: vec![
-            ("publisher".into(), "local".into()),
-            ("routing_domain".into(), "auto".into()),
-            ("log_file".into(), log_file.display().to_string()),
-            (
-                "state_dir".into(),
-                root.path().join("var/lib/galactic").display().to_string(),
-            ),
-        ],
-        aliases: true,
-        conflist: None,
-        conf_dir: root.path().join("etc/cni/net.d"),
-    };
-    build_and_stage(&opts)?;
+    let staged = Staged::new(root.path());
+    build_and_stage(&staged.options(root.path(), args.release))?;
     println!("{:<18} {:<26} STATUS", "PLUGIN", "VERSION");
     let mut failures = 0;
     for plugin in PLUGINS {
-        let binary = bin_dir.join(plugin);
+        failures += staged.check(plugin)?;
+    }
+    let lines = std::fs::read_to_string(&staged.log_file)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    println!("log: {lines} JSON lines in {}", staged.log_file.display());
+    if failures > 0 {
+        bail!("{failures} plugin check(s) failed");
+    }
+    println!("smoke: PASS (temporary root removed)");
+    Ok(())
+}
+
+/// Where the plugins are staged in the throwaway root.
+struct Staged {
+    bin_dir: PathBuf,
+    node_config: PathBuf,
+    log_file: PathBuf,
+}
+
+impl Staged {
+    fn new(root: &Path) -> Self {
+        Self {
+            bin_dir: root.join("opt/cni/bin"),
+            node_config: root.join("etc/galactic/node.json"),
+            log_file: root.join("var/log/galactic/galactic-cni.log"),
+        }
+    }
+
+    /// What `build_and_stage` is asked: every path under `root`, the local publisher, an
+    /// automatic routing domain, the aliases.
+    fn options(&self, root: &Path, release: bool) -> Options {
+        Options {
+            release,
+            bin_dir: self.bin_dir.clone(),
+            node_config: self.node_config.clone(),
+            set: vec![
+                ("publisher".into(), "local".into()),
+                ("routing_domain".into(), "auto".into()),
+                ("log_file".into(), self.log_file.display().to_string()),
+                (
+                    "state_dir".into(),
+                    root.join("var/lib/galactic").display().to_string(),
+                ),
+            ],
+            aliases: true,
+            conflist: None,
+            conf_dir: root.join("etc/cni/net.d"),
+        }
+    }
+
+    /// VERSION, then STATUS, of `plugin`, printed as one line; how many of the two failed.
+    fn check(&self, plugin: &str) -> Result<u32> {
+        let binary = self.bin_dir.join(plugin);
         let version = call(
             &binary,
             "VERSION",
-            &node_config,
+            &self.node_config,
             &json!({"cniVersion": "1.1.0"}),
         )?;
         let versions = version
             .1
             .as_ref()
             .map(|v| v["supportedVersions"].to_string());
-        let status = call(&binary, "STATUS", &node_config, &stanza(plugin))?;
-        let status_text = match (&status.0, &status.1) {
-            (true, None) => "PASS ready".to_owned(),
-            (false, Some(err)) if err["code"] == 50 || err["code"] == 51 => {
-                format!(
-                    "PASS not available (code {}): {}",
-                    err["code"],
-                    err["msg"].as_str().unwrap_or("")
-                )
-            }
-            other => {
-                failures += 1;
-                format!("FAIL unexpected reply {other:?}")
-            }
-        };
-        if !version.0 || versions.is_none() {
-            failures += 1;
-        }
+        let status = call(&binary, "STATUS", &self.node_config, &stanza(plugin))?;
+        let (status_ok, status_text) = status_line(&status);
+        let failures = u32::from(!status_ok) + u32::from(!version.0 || versions.is_none());
         println!(
             "{plugin:<18} {:<26} {status_text}",
             versions.unwrap_or_else(|| "FAIL".into())
         );
+        Ok(failures)
     }
-    let lines = std::fs::read_to_string(&log_file)
-        .unwrap_or_default()
-        .lines()
-        .count();
-    println!("log: {lines} JSON lines in {}", log_file.display());
-    if failures > 0 {
-        bail!("{failures} plugin check(s) failed");
+}
+
+/// Whether a STATUS reply passes (ready, or not available with code 50 or 51), and its text.
+fn status_line(status: &(bool, Option<Value>)) -> (bool, String) {
+    match (&status.0, &status.1) {
+        (true, None) => (true, "PASS ready".to_owned()),
+        (false, Some(err)) if err["code"] == 50 || err["code"] == 51 => (
+            true,
+            format!(
+                "PASS not available (code {}): {}",
+                err["code"],
+                err["msg"].as_str().unwrap_or("")
+            ),
+        ),
+        other => (false, format!("FAIL unexpected reply {other:?}")),
     }
-    println!("smoke: PASS (temporary root removed)");
-    Ok(())
 }
 
 fn stanza(plugin: &str) -> Value {

@@ -49,67 +49,106 @@ enum Part {
 
 /// Parses the text of a map.
 pub fn parse(text: &str) -> Map {
-    let mut map = Map::default();
-    let mut part = Part::Before;
-    let mut output: Option<String> = None;
-    // An output or input section whose name stood alone on its line.
-    let mut pending_output: Option<String> = None;
-    let mut pending_input: Option<String> = None;
+    let mut parser = Parser {
+        map: Map::default(),
+        part: Part::Before,
+        output: None,
+        pending_output: None,
+        pending_input: None,
+    };
     for line in text.lines() {
-        part = heading(line).unwrap_or(part);
-        if matches!(part, Part::Before) || line.is_empty() {
-            continue;
+        parser.line(line);
+    }
+    parser.map
+}
+
+/// The map so far and where the parser is in it.
+struct Parser {
+    map: Map,
+    part: Part,
+    /// The output section the lines belong to.
+    output: Option<String>,
+    /// An output or input section whose name stood alone on its line.
+    pending_output: Option<String>,
+    pending_input: Option<String>,
+}
+
+impl Parser {
+    fn line(&mut self, line: &str) {
+        if let Some(part) = heading(line) {
+            self.part = part;
+        }
+        if matches!(self.part, Part::Before) || line.is_empty() {
+            return;
         }
         let fields: Vec<&str> = line.split_whitespace().collect();
-        if let Some(name) = pending_output.take() {
-            output = Some(name.clone());
-            map.open_output(&name, &fields);
-            continue;
-        }
-        if let Some(name) = pending_input.take() {
-            if fields.len() >= 3 && fields[0].starts_with("0x") {
-                map.add_input(&output, &part, name, &fields);
-                continue;
-            }
+        if self.completes_pending(&fields) {
+            return;
         }
         let indented = line.starts_with(' ');
-        if !indented && matches!(part, Part::Layout) {
-            if line.starts_with('.') || line.starts_with("/DISCARD/") {
-                if fields.len() == 1 {
-                    pending_output = Some(fields[0].to_owned());
-                } else {
-                    output = Some(fields[0].to_owned());
-                    map.open_output(fields[0], &fields[1..]);
-                }
-            } else {
-                output = None;
-            }
-            continue;
+        if !indented && matches!(self.part, Part::Layout) {
+            self.output_section(line, &fields);
+        } else {
+            self.input_line(line, &fields);
         }
+    }
+
+    /// The rest of a section whose name stood alone on the line before; whether `fields` was it.
+    fn completes_pending(&mut self, fields: &[&str]) -> bool {
+        if let Some(name) = self.pending_output.take() {
+            self.output = Some(name.clone());
+            self.map.open_output(&name, fields);
+            return true;
+        }
+        if let Some(name) = self.pending_input.take() {
+            if fields.len() >= 3 && fields[0].starts_with("0x") {
+                self.map.add_input(&self.output, &self.part, name, fields);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// An unindented line of the layout: an output section opens, or the sections end.
+    fn output_section(&mut self, line: &str, fields: &[&str]) {
+        if line.starts_with('.') || line.starts_with("/DISCARD/") {
+            if fields.len() == 1 {
+                self.pending_output = Some(fields[0].to_owned());
+            } else {
+                self.output = Some(fields[0].to_owned());
+                self.map.open_output(fields[0], &fields[1..]);
+            }
+        } else {
+            self.output = None;
+        }
+    }
+
+    /// A symbol, a statement of the hot section, or an input section.
+    fn input_line(&mut self, line: &str, fields: &[&str]) {
         let Some(first) = fields.first() else {
-            continue;
+            return;
         };
         if line.starts_with("                ") {
             // A symbol (address, name) of the input section above, or an assignment.
             if fields.len() == 2 && first.starts_with("0x") {
-                map.add_symbol(fields[1]);
+                self.map.add_symbol(fields[1]);
             }
         } else if first.contains('(') {
-            if output.as_deref() == Some(HOT) {
-                map.statements.push(Statement {
+            if self.output.as_deref() == Some(HOT) {
+                self.map.statements.push(Statement {
                     text: fields.join(" "),
                     placed: Vec::new(),
                 });
             }
         } else if first.starts_with('.') || first.starts_with("COMMON") {
             if fields.len() == 1 {
-                pending_input = Some((*first).to_owned());
+                self.pending_input = Some((*first).to_owned());
             } else if fields.len() >= 4 && fields[1].starts_with("0x") {
-                map.add_input(&output, &part, (*first).to_owned(), &fields[1..]);
+                self.map
+                    .add_input(&self.output, &self.part, (*first).to_owned(), &fields[1..]);
             }
         }
     }
-    map
 }
 
 /// The part of the map a heading line starts.

@@ -216,21 +216,33 @@ fn installer(c: &Value) -> Vec<String> {
     problems
 }
 
+/// The datapath container: its host mounts, capabilities, uplinks and probes.
 fn datapath_container(pod: &Value, c: &Value) -> Vec<String> {
+    let mut problems = datapath_mounts(pod, c);
+    problems.extend(datapath_privileges(c));
+    problems.extend(datapath_probes(c));
+    problems
+}
+
+/// The pod's volume `name` (null when there is none).
+fn volume(pod: &Value, name: &str) -> Value {
+    pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// The host's bpffs, its host conflist read-only out of the runtime's conf dir, a state dir of
+/// its own.
+fn datapath_mounts(pod: &Value, c: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     let mounted = mounts(c);
-    let volume = |name: &str| {
-        pod["volumes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|v| v["name"] == name)
-            .cloned()
-            .unwrap_or(Value::Null)
-    };
     match mounted.iter().find(|(_, p, _)| *p == "/sys/fs/bpf") {
         Some((name, _, _)) => {
-            let v = volume(name);
+            let v = volume(pod, name);
             if v["hostPath"]["path"] != "/sys/fs/bpf" || v["hostPath"]["type"] != "Directory" {
                 problems.push(
                     "the datapath's /sys/fs/bpf must be the host's bpffs (hostPath /sys/fs/bpf, type Directory)"
@@ -243,7 +255,7 @@ fn datapath_container(pod: &Value, c: &Value) -> Vec<String> {
     }
     match mounted.iter().find(|(_, p, _)| *p == "/host/etc/cni/net.d") {
         Some((name, _, read_only)) => {
-            if !read_only || volume(name)["hostPath"]["path"] != "/etc/galactic/datapath" {
+            if !read_only || volume(pod, name)["hostPath"]["path"] != "/etc/galactic/datapath" {
                 problems.push("the datapath's /host/etc/cni/net.d must be /etc/galactic/datapath, read-only (its host conflist, out of the runtime's conf dir)".into());
             }
         }
@@ -255,10 +267,16 @@ fn datapath_container(pod: &Value, c: &Value) -> Vec<String> {
         .iter()
         .find(|(_, p, _)| *p == "/host/var/lib/galactic")
     {
-        if volume(name)["emptyDir"].is_null() {
+        if volume(pod, name)["emptyDir"].is_null() {
             problems.push("the datapath's /host/var/lib/galactic must be an emptyDir (its kubeconfig refresh must not replace the plugins')".into());
         }
     }
+    problems
+}
+
+/// The capabilities it needs and the uplinks it is given.
+fn datapath_privileges(c: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
     let added: Vec<&str> = c
         .pointer("/securityContext/capabilities/add")
         .and_then(Value::as_array)
@@ -272,15 +290,19 @@ fn datapath_container(pod: &Value, c: &Value) -> Vec<String> {
     if !env_names(c).contains(&"GALACTIC_CNI_EBPF_INTERFACES") {
         problems.push("the datapath container must be given GALACTIC_CNI_EBPF_INTERFACES (the uplinks galactic-bgp uses)".into());
     }
-    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
-        let grpc = &c[probe]["grpc"];
-        if grpc["port"] != 5180 || grpc["service"] != "ebpf-datapath" {
-            problems.push(format!(
-                "the datapath's {probe} must be gRPC :5180 service ebpf-datapath"
-            ));
-        }
-    }
     problems
+}
+
+/// Its three probes: gRPC health of the datapath service.
+fn datapath_probes(c: &Value) -> Vec<String> {
+    ["startupProbe", "livenessProbe", "readinessProbe"]
+        .into_iter()
+        .filter(|probe| {
+            let grpc = &c[*probe]["grpc"];
+            grpc["port"] != 5180 || grpc["service"] != "ebpf-datapath"
+        })
+        .map(|probe| format!("the datapath's {probe} must be gRPC :5180 service ebpf-datapath"))
+        .collect()
 }
 
 #[cfg(test)]

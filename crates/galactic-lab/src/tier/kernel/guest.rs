@@ -6,7 +6,7 @@
 //! suite's wall time is measured on the host's clock (the guest's runs slow under TCG).
 
 use super::provision::{self, Kernel};
-use anyhow::{bail, Context, Result};
+use crate::tier::{Context, Result, Workspace};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,7 +43,7 @@ impl Run {
     }
 
     /// The guest script's line for this run.
-    fn script_line(&self) -> String {
+    fn script_line(&self, workspace: &Workspace) -> String {
         let (dir, argv) = match self {
             Self::Test {
                 package_dir,
@@ -60,9 +60,9 @@ impl Run {
                 ),
             ),
             Self::Demo => {
-                let debug = executable_dir();
+                let debug = executable_dir(workspace);
                 (
-                    crate::workspace_root(),
+                    workspace.root.clone(),
                     format!(
                         "{} demo --routing-domain vrf --prebuilt {}",
                         quote(&debug.join("xtask")),
@@ -93,11 +93,17 @@ const VM_TIMEOUT: Duration = Duration::from_secs(40 * 60);
 const RUN_TIMEOUT_SECS: u32 = 900;
 
 /// Boots `kernel`, runs `runs` in order, and collects their results from `results`.
-pub fn boot_and_run(kernel: &Kernel, runs: &[Run], kvm: bool, results: &Path) -> Result<Report> {
+pub fn boot_and_run(
+    kernel: &Kernel,
+    runs: &[Run],
+    kvm: bool,
+    results: &Path,
+    workspace: &Workspace,
+) -> Result<Report> {
     let _ = std::fs::remove_dir_all(results);
     std::fs::create_dir_all(results).with_context(|| format!("create {}", results.display()))?;
     let script = results.join("guest.sh");
-    std::fs::write(&script, script_text(results, runs))?;
+    std::fs::write(&script, script_text(results, runs, workspace))?;
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
     let console = std::fs::File::create(results.join("console.log"))?;
     let mut vng = Command::new("vng");
@@ -107,8 +113,11 @@ pub fn boot_and_run(kernel: &Kernel, runs: &[Run], kvm: bool, results: &Path) ->
         .arg(format!("--rwdir={}", results.display()))
         .arg("--exec")
         .arg(&script)
-        .env("PATH", std::env::join_paths(provision::search_path())?)
-        .current_dir(crate::workspace_root())
+        .env(
+            "PATH",
+            std::env::join_paths(provision::search_path(&workspace.target_dir))?,
+        )
+        .current_dir(&workspace.root)
         .stdin(Stdio::null())
         .stdout(console.try_clone()?)
         .stderr(console);
@@ -135,50 +144,17 @@ fn watch(
     results: &Path,
     kernel: &Kernel,
 ) -> Result<Report> {
-    let mut boot = None;
-    let mut last = started;
-    let mut reported = 0;
-    let mut failed = Vec::new();
+    let mut progress = Progress::new(started, runs, results);
     loop {
         let exited = child.try_wait()?.is_some();
-        if boot.is_none() && results.join("started").exists() {
-            let now = Instant::now();
-            boot = Some(now - started);
-            last = now;
-            check_guest(results, kernel)?;
-        }
-        while reported < runs.len()
-            && results
-                .join(format!("{}.rc", runs[reported].stem()))
-                .exists()
-        {
-            let now = Instant::now();
-            let run = &runs[reported];
-            if let Some(why) = outcome(run, results) {
-                println!(
-                    "[FAIL] {} ({:.0} s): {why}",
-                    run.id(),
-                    (now - last).as_secs_f64()
-                );
-                print_tail(&results.join(format!("{}.log", run.stem())));
-                failed.push(format!("{} ({why})", run.id()));
-            } else {
-                println!("[PASS] {} ({:.0} s)", run.id(), (now - last).as_secs_f64());
-            }
-            last = now;
-            reported += 1;
-        }
+        progress.note_script_start(kernel)?;
+        progress.report_finished_runs();
         if exited {
             break;
         }
         if started.elapsed() > VM_TIMEOUT {
-            // The VM's process group (vng, qemu, virtiofsd) is ours: it was started above.
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX)),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            let _ = child.wait();
-            failed.push(format!(
+            kill_vm(&mut child);
+            progress.failed.push(format!(
                 "the VM ran longer than {} s and was killed",
                 VM_TIMEOUT.as_secs()
             ));
@@ -186,24 +162,99 @@ fn watch(
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-    let Some(boot) = boot else {
-        bail!(
-            "the guest never started its script (kernel {}); see {}",
-            kernel.release,
-            results.join("console.log").display()
-        );
-    };
-    for run in &runs[reported..] {
-        failed.push(format!(
-            "{} (no result: the guest stopped before it finished)",
-            run.id()
-        ));
+    progress.into_report(kernel)
+}
+
+/// What the host has seen of the guest so far.
+struct Progress<'a> {
+    started: Instant,
+    runs: &'a [Run],
+    results: &'a Path,
+    /// From starting the VM until the guest's script began, once it has.
+    boot: Option<Duration>,
+    /// When the last run finished (or the script began): the next run's start.
+    last: Instant,
+    /// How many of `runs` have been reported.
+    reported: usize,
+    failed: Vec<String>,
+}
+
+impl<'a> Progress<'a> {
+    fn new(started: Instant, runs: &'a [Run], results: &'a Path) -> Self {
+        Self {
+            started,
+            runs,
+            results,
+            boot: None,
+            last: started,
+            reported: 0,
+            failed: Vec::new(),
+        }
     }
-    Ok(Report {
-        boot_seconds: boot.as_secs_f64(),
-        guest_seconds: (started.elapsed() - boot).as_secs_f64(),
-        failed,
-    })
+
+    /// Once the script has begun: its boot time, and whether the guest is the one meant.
+    fn note_script_start(&mut self, kernel: &Kernel) -> Result<()> {
+        if self.boot.is_none() && self.results.join("started").exists() {
+            let now = Instant::now();
+            self.boot = Some(now - self.started);
+            self.last = now;
+            check_guest(self.results, kernel)?;
+        }
+        Ok(())
+    }
+
+    /// Prints PASS or FAIL for each run whose `.rc` has appeared, in order, with its wall time.
+    fn report_finished_runs(&mut self) {
+        while let Some(run) = self
+            .runs
+            .get(self.reported)
+            .filter(|run| self.results.join(format!("{}.rc", run.stem())).exists())
+        {
+            let now = Instant::now();
+            let secs = (now - self.last).as_secs_f64();
+            if let Some(why) = outcome(run, self.results) {
+                println!("[FAIL] {} ({secs:.0} s): {why}", run.id());
+                print_tail(&self.results.join(format!("{}.log", run.stem())));
+                self.failed.push(format!("{} ({why})", run.id()));
+            } else {
+                println!("[PASS] {} ({secs:.0} s)", run.id());
+            }
+            self.last = now;
+            self.reported += 1;
+        }
+    }
+
+    /// The report once the VM is gone: a run that never reported failed.
+    fn into_report(mut self, kernel: &Kernel) -> Result<Report> {
+        let Some(boot) = self.boot else {
+            fail!(
+                "the guest never started its script (kernel {}); see {}",
+                kernel.release,
+                self.results.join("console.log").display()
+            );
+        };
+        for run in &self.runs[self.reported..] {
+            self.failed.push(format!(
+                "{} (no result: the guest stopped before it finished)",
+                run.id()
+            ));
+        }
+        Ok(Report {
+            boot_seconds: boot.as_secs_f64(),
+            guest_seconds: (self.started.elapsed() - boot).as_secs_f64(),
+            failed: self.failed,
+        })
+    }
+}
+
+/// Kills the VM's process group (vng, qemu, virtiofsd): it is ours, started by
+/// [`boot_and_run`] in a group of its own.
+fn kill_vm(child: &mut Child) {
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX)),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let _ = child.wait();
 }
 
 /// The guest must be the kernel we meant, with VRF, and see the host's root over virtio-fs
@@ -217,14 +268,14 @@ fn check_guest(results: &Path, kernel: &Kernel) -> Result<()> {
     };
     // The script writes these before `started`.
     if read("release") != kernel.release {
-        bail!(
+        fail!(
             "the guest runs {:?}, not {}",
             read("release"),
             kernel.release
         );
     }
     if read("rootfs") != "virtiofs" {
-        bail!(
+        fail!(
             "the guest's root is {:?}, not virtiofs: virtme-ng did not start virtiofsd \
              (is it on PATH? cargo install --locked virtiofsd@{})",
             read("rootfs"),
@@ -232,7 +283,7 @@ fn check_guest(results: &Path, kernel: &Kernel) -> Result<()> {
         );
     }
     if read("vrf") != "ok" {
-        bail!(
+        fail!(
             "the guest kernel cannot create a VRF device: {}",
             read("vrf")
         );
@@ -277,12 +328,12 @@ fn print_tail(log: &Path) {
 }
 
 /// `target/debug` (or `$CARGO_TARGET_DIR/debug`): the host-built plugins and xtask.
-fn executable_dir() -> PathBuf {
-    super::target_dir().join("debug")
+fn executable_dir(workspace: &Workspace) -> PathBuf {
+    workspace.target_dir.join("debug")
 }
 
 /// The script the guest runs (as root, with the host's root read-only).
-fn script_text(results: &Path, runs: &[Run]) -> String {
+fn script_text(results: &Path, runs: &[Run], workspace: &Workspace) -> String {
     let path = std::env::join_paths(
         [
             "/usr/local/sbin",
@@ -294,7 +345,7 @@ fn script_text(results: &Path, runs: &[Run]) -> String {
         ]
         .iter()
         .map(PathBuf::from)
-        .chain(provision::search_path()),
+        .chain(provision::search_path(&workspace.target_dir)),
     )
     .map(|p| p.to_string_lossy().into_owned())
     .unwrap_or_default();
@@ -331,7 +382,7 @@ run() {{
         timeout = RUN_TIMEOUT_SECS,
     );
     for run in runs {
-        text.push_str(&run.script_line());
+        text.push_str(&run.script_line(workspace));
     }
     text.push_str("touch \"$out/done\"\n");
     text
