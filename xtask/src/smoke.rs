@@ -111,12 +111,28 @@ fn status_line(status: &(bool, Option<Value>)) -> (bool, String) {
                 err["msg"].as_str().unwrap_or("")
             ),
         ),
-        other => (false, format!("FAIL unexpected reply {other:?}")),
+        (ok, reply) => (
+            false,
+            format!(
+                "FAIL unexpected reply: {} with {}",
+                if *ok { "success" } else { "failure" },
+                reply
+                    .as_ref()
+                    .map_or("no output".to_owned(), Value::to_string)
+            ),
+        ),
     }
 }
 
+/// A 1.1.0 stanza of `plugin`; galactic-ipam gets what a master hands its delegate (the master's
+/// stanza, with the `ipam` block it reads).
 fn stanza(plugin: &str) -> Value {
-    json!({"cniVersion": "1.1.0", "name": "smoke", "type": plugin, "vpc": "1", "vpcattachment": "1"})
+    let mut stanza = json!({"cniVersion": "1.1.0", "name": "smoke", "type": plugin, "vpc": "1", "vpcattachment": "1"});
+    if plugin == galactic_core::plugins::IPAM {
+        stanza["type"] = json!(galactic_core::plugins::VETH_MASTER);
+        stanza["ipam"] = json!({"type": plugin, "ipv6_subnet": "fd00:10:ff01::/64"});
+    }
+    stanza
 }
 
 /// Runs one plugin command; returns (exit success, parsed stdout if any).

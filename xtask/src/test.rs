@@ -85,6 +85,8 @@ pub fn run(args: &Args) -> Result<()> {
         // The same build's link maps: the budget above has room for stale hot-code scripts,
         // which only this sees.
         crate::check_layout::run(&crate::check_layout::Args::default())?;
+        // The release plugins as a runtime first meets them: staged, VERSION, STATUS.
+        crate::smoke::run(&crate::smoke::Args { release: true })?;
     }
     Ok(())
 }
