@@ -346,8 +346,28 @@ impl<'a, D: Device> Add<'a, D> {
                     .map_err(MasterError::node("remove the stale record"))?;
                 Ok(false)
             }
-            None => Ok(false),
+            None => self.refuse_unrecorded(ours).map(|()| false),
         }
+    }
+
+    /// Without a record, a host interface of this name is not this ADD's to reuse: the upstream
+    /// chain's attachment (its veth's peer in another pod, its tap served to another VM) or a
+    /// device of someone else. Reusing it would break its owner, and this ADD's rollback would
+    /// delete it; so the ADD refuses before anything changes.
+    fn refuse_unrecorded(&self, ours: &Record) -> Result<(), MasterError> {
+        let Some(link) = self
+            .host
+            .link(&self.host_ifname)
+            .map_err(MasterError::node("look up the host interface"))?
+        else {
+            return Ok(());
+        };
+        self.verify_kind(&link)?;
+        Err(MasterError::Unrecorded {
+            name: link.name,
+            attachment: ours.attachment.clone(),
+            vpc: ours.vpc.clone(),
+        })
     }
 
     fn create_host_interface(&self) -> Result<Link, MasterError> {
@@ -356,7 +376,9 @@ impl<'a, D: Device> Add<'a, D> {
             .link(&self.host_ifname)
             .map_err(MasterError::node("look up the host interface"))?
         {
-            self.verify_existing(&link)?;
+            // Only a retried ADD gets here (`claim` refused an unrecorded interface): the
+            // interface is the one its first attempt created.
+            self.verify_kind(&link)?;
             return self.host_mac(link);
         }
         D::create(&NewInterface {
@@ -397,8 +419,8 @@ impl<'a, D: Device> Add<'a, D> {
         }
     }
 
-    /// A retried ADD finds its own interface; it must be of the right kind.
-    fn verify_existing(&self, link: &Link) -> Result<(), MasterError> {
+    /// An existing host interface must be of the kind this master creates.
+    fn verify_kind(&self, link: &Link) -> Result<(), MasterError> {
         if link.kind.as_deref() != Some(D::LINK_KIND) {
             return Err(MasterError::ForeignDevice {
                 name: link.name.clone(),

@@ -450,3 +450,237 @@ fn every_binary_answers_version() {
         );
     }
 }
+
+/// The IPv4 pool of the dual-stack Go NADs.
+const POOL4: &str = "10.99.0.0/24";
+
+/// A dual-stack upstream NAD (both pools), as the fresh pods of a node the Go chain served.
+fn go_nad_dual(master: &str, att: &str) -> Conflist {
+    Conflist::from_value(
+        &json!({"cniVersion": "1.1.0", "name": format!("vpc-u-{att}"), "plugins": [
+        {"type": master, "vpc": VPC, "vpcattachment": att,
+         "ipam": {"type": "galactic-ipam", "ipv6_subnet": POOL, "ipv4_subnet": POOL4}},
+        {"type": "galactic-bgp", "vpc": VPC, "vpcattachment": att}]}),
+    )
+    .unwrap()
+}
+
+/// A Go-created dual-stack veth pod: [`go_veth`]'s IPv6 layout plus the Go chain's IPv4 one
+/// (the /32 address and an on-link default in the pod; the gateway /32 on the host end, the pod's
+/// /32 route in the Go VRF's table and a permanent neighbour).
+fn go_veth_dual(node: &TestNetns, pod: &Pod, host: &str) {
+    go_veth(node, pod, host);
+    pod.ns.ip(&["addr", "add", "10.99.0.100/32", "dev", "eth0"]);
+    pod.ns.ip(&[
+        "-4",
+        "route",
+        "add",
+        "default",
+        "via",
+        "10.99.0.1",
+        "dev",
+        "eth0",
+        "onlink",
+    ]);
+    sh(node, &["ip", "addr", "add", "10.99.0.1/32", "dev", host]);
+    sh(
+        node,
+        &[
+            "ip",
+            "-4",
+            "route",
+            "add",
+            "10.99.0.100/32",
+            "dev",
+            host,
+            "table",
+            GO_TABLE,
+        ],
+    );
+    let mac = pod.ns.ip_json(&["link", "show", "eth0"])[0]["address"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for addr in ["10.99.0.100", "fd20:99::100:0"] {
+        sh(
+            node,
+            &[
+                "ip",
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                &mac,
+                "dev",
+                host,
+                "nud",
+                "permanent",
+            ],
+        );
+    }
+}
+
+/// A Go-created tap with the Go chain's host gateway for its VM (IPv6 /128, IPv4 /25 without
+/// prefix route, the VM's routes in the Go VRF's table; no neighbours).
+fn go_tap_dual(node: &TestNetns, host: &str) {
+    go_tap(node, host);
+    sh(node, &["ip", "link", "set", host, "up"]);
+    sh(
+        node,
+        &["ip", "addr", "add", "fd20:99::1/128", "dev", host, "nodad"],
+    );
+    sh(
+        node,
+        &[
+            "ip",
+            "addr",
+            "add",
+            "10.99.0.1/25",
+            "dev",
+            host,
+            "noprefixroute",
+        ],
+    );
+    for (family, dst) in [("-6", "fd20:99::200:0/96"), ("-4", "10.99.0.200/32")] {
+        sh(
+            node,
+            &[
+                "ip", family, "route", "add", dst, "dev", host, "table", GO_TABLE,
+            ],
+        );
+    }
+}
+
+/// Everything of a Go pod's attachment a new ADD could have touched: its host end (state,
+/// peer, master), addresses, neighbours, FORWARD rules, and, for a veth pod, its interface,
+/// addresses and routes inside the pod.
+fn go_attachment_state(node: &TestNetns, host: &str, pod: Option<&Pod>) -> Vec<String> {
+    let mut state = vec![
+        sh(node, &["ip", "-d", "-o", "link", "show", host]),
+        sh(
+            node,
+            &["ip", "-o", "addr", "show", "dev", host, "scope", "global"],
+        ),
+        sh(node, &["ip", "neigh", "show", "dev", host]),
+        forward_rules(node),
+    ];
+    if let Some(pod) = pod {
+        state.push(pod.ns.ip(&["-d", "-o", "link", "show", "eth0"]));
+        state.push(
+            pod.ns
+                .ip(&["-o", "addr", "show", "dev", "eth0", "scope", "global"]),
+        );
+        for family in ["-4", "-6"] {
+            state.push(pod.ns.ip(&[family, "route", "show"]));
+        }
+    }
+    state
+}
+
+#[test]
+fn an_add_for_another_pod_never_takes_a_go_pods_veth() {
+    galactic_testkit::privileged!();
+    let host = Host::new(
+        "upgr",
+        json!({"routing_domain": "table", "publisher": "local"}),
+        &PLUGINS,
+    );
+    let node = &host.netns;
+    let (go_pod, other) = (Pod::new("upgr1"), Pod::new("upgr2"));
+    let name = hname("1");
+    go_veth_dual(node, &go_pod, &name);
+    let before = host.snapshot();
+    let go_state = go_attachment_state(node, &name, Some(&go_pod));
+
+    // Another container of the same VPC attachment (the Go pod's own DEL never came, or two
+    // pods were scheduled with one attachment id).
+    let err = host
+        .runtime()
+        .add(&go_nad_dual("galactic-cni", "1"), &other.attachment())
+        .unwrap_err();
+    let msg = err.expect_error(7);
+    assert!(
+        msg.contains(&name) && msg.contains("upstream") && msg.contains("DEL"),
+        "the error names the interface and what to do: {msg}"
+    );
+    assert_eq!(
+        go_attachment_state(node, &name, Some(&go_pod)),
+        go_state,
+        "the Go pod's attachment is untouched"
+    );
+    assert_eq!(
+        host.changed_since(&before),
+        None,
+        "the refused ADD left nothing"
+    );
+    assert!(other
+        .ns
+        .ip(&["-o", "link"])
+        .lines()
+        .all(|l| !l.contains("eth0")));
+
+    // The Go pod's own DEL still adopts and removes it; then the other pod attaches.
+    host.runtime()
+        .del(&go_nad_dual("galactic-cni", "1"), &go_pod.attachment())
+        .unwrap();
+    assert!(!node.try_ip(&["link", "show", &name]).0);
+    let result = host
+        .runtime()
+        .add(&go_nad_dual("galactic-cni", "1"), &other.attachment())
+        .unwrap();
+    assert_eq!(result["ips"].as_array().unwrap().len(), 2, "{result}");
+    host.runtime()
+        .del(&go_nad_dual("galactic-cni", "1"), &other.attachment())
+        .unwrap();
+}
+
+#[test]
+fn an_add_for_another_vm_never_takes_a_go_vms_tap() {
+    galactic_testkit::privileged!();
+    let host = Host::new(
+        "upgt",
+        json!({"routing_domain": "table", "publisher": "local"}),
+        &PLUGINS,
+    );
+    let node = &host.netns;
+    let (go_vm, other) = (Pod::new("upgt1"), Pod::new("upgt2"));
+    let name = hname("2");
+    go_tap_dual(node, &name);
+    let before = host.snapshot();
+    let go_state = go_attachment_state(node, &name, None);
+
+    let err = host
+        .runtime()
+        .add(&go_nad_dual("galactic-tap-cni", "2"), &other.attachment())
+        .unwrap_err();
+    let msg = err.expect_error(7);
+    assert!(
+        msg.contains(&name) && msg.contains("upstream") && msg.contains("DEL"),
+        "the error names the tap and what to do: {msg}"
+    );
+    assert_eq!(
+        go_attachment_state(node, &name, None),
+        go_state,
+        "the Go VM's tap is untouched"
+    );
+    assert_eq!(
+        host.changed_since(&before),
+        None,
+        "the refused ADD left nothing"
+    );
+
+    // The Go VM's DEL (any DEL of its VPC attachment, as upstream) adopts and removes the tap;
+    // then the other VM attaches.
+    host.runtime()
+        .del(&go_nad_dual("galactic-tap-cni", "2"), &go_vm.attachment())
+        .unwrap();
+    assert!(!node.try_ip(&["link", "show", &name]).0);
+    let result = host
+        .runtime()
+        .add(&go_nad_dual("galactic-tap-cni", "2"), &other.attachment())
+        .unwrap();
+    assert_eq!(result["ips"].as_array().unwrap().len(), 2, "{result}");
+    host.runtime()
+        .del(&go_nad_dual("galactic-tap-cni", "2"), &other.attachment())
+        .unwrap();
+}
