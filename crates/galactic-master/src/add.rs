@@ -431,33 +431,9 @@ impl<'a, D: Device> Add<'a, D> {
         Ok(())
     }
 
-    /// Forwarding on, reverse-path filter off, and IPv6 `force_forwarding` where the kernel has
-    /// it (per-interface `forwarding` alone does not forward IPv6 while `all.forwarding` is 0).
-    /// A container end reaches its gateway through the host end, which answers for it (proxy
-    /// ARP/NDP, as upstream); a VM has its gateway address on the tap itself.
+    /// The host interface's sysctls ([`host_sysctls`]).
     fn host_sysctls(&self) -> Result<(), MasterError> {
-        let name = &self.host_ifname;
-        let set = |family, key| {
-            sysctl::set_interface(family, name, key, "1")
-                .map_err(MasterError::node("set host interface sysctls"))
-        };
-        set(Family::V4, "forwarding")?;
-        sysctl::set_interface(Family::V4, name, "rp_filter", "0")
-            .map_err(MasterError::node("set host interface sysctls"))?;
-        set(Family::V6, "forwarding")?;
-        if D::CONTAINER.is_some() {
-            set(Family::V4, "proxy_arp")?;
-            set(Family::V6, "proxy_ndp")?;
-        }
-        if sysctl::interface_key_exists(Family::V6, "force_forwarding") {
-            return set(Family::V6, "force_forwarding");
-        }
-        let all = sysctl::get_global("ipv6.conf.all.forwarding")
-            .map_err(MasterError::node("read net.ipv6.conf.all.forwarding"))?;
-        match all.as_str() {
-            "1" => Ok(()),
-            _ => Err(MasterError::Ipv6ForwardingOff),
-        }
+        host_sysctls::<D>(&self.host_ifname)
     }
 
     /// The container end, with the requested MAC: read while the IPAM delegate runs, as the
@@ -525,4 +501,32 @@ fn owner_alive(record: &Record) -> bool {
         .netns
         .as_deref()
         .is_some_and(|p| std::path::Path::new(p).exists())
+}
+
+/// Forwarding on, reverse-path filter off, and IPv6 `force_forwarding` where the kernel has
+/// it (per-interface `forwarding` alone does not forward IPv6 while `all.forwarding` is 0).
+/// A container end reaches its gateway through the host end, which answers for it (proxy
+/// ARP/NDP, as upstream); a VM has its gateway address on the tap itself.
+pub(crate) fn host_sysctls<D: Device>(name: &str) -> Result<(), MasterError> {
+    let set = |family, key| {
+        sysctl::set_interface(family, name, key, "1")
+            .map_err(MasterError::node("set host interface sysctls"))
+    };
+    set(Family::V4, "forwarding")?;
+    sysctl::set_interface(Family::V4, name, "rp_filter", "0")
+        .map_err(MasterError::node("set host interface sysctls"))?;
+    set(Family::V6, "forwarding")?;
+    if D::CONTAINER.is_some() {
+        set(Family::V4, "proxy_arp")?;
+        set(Family::V6, "proxy_ndp")?;
+    }
+    if sysctl::interface_key_exists(Family::V6, "force_forwarding") {
+        return set(Family::V6, "force_forwarding");
+    }
+    let all = sysctl::get_global("ipv6.conf.all.forwarding")
+        .map_err(MasterError::node("read net.ipv6.conf.all.forwarding"))?;
+    match all.as_str() {
+        "1" => Ok(()),
+        _ => Err(MasterError::Ipv6ForwardingOff),
+    }
 }
