@@ -49,11 +49,11 @@ pub fn check<D: Device>(req: &Request) -> Result<(), MasterError> {
 }
 
 /// Joins an attachment just adopted from the upstream chain to the VPC's recorded routing
-/// domain, as ADD joins one of ours: its host sysctls, its membership (table mode: its policy rules; a VRF: the
-/// Go chain already enslaved it to the VRF the domain adopted) and its host gateway in the
-/// domain's table for the result's addresses (the Go chain's routes are in its VRF's table,
-/// which table mode does not use). Without a recorded domain (no ADD of the VPC on this node
-/// since the switch) there is nothing to join, and the check says so.
+/// domain, as ADD joins one of ours: its host sysctls, its membership (table mode: its policy
+/// rules; a VRF: the Go chain already enslaved it to the VRF the domain adopted) and its host
+/// gateway in the domain's table for the result's addresses (the Go chain's routes are in its
+/// VRF's table, which table mode does not use). Without a recorded domain (no ADD of the VPC on
+/// this node since the switch) there is nothing to join, and the check says so.
 fn join_adopted<D: Device>(
     req: &Request,
     conf: &MasterConf<D::Options>,

@@ -95,14 +95,13 @@ pub fn adopt<D: Device>(
 /// attachment in `valid` can be it, i.e. each has a record of ours. Its host interface goes
 /// (a veth's container end and every route, address and neighbour on it with it), with its Go
 /// forward rules and its Go `ifindex_vrf_table` row; its addresses are IPAM's GC to release.
-/// Whether one was removed.
 pub fn collect<D: Device>(
     req: &Request,
     records: &Records,
     valid: &HashSet<(String, String)>,
-) -> Result<bool, MasterError> {
+) -> Result<(), MasterError> {
     let Ok(conf) = MasterConf::<D::Options>::parse(&req.conf.raw) else {
-        return Ok(false);
+        return Ok(());
     };
     let host_ifname = conf.host_ifname();
     let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
@@ -112,23 +111,23 @@ pub fn collect<D: Device>(
         .map_err(MasterError::node("read the attachment record"))?
         .is_some()
     {
-        return Ok(false);
+        return Ok(());
     }
     let Some(link) = host
         .link(&host_ifname)
         .map_err(MasterError::node("look up the host interface"))?
     else {
-        return Ok(false);
+        return Ok(());
     };
     if link.kind.as_deref() != Some(D::LINK_KIND) {
-        return Ok(false);
+        return Ok(());
     }
     if let Some(unrecorded) = unrecorded_listed(req, records, valid)? {
         log::info(
             "GC: left the upstream chain's attachment: a listed attachment without a record of ours may be it",
             json!({"hostIfname": host_ifname, "listedContainerID": unrecorded}),
         );
-        return Ok(false);
+        return Ok(());
     }
     remove_go_rules(&host_ifname);
     remove_go_row(
@@ -143,7 +142,7 @@ pub fn collect<D: Device>(
         "GC: removed the upstream chain's attachment: no listed attachment can be it",
         json!({"hostIfname": host_ifname, "kind": D::KIND}),
     );
-    Ok(true)
+    Ok(())
 }
 
 /// The container id of an attachment in `valid` that has no record of ours in `req`'s network.

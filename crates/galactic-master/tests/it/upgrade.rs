@@ -579,7 +579,7 @@ fn go_tap_dual(node: &TestNetns, host: &str) {
 }
 
 /// Everything of a Go pod's attachment a new ADD could have touched: its host end (state,
-/// peer, master), addresses, neighbours, FORWARD rules, and, for a veth pod, its interface,
+/// peer, master), addresses, permanent neighbours, FORWARD rules, and, for a veth pod, its interface,
 /// addresses and routes inside the pod.
 fn go_attachment_state(node: &TestNetns, host: &str, pod: Option<&Pod>) -> Vec<String> {
     let mut state = vec![
@@ -588,7 +588,11 @@ fn go_attachment_state(node: &TestNetns, host: &str, pod: Option<&Pod>) -> Vec<S
             node,
             &["ip", "-o", "addr", "show", "dev", host, "scope", "global"],
         ),
-        sh(node, &["ip", "neigh", "show", "dev", host]),
+        // Permanent only: the kernel learns and ages the pod's link-local neighbour on its own.
+        sh(
+            node,
+            &["ip", "neigh", "show", "dev", host, "nud", "permanent"],
+        ),
         forward_rules(node),
     ];
     if let Some(pod) = pod {
