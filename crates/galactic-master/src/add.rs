@@ -346,8 +346,28 @@ impl<'a, D: Device> Add<'a, D> {
                     .map_err(MasterError::node("remove the stale record"))?;
                 Ok(false)
             }
-            None => Ok(false),
+            None => self.refuse_unrecorded(ours).map(|()| false),
         }
+    }
+
+    /// Without a record, a host interface of this name is not this ADD's to reuse: the upstream
+    /// chain's attachment (its veth's peer in another pod, its tap served to another VM) or a
+    /// device of someone else. Reusing it would break its owner, and this ADD's rollback would
+    /// delete it; so the ADD refuses before anything changes.
+    fn refuse_unrecorded(&self, ours: &Record) -> Result<(), MasterError> {
+        let Some(link) = self
+            .host
+            .link(&self.host_ifname)
+            .map_err(MasterError::node("look up the host interface"))?
+        else {
+            return Ok(());
+        };
+        self.verify_kind(&link)?;
+        Err(MasterError::Unrecorded {
+            name: link.name,
+            attachment: ours.attachment.clone(),
+            vpc: ours.vpc.clone(),
+        })
     }
 
     fn create_host_interface(&self) -> Result<Link, MasterError> {
@@ -356,7 +376,9 @@ impl<'a, D: Device> Add<'a, D> {
             .link(&self.host_ifname)
             .map_err(MasterError::node("look up the host interface"))?
         {
-            self.verify_existing(&link)?;
+            // Only a retried ADD gets here (`claim` refused an unrecorded interface): the
+            // interface is the one its first attempt created.
+            self.verify_kind(&link)?;
             return self.host_mac(link);
         }
         D::create(&NewInterface {
@@ -397,8 +419,8 @@ impl<'a, D: Device> Add<'a, D> {
         }
     }
 
-    /// A retried ADD finds its own interface; it must be of the right kind.
-    fn verify_existing(&self, link: &Link) -> Result<(), MasterError> {
+    /// An existing host interface must be of the kind this master creates.
+    fn verify_kind(&self, link: &Link) -> Result<(), MasterError> {
         if link.kind.as_deref() != Some(D::LINK_KIND) {
             return Err(MasterError::ForeignDevice {
                 name: link.name.clone(),
@@ -409,33 +431,9 @@ impl<'a, D: Device> Add<'a, D> {
         Ok(())
     }
 
-    /// Forwarding on, reverse-path filter off, and IPv6 `force_forwarding` where the kernel has
-    /// it (per-interface `forwarding` alone does not forward IPv6 while `all.forwarding` is 0).
-    /// A container end reaches its gateway through the host end, which answers for it (proxy
-    /// ARP/NDP, as upstream); a VM has its gateway address on the tap itself.
+    /// The host interface's sysctls ([`host_sysctls`]).
     fn host_sysctls(&self) -> Result<(), MasterError> {
-        let name = &self.host_ifname;
-        let set = |family, key| {
-            sysctl::set_interface(family, name, key, "1")
-                .map_err(MasterError::node("set host interface sysctls"))
-        };
-        set(Family::V4, "forwarding")?;
-        sysctl::set_interface(Family::V4, name, "rp_filter", "0")
-            .map_err(MasterError::node("set host interface sysctls"))?;
-        set(Family::V6, "forwarding")?;
-        if D::CONTAINER.is_some() {
-            set(Family::V4, "proxy_arp")?;
-            set(Family::V6, "proxy_ndp")?;
-        }
-        if sysctl::interface_key_exists(Family::V6, "force_forwarding") {
-            return set(Family::V6, "force_forwarding");
-        }
-        let all = sysctl::get_global("ipv6.conf.all.forwarding")
-            .map_err(MasterError::node("read net.ipv6.conf.all.forwarding"))?;
-        match all.as_str() {
-            "1" => Ok(()),
-            _ => Err(MasterError::Ipv6ForwardingOff),
-        }
+        host_sysctls::<D>(&self.host_ifname)
     }
 
     /// The container end, with the requested MAC: read while the IPAM delegate runs, as the
@@ -503,4 +501,32 @@ fn owner_alive(record: &Record) -> bool {
         .netns
         .as_deref()
         .is_some_and(|p| std::path::Path::new(p).exists())
+}
+
+/// Forwarding on, reverse-path filter off, and IPv6 `force_forwarding` where the kernel has
+/// it (per-interface `forwarding` alone does not forward IPv6 while `all.forwarding` is 0).
+/// A container end reaches its gateway through the host end, which answers for it (proxy
+/// ARP/NDP, as upstream); a VM has its gateway address on the tap itself.
+pub(crate) fn host_sysctls<D: Device>(name: &str) -> Result<(), MasterError> {
+    let set = |family, key| {
+        sysctl::set_interface(family, name, key, "1")
+            .map_err(MasterError::node("set host interface sysctls"))
+    };
+    set(Family::V4, "forwarding")?;
+    sysctl::set_interface(Family::V4, name, "rp_filter", "0")
+        .map_err(MasterError::node("set host interface sysctls"))?;
+    set(Family::V6, "forwarding")?;
+    if D::CONTAINER.is_some() {
+        set(Family::V4, "proxy_arp")?;
+        set(Family::V6, "proxy_ndp")?;
+    }
+    if sysctl::interface_key_exists(Family::V6, "force_forwarding") {
+        return set(Family::V6, "force_forwarding");
+    }
+    let all = sysctl::get_global("ipv6.conf.all.forwarding")
+        .map_err(MasterError::node("read net.ipv6.conf.all.forwarding"))?;
+    match all.as_str() {
+        "1" => Ok(()),
+        _ => Err(MasterError::Ipv6ForwardingOff),
+    }
 }

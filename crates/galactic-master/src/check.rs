@@ -18,12 +18,15 @@ use galactic_core::net::netns::Netns;
 pub fn check<D: Device>(req: &Request) -> Result<(), MasterError> {
     let conf = MasterConf::<D::Options>::parse(&req.conf.raw)?;
     let prev = req.conf.prev_result()?.ok_or(MasterError::NoPrevResult)?;
-    // An attachment the upstream chain created is adopted (recorded, its rules made ours) and
-    // then checked like any other.
-    super::legacy::adopt::<D>(req, &Records::new(&req.node.state_dir), true)?;
-    let mut problems = Vec::new();
     let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
     let host_ifname = conf.host_ifname();
+    // An attachment the upstream chain created is adopted (recorded, its rules made ours), made
+    // a member of the VPC's routing domain as this node runs it, and then checked like any
+    // other.
+    if super::legacy::adopt::<D>(req, &Records::new(&req.node.state_dir), true)?.is_some() {
+        join_adopted::<D>(req, &conf, &host, &prev)?;
+    }
+    let mut problems = Vec::new();
     match host
         .link(&host_ifname)
         .map_err(MasterError::node("look up the host interface"))?
@@ -43,6 +46,38 @@ pub fn check<D: Device>(req: &Request) -> Result<(), MasterError> {
         }
         None => Ok(()),
     }
+}
+
+/// Joins an attachment just adopted from the upstream chain to the VPC's recorded routing
+/// domain, as ADD joins one of ours: its host sysctls, its membership (table mode: its policy
+/// rules; a VRF: the Go chain already enslaved it to the VRF the domain adopted) and its host
+/// gateway in the domain's table for the result's addresses (the Go chain's routes are in its
+/// VRF's table, which table mode does not use). Without a recorded domain (no ADD of the VPC on
+/// this node since the switch) there is nothing to join, and the check says so.
+fn join_adopted<D: Device>(
+    req: &Request,
+    conf: &MasterConf<D::Options>,
+    host: &Netlink,
+    prev: &CniResult,
+) -> Result<(), MasterError> {
+    let domains = Domains::new(&req.node.state_dir);
+    let Some(d) = domains
+        .get(&conf.ids.vpc)
+        .map_err(MasterError::node("read the routing domain"))?
+    else {
+        return Ok(());
+    };
+    let link = host
+        .require_link(&conf.host_ifname())
+        .map_err(MasterError::node("read the host interface"))?;
+    // Ours forward IPv6 with `force_forwarding` where the kernel has it; the Go chain's did not.
+    super::add::host_sysctls::<D>(&link.name)?;
+    domain::attach(host, &d, &conf.ids.vpc, &link)
+        .map_err(MasterError::node("join the routing domain"))?;
+    let assigned = host_view::<D>(&addressing::from_result(prev));
+    // The neighbours the Go chain made stay; none are added without the guest's MAC.
+    gateway::configure(host, D::V4_GATEWAY_PREFIX, &link, d.table, &assigned, None)
+        .map_err(MasterError::node("configure the host gateway"))
 }
 
 /// The host side: the record, the host interface as the result describes it, its forward

@@ -80,6 +80,17 @@ pub enum MasterError {
         /// The holder's netns, or "no netns".
         netns: String,
     },
+    /// The host interface exists with no record of this node: the upstream chain's attachment
+    /// of another pod or VM, or someone else's device (code 7, like [`Self::Claimed`]).
+    #[error("VPC attachment {attachment} of VPC {vpc} is already attached on this node: host interface {name} exists with no attachment record, so it belongs to a pod or VM the upstream Go chain attached (or to someone else) and is left alone; an attachment id can be attached once per node. DEL that attachment first (its DEL adopts and removes it), or delete {name} if nothing uses it")]
+    Unrecorded {
+        /// The host interface.
+        name: String,
+        /// The attachment id.
+        attachment: String,
+        /// The VPC id.
+        vpc: String,
+    },
     /// `CNI_IFNAME` already exists inside the container (code 7).
     #[error("interface {0} already exists in the container")]
     GuestExists(String),
@@ -196,6 +207,7 @@ impl ErrorCode for MasterError {
             | Self::NoPrevResult
             | Self::NadHelperMissing { .. }
             | Self::Claimed { .. }
+            | Self::Unrecorded { .. }
             | Self::GuestExists(_)
             | Self::ForeignDevice { .. } => Code::INVALID_CONFIG,
             Self::Protocol(e) => e.code,

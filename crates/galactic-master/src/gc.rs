@@ -2,8 +2,10 @@
 //!
 //! GC removes the host side of every attachment of this network that the runtime no longer
 //! lists, delegates GC to IPAM, then removes routing domains no attachment uses. Ownership comes
-//! from the attachment records, never from interface names. Without a valid-attachments list GC
-//! removes nothing (`docs/decisions/0002`).
+//! from the attachment records, never from interface names; the one attachment without a record
+//! it removes is the upstream chain's of this network, once no listed attachment can be it
+//! ([`super::legacy::collect`]). Without a valid-attachments list GC removes nothing
+//! (`docs/decisions/0002`).
 
 use super::conf::MasterConf;
 use super::del::teardown_host;
@@ -34,8 +36,12 @@ pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
     let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
     let records = Records::new(&req.node.state_dir);
     let domains = Domains::new(&req.node.state_dir);
-    // 1. The attachments of this network the runtime no longer lists.
+    // 1. The attachments of this network the runtime no longer lists: ours by their records,
+    //    the upstream chain's when no listed attachment can be it (decision 0061).
     let mut failures = remove_stale(req, &valid, &host, &records, &domains)?;
+    if let Err(e) = super::legacy::collect::<D>(req, &records, &valid) {
+        failures.push(e.part("the upstream chain's attachment"));
+    }
     // 2. What no record owns any more, IPAM's allocations, then the routing domains no
     //    attachment uses and temporary state files of writers that died.
     if let Err(e) = sweep_datapath(&req.node.state_dir, &records) {

@@ -15,6 +15,12 @@
 //!   a tap is adopted by the DEL or CHECK of its VPC attachment, as upstream.
 //!
 //! A host interface of another kind, or a veth whose peer is elsewhere, is left alone.
+//!
+//! GC cannot adopt (nothing names the container to record), but it can tell when the Go
+//! attachment of its network is no longer valid: when every (container id, ifname) the runtime
+//! lists for the network has a record of ours, none of them is the Go one, and GC removes it as
+//! its DEL would ([`collect`]). While a listed attachment has no record, that one may be the Go
+//! pod or VM, and its attachment stays.
 
 use crate::conf::MasterConf;
 use crate::device::Device;
@@ -25,6 +31,7 @@ use galactic_core::cni::Request;
 use galactic_core::log;
 use galactic_core::net::netlink::Netlink;
 use serde_json::json;
+use std::collections::HashSet;
 use std::process::Command;
 
 /// Most duplicates of one Go rule removed per call (the Go chain re-inserted them on retries).
@@ -82,6 +89,79 @@ pub fn adopt<D: Device>(
         json!({"hostIfname": host_ifname, "kind": D::KIND}),
     );
     Ok(Some(record))
+}
+
+/// GC's part (module comment): removes the Go-created attachment of `req`'s network when no
+/// attachment in `valid` can be it, i.e. each has a record of ours. Its host interface goes
+/// (a veth's container end and every route, address and neighbour on it with it), with its Go
+/// forward rules and its Go `ifindex_vrf_table` row; its addresses are IPAM's GC to release.
+pub fn collect<D: Device>(
+    req: &Request,
+    records: &Records,
+    valid: &HashSet<(String, String)>,
+) -> Result<(), MasterError> {
+    let Ok(conf) = MasterConf::<D::Options>::parse(&req.conf.raw) else {
+        return Ok(());
+    };
+    let host_ifname = conf.host_ifname();
+    let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
+    let _lock = records.lock(&host_ifname).map_err(MasterError::lock)?;
+    if records
+        .get(&host_ifname)
+        .map_err(MasterError::node("read the attachment record"))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let Some(link) = host
+        .link(&host_ifname)
+        .map_err(MasterError::node("look up the host interface"))?
+    else {
+        return Ok(());
+    };
+    if link.kind.as_deref() != Some(D::LINK_KIND) {
+        return Ok(());
+    }
+    if let Some(unrecorded) = unrecorded_listed(req, records, valid)? {
+        log::info(
+            "GC: left the upstream chain's attachment: a listed attachment without a record of ours may be it",
+            json!({"hostIfname": host_ifname, "listedContainerID": unrecorded}),
+        );
+        return Ok(());
+    }
+    remove_go_rules(&host_ifname);
+    remove_go_row(
+        &req.node.state_dir,
+        &req.node.bpf_pin_dir,
+        &host_ifname,
+        link.index,
+    );
+    host.delete_link(&host_ifname)
+        .map_err(MasterError::node("delete the host interface"))?;
+    log::info(
+        "GC: removed the upstream chain's attachment: no listed attachment can be it",
+        json!({"hostIfname": host_ifname, "kind": D::KIND}),
+    );
+    Ok(())
+}
+
+/// The container id of an attachment in `valid` that has no record of ours in `req`'s network.
+fn unrecorded_listed(
+    req: &Request,
+    records: &Records,
+    valid: &HashSet<(String, String)>,
+) -> Result<Option<String>, MasterError> {
+    let recorded: HashSet<(String, String)> = records
+        .all()
+        .map_err(MasterError::node("list attachment records"))?
+        .into_iter()
+        .filter(|r| r.network == req.conf.name)
+        .map(|r| (r.container_id, r.ifname))
+        .collect();
+    Ok(valid
+        .difference(&recorded)
+        .next()
+        .map(|(container, _)| container.clone()))
 }
 
 /// Deletes every copy of the Go chain's two forward rules for `ifname`, both families, with the

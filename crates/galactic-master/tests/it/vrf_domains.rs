@@ -4,6 +4,7 @@
 //! completes, and a failed adoption leaves the device as it was found. Plus the IPv6 forwarding
 //! requirement of kernels before 6.17. These need Debian 12's 6.1 (VRF, no `force_forwarding`):
 //! they run in the production-kernel tier (`cargo xtask test-kernel`) and say SKIPPED elsewhere.
+//! The CHECK of Go-era attachments in a Go VRF is `upgrade.rs`'s scenario, run here with VRF.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -440,4 +441,13 @@ fn without_force_forwarding_and_ipv6_forwarding_off_add_says_what_to_set() {
     assert!(set("1").status.success());
     rt.add(&c, &pod.attachment()).unwrap();
     rt.del(&c, &pod.attachment()).unwrap();
+}
+
+#[test]
+fn go_attachments_pass_check_after_the_switch_with_the_go_vrf() {
+    let test = galactic_testkit::test_name!();
+    let Some(host) = vrf_host(test, "vgok", &galactic_testkit::host::PLUGINS) else {
+        return;
+    };
+    crate::upgrade::go_attachments_pass_check_after_the_switch(&host, true);
 }
