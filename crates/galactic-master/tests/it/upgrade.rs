@@ -189,6 +189,9 @@ fn image(dir: &Path) -> PathBuf {
     bin
 }
 
+/// What the Go binaries' stand-ins answer: a text none of ours contains.
+const GO_STAND_IN: &str = "the Go chain's stand-in binary";
+
 /// The Go chain's files on the host root: its binaries and its static conflist.
 fn go_host_root(root: &Path) {
     let bin = root.join("opt/cni/bin");
@@ -202,7 +205,7 @@ fn go_host_root(root: &Path) {
     ] {
         std::fs::write(
             bin.join(name),
-            "#!/bin/sh\necho '{\"code\":999,\"msg\":\"the Go chain\"}'; exit 1\n",
+            format!("#!/bin/sh\necho '{{\"code\":999,\"msg\":\"{GO_STAND_IN}\"}}'; exit 1\n"),
         )
         .unwrap();
         std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -302,7 +305,7 @@ fn a_node_running_the_go_chain_switches_with_its_pods_alive() {
     ] {
         let content = std::fs::read(bin.join(name)).unwrap();
         assert!(
-            !String::from_utf8_lossy(&content).contains("the Go chain"),
+            !String::from_utf8_lossy(&content).contains(GO_STAND_IN),
             "{name} is still the Go binary: no NAD may run a mixed chain"
         );
     }
