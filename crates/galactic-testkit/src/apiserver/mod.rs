@@ -150,10 +150,11 @@ impl Fixture {
         FixtureService::new(self.clone())
     }
 
-    /// Stores `object` as a client create would (pruned, defaulted, validated, metadata stamped)
-    /// but keeping its `status` and bypassing faults; its `apiVersion` and `kind` pick the
-    /// resource. Panics on an unknown kind or an object the server would refuse (tests only:
-    /// every seeded object is one the real server would store).
+    /// Stores `object` as `kubectl create` would (a field the schema does not have is refused,
+    /// as under kubectl's strict field validation, rather than pruned; defaulted, validated,
+    /// metadata stamped) but keeping its `status` and bypassing faults; its `apiVersion` and
+    /// `kind` pick the resource. Panics on an unknown kind or an object the server would refuse
+    /// (tests only: every seeded object is one the real server would store as written).
     pub fn insert(&self, object: Value) -> Value {
         self.try_insert(object)
             .unwrap_or_else(|e| panic!("fixture insert: {e}"))

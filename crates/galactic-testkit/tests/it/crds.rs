@@ -729,6 +729,25 @@ fn a_resource_whose_crd_is_not_installed_is_not_served() {
 }
 
 #[test]
+fn seeding_refuses_a_field_the_schema_does_not_have_as_kubectl_does() {
+    let fx = Fixture::new();
+    let older = with(
+        &router(),
+        &json!({"spec": {"roles": ["tenant"], "addressFamilies": [{"afi": "l2vpn", "safi": "evpn", "x": 1}]}}),
+    );
+    let err = fx.try_insert(older).unwrap_err();
+    assert_eq!((err.code, err.reason), (400, "BadRequest"), "{err}");
+    assert_eq!(
+        err.message,
+        "BGPRouter in version \"v1alpha1\" cannot be handled as a BGPRouter: strict decoding error: \
+         unknown field \"spec.addressFamilies[0].x\", unknown field \"spec.roles\""
+    );
+    assert!(fx.list("bgprouters", None).is_empty());
+    // A `null` of a known field is dropped, not unknown.
+    fx.insert(with(&router(), &json!({"spec": {"listenPort": null}})));
+}
+
+#[test]
 #[should_panic(expected = "is invalid")]
 fn seeding_an_object_the_server_would_refuse_panics() {
     Fixture::new().insert(with(&router(), &json!({"spec": {"addressFamilies": null}})));
