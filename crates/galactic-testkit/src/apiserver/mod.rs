@@ -8,7 +8,8 @@
 //! - serves the custom resources only while their CustomResourceDefinition is stored (a new
 //!   fixture has the workspace's, `galactic_kube::crds`, which equal the Galactic API's),
 //!   and validates every create, update and patch of one as the real server does: unknown fields
-//!   pruned, defaults applied, the structural schema checked (types, required, enums, bounds,
+//!   pruned (refused when seeding, [`Fixture::insert`], as `kubectl` refuses them), defaults
+//!   applied, the structural schema checked (types, required, enums, bounds,
 //!   lengths, item counts, patterns, formats, set and map lists, [`schema`]) and the
 //!   `x-kubernetes-validations` CEL rules evaluated by a CEL interpreter with the Kubernetes
 //!   libraries ([`cel`]); the `status` subresource (writes of the object keep the stored status,
