@@ -32,11 +32,13 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).unwrap();
-    server.fixture().insert(json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
+    server.fixture().insert(
+        json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
         "metadata": {"name": "router-a", "namespace": "galactic-system"},
-        "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "roles": ["tenant"], "localASN": 65000,
+        "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "localASN": 65000,
                  "routerID": "10.0.2.1", "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}],
-                 "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}}));
+                 "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}}),
+    );
     // Debug logging records the client start-up time of each process.
     let node = TestNode::new(json!({"publisher": "kubernetes", "kubeconfig": kubeconfig,
         "node_name": "node-a", "namespace": "galactic-system", "log_level": "debug"}));

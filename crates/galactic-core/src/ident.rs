@@ -1,4 +1,5 @@
-//! VPC and attachment identifiers and every name derived from them.
+//! VPC and attachment identifiers and every name derived from them, and the range of a router's
+//! uSID Node-ID ([`NODE_ID_MAX`]).
 //!
 //! Compatible with the upstream Go implementation, so that names on a node and in the cluster stay
 //! the same after a switch: base62 digits `0-9a-zA-Z` (most significant first), interface names
@@ -310,6 +311,12 @@ pub fn bgp_advertisement_name(vpc_raw: &str, att_raw: &str) -> String {
 pub fn tenant_identifier(vpc: &VpcId, att: &AttachmentId) -> String {
     format!("{}-{}", vpc.raw(), att.raw())
 }
+
+/// The highest uSID Node-ID, the bound of a BGPRouter's `nodeID` (1..=0xDFFF = 57343): uFMT
+/// reserves 0x0000 and 0xE000..=0xFFFF (Function space). One constant for the CRD schema
+/// (`galactic_kube`'s BGPRouter) and the uSID codec (`bpf::usid`, which re-exports it), so the
+/// API server and the datapath agree on which routers have a uSID.
+pub const NODE_ID_MAX: u16 = 0xDFFF;
 
 mod route_target;
 

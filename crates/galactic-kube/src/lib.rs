@@ -26,10 +26,11 @@ pub use crd::{
     crds, upstream_shape, AddressFamily, Afi, BGPAdvertisement, BGPAdvertisementSpec,
     BGPAdvertisementStatus, BGPRouter, BGPRouterSpec, BGPRouterStatus, BGPVRFInstance,
     BGPVRFInstanceSpec, BGPVRFInstanceStatus, Condition, ConditionStatus, Conditions,
+    EgressAddressFamily, EgressShardClaim, EgressShardClaimSpec, EgressShardClaimStatus,
     LabelSelector, LabelSelectorRequirement, NameRef, NetworkAttachmentDefinition,
     NetworkAttachmentDefinitionSpec, Nptv6, OriginType, OriginateFrom, PeerSummary,
-    RedistributeSource, ResolvedConfig, Role, RouteTarget, RouterStatus, SRv6Function, Safi,
-    TargetRef, GROUP, VERSION,
+    RedistributeSource, ResolvedConfig, RouteTarget, RouterStatus, SRv6Function, Safi, ShardRef,
+    SpecPresence, TargetRef, GROUP, VERSION,
 };
 pub use error::{ChainError, KubeError};
 pub use nad::{

@@ -124,7 +124,7 @@ fn stage_host(built: &Path, routing_domain: &str) -> Result<Host> {
         json!({
         "apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
         "metadata": {"name": "demo-router", "namespace": "galactic-system"},
-        "spec": {"targetRef": {"kind": "Node", "name": "demo-node"}, "roles": ["tenant"],
+        "spec": {"targetRef": {"kind": "Node", "name": "demo-node"},
                  "localASN": 65000, "routerID": "192.0.2.1",
                  "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}]}})
         .to_string(),

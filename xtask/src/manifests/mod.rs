@@ -5,8 +5,10 @@
 //! Sources: every `*.yaml`/`*.yml` document of kind `NetworkAttachmentDefinition` (its
 //! `spec.config`; the items of a `List`, as `kubectl get … -o yaml` prints the cluster's NADs)
 //! and every `*.conflist` file. Every YAML object of the workspace's CRDs (BGP resources such as
-//! the lab's BGPRouters, and the NADs) must also be one the API server would store: the test API
-//! server checks it against the CRD's schema and CEL rules. Checks, per conflist:
+//! the lab's BGPRouters, and the NADs) must also be one the API server would store as written:
+//! the test API server refuses a field the CRD's schema lacks (as `kubectl apply` does, with
+//! strict field validation) and checks the rest against the schema and CEL rules. Checks, per
+//! conflist:
 //!
 //! 1. shape: `name` (for a NAD, equal to `metadata.name`: the masters look the NAD up by it),
 //!    `cniVersion` 1.0.0 or 1.1.0, a non-empty `plugins` list;

@@ -74,6 +74,24 @@ fn a_bgp_router_the_api_server_would_refuse_fails() {
     let bad_locator = format!("{good}  srv6Locator: 10.0.0.0/8\n");
     let msg = only_finding(&lint_fixture("routers.yaml", &bad_locator));
     assert!(msg.contains("srv6Locator must be an IPv6 CIDR"), "{msg}");
+    // The older schema's `roles`: `kubectl apply` (strict field validation) refuses it.
+    let with_roles = format!("{good}  roles: [tenant]\n");
+    let msg = only_finding(&lint_fixture("routers.yaml", &with_roles));
+    assert!(
+        msg.contains("strict decoding error: unknown field \"spec.roles\""),
+        "{msg}"
+    );
+    // The 16-bit Node-ID: 57343 is the last one.
+    let last = format!("{good}  nodeID: 57343\n");
+    assert!(lint_fixture("routers.yaml", &last).findings.is_empty());
+    let msg = only_finding(&lint_fixture(
+        "routers.yaml",
+        &format!("{good}  nodeID: 57344\n"),
+    ));
+    assert!(
+        msg.contains("spec.nodeID in body should be less than or equal to 57343"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -11,8 +11,8 @@
 
 use std::net::Ipv6Addr;
 
-/// Highest Node-ID (0xE000.. is reserved by uFMT).
-pub const NODE_ID_MAX: u16 = 0xDFFF;
+/// Highest Node-ID (0xE000.. is reserved by uFMT), shared with the BGPRouter CRD's bound.
+pub use crate::ident::NODE_ID_MAX;
 /// Highest Argument (12 bits); 0 is reserved and never registered.
 pub const ARGUMENT_MAX: u16 = 0xFFF;
 /// Function nibble of End.DT46.

@@ -1,10 +1,14 @@
 //! The VPC's BGP route target (decision 0015).
 //!
-//! The Galactic API accepts `^(D.D.D.D|D):D$` with `D` at most 9 digits and 21 characters in all
-//! (BGPVRFInstance), and the same text must pass the advertisement's community rule
-//! (`D{1,10}:D{1,10}` or `D{1,3}.D{1,3}.D{1,3}.D{1,3}:D{1,10}`). The Go chain writes
-//! `<ASN>:<low 32 bits of the VPC>`, which breaks both rules for a 10-digit ASN (every 4-byte
-//! private ASN) or VPC value, and names two VPCs with the same low 32 bits alike. So:
+//! The Galactic API's BGPVRFInstance accepts `^(D.D.D.D|D):D$` in 21 characters, with `D` at
+//! most 9 digits in the schema the Go chain `c4c2d06` pins (`45d0ff9`) and at most 10 on either
+//! side of the colon in the newest one (`6afcb61`); the same text must pass the advertisement's
+//! community rule (`D{1,10}:D{1,10}` or `D{1,3}.D{1,3}.D{1,3}.D{1,3}:D{1,10}`). The Go chain
+//! writes `<ASN>:<low 32 bits of the VPC>`, which the older schema refuses for a 10-digit ASN
+//! (every 4-byte private ASN) or VPC value, and which names two VPCs with the same low 32 bits
+//! alike. The 9-digit bound below stays with the newer schema: both schemas accept what it
+//! gives, and a VPC's route target, which every node of the VPC must agree on, does not change
+//! under a running cluster. So:
 //!
 //! - ASN and VPC both at most 999 999 999: `<ASN>:<VPC>`, the Go chain's text (nodes of both
 //!   chains agree during an upgrade);
@@ -19,7 +23,7 @@
 use super::VpcId;
 use std::net::Ipv4Addr;
 
-/// The largest number the route-target rule accepts on either side (9 digits).
+/// The largest number every schema's route-target rule accepts on either side (9 digits).
 const MAX_9_DIGITS: u64 = 999_999_999;
 
 /// The ASN a BGPRouter's `localASN` speaks as: its low 32 bits. The schema allows any value

@@ -1,10 +1,11 @@
 //! The custom resources galactic reads and writes, as Rust types.
 //!
-//! `network.datumapis.com/v1alpha1` BGPRouter, BGPVRFInstance and BGPAdvertisement reproduce the
-//! Galactic API's v1alpha1 schema (datum-cloud/network, see `docs/decisions/0017-upstream-crds.md`
-//! for the commit and how the equality is checked): every field, type, required field, enum,
-//! bound, `x-kubernetes-validations` CEL rule (with its message, which the API server answers),
-//! list type, the status subresource, short names and printer columns. Descriptions are our own.
+//! `network.datumapis.com/v1alpha1` BGPRouter, BGPVRFInstance, BGPAdvertisement and
+//! EgressShardClaim reproduce the Galactic API's v1alpha1 schema (datum-cloud/network, see
+//! `docs/decisions/0017-upstream-crds.md` for the commits and how the equality is checked): every
+//! field, type, required field, enum, bound, `x-kubernetes-validations` CEL rule (with its
+//! message, which the API server answers), list type, the status subresource, short names and
+//! printer columns. Descriptions are our own.
 //! `k8s.cni.cncf.io/v1` NetworkAttachmentDefinition is the Multus type (its spec is one JSON
 //! string).
 //!
@@ -12,6 +13,7 @@
 //! API's generator writes (see [`upstream_shape`]).
 
 mod advertisement;
+mod egress_claim;
 mod router;
 mod shared;
 mod vrf;
@@ -20,7 +22,10 @@ pub use advertisement::{
     BGPAdvertisement, BGPAdvertisementSpec, BGPAdvertisementStatus, OriginType, OriginateFrom,
     RedistributeSource, SRv6Function,
 };
-pub use router::{BGPRouter, BGPRouterSpec, BGPRouterStatus, PeerSummary, Role, TargetRef};
+pub use egress_claim::{
+    EgressAddressFamily, EgressShardClaim, EgressShardClaimSpec, EgressShardClaimStatus, ShardRef,
+};
+pub use router::{BGPRouter, BGPRouterSpec, BGPRouterStatus, PeerSummary, TargetRef};
 pub use shared::{
     AddressFamily, Afi, Condition, ConditionStatus, Conditions, LabelSelector,
     LabelSelectorRequirement, NameRef, Safi,
@@ -57,20 +62,34 @@ pub struct NetworkAttachmentDefinitionSpec {
     pub config: Option<String>,
 }
 
+/// Whether an object must have a `spec`: the Galactic API's Go types say so per kind (`spec`
+/// with `omitempty` is optional, `+required` without it is required), the derive always
+/// requires it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpecPresence {
+    /// An object without `spec` is stored (the BGP resources, the NAD).
+    Optional,
+    /// An object without `spec` is refused (EgressShardClaim).
+    Required,
+}
+
 /// Every CRD as the JSON document the API server gets (in the shape of [`upstream_shape`]), with
 /// the file name `cargo xtask gen-crds` writes it to.
 pub fn crds() -> Vec<(&'static str, Value)> {
+    use SpecPresence::{Optional, Required};
     [
-        ("bgprouters.yaml", BGPRouter::crd()),
-        ("bgpvrfinstances.yaml", BGPVRFInstance::crd()),
-        ("bgpadvertisements.yaml", BGPAdvertisement::crd()),
+        ("bgprouters.yaml", BGPRouter::crd(), Optional),
+        ("bgpvrfinstances.yaml", BGPVRFInstance::crd(), Optional),
+        ("bgpadvertisements.yaml", BGPAdvertisement::crd(), Optional),
+        ("egressshardclaims.yaml", EgressShardClaim::crd(), Required),
         (
             "network-attachment-definitions.yaml",
             NetworkAttachmentDefinition::crd(),
+            Optional,
         ),
     ]
     .into_iter()
-    .map(|(file, crd)| (file, upstream_shape(&crd)))
+    .map(|(file, crd, spec)| (file, upstream_shape(&crd, spec)))
     .collect()
 }
 
@@ -78,11 +97,11 @@ pub fn crds() -> Vec<(&'static str, Value)> {
 /// writes, which differs from the derive's in form only:
 /// - no `nullable` (an optional Go field is simply not required; the API server drops a `null`
 ///   of a field that is not nullable, so the two accept the same objects);
-/// - the root lists `apiVersion`, `kind` and `metadata`, requires nothing (not even `spec`) and
-///   has no `title`;
+/// - the root lists `apiVersion`, `kind` and `metadata`, has no `title`, and requires `spec`
+///   only as `spec` says (nothing else);
 /// - `names.listKind` is spelled out (the API server would default it to the same);
 /// - `required` is sorted; integral bounds are integers (`1`, not `1.0`).
-pub fn upstream_shape(crd: &CustomResourceDefinition) -> Value {
+pub fn upstream_shape(crd: &CustomResourceDefinition, spec: SpecPresence) -> Value {
     let mut value = serde_json::to_value(crd).unwrap_or(Value::Null);
     if let Some(names) = value
         .pointer_mut("/spec/names")
@@ -100,7 +119,7 @@ pub fn upstream_shape(crd: &CustomResourceDefinition) -> Value {
     {
         for version in versions {
             if let Some(root) = version.pointer_mut("/schema/openAPIV3Schema") {
-                reshape_root(root);
+                reshape_root(root, spec);
                 reshape(root);
             }
         }
@@ -108,12 +127,15 @@ pub fn upstream_shape(crd: &CustomResourceDefinition) -> Value {
     value
 }
 
-fn reshape_root(root: &mut Value) {
+fn reshape_root(root: &mut Value, spec: SpecPresence) {
     let Some(object) = root.as_object_mut() else {
         return;
     };
     object.remove("title");
-    object.remove("required");
+    match spec {
+        SpecPresence::Optional => object.remove("required"),
+        SpecPresence::Required => object.insert("required".into(), json!(["spec"])),
+    };
     if let Some(properties) = object.get_mut("properties").and_then(Value::as_object_mut) {
         properties.insert("apiVersion".into(), json!({"type": "string"}));
         properties.insert("kind".into(), json!({"type": "string"}));

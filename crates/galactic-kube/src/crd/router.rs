@@ -2,6 +2,7 @@
 //! is its node; it never writes routers.
 
 use super::shared::{AddressFamily, Conditions};
+use galactic_core::ident::NODE_ID_MAX;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -17,18 +18,6 @@ pub struct TargetRef {
     pub name: String,
 }
 
-/// What a router is for.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// Fabric (underlay) peering.
-    Fabric,
-    /// Tenant (VPC) routes.
-    Tenant,
-    /// Transit.
-    Transit,
-}
-
 /// Per-node BGP speaker settings.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -40,7 +29,6 @@ pub enum Role {
     status = "BGPRouterStatus",
     doc = "A BGP speaker bound to one node; the owner of the node's VRF instances and advertisements.",
     printcolumn = r#"{"name": "TARGET", "type": "string", "jsonPath": ".spec.targetRef.name"}"#,
-    printcolumn = r#"{"name": "ROLES", "type": "string", "jsonPath": ".spec.roles"}"#,
     printcolumn = r#"{"name": "ASN", "type": "integer", "jsonPath": ".spec.localASN"}"#,
     printcolumn = r#"{"name": "ROUTER-ID", "type": "string", "jsonPath": ".spec.routerID"}"#,
     printcolumn = r#"{"name": "PHASE", "type": "string", "jsonPath": ".status.phase"}"#,
@@ -62,15 +50,12 @@ pub struct BGPRouterSpec {
     #[serde(rename = "localASN")]
     #[schemars(range(min = 1))]
     pub local_asn: i64,
-    /// uSID node id within the PoP's locator block (1..254); with `srv6Locator`, the CNI
-    /// computes each VRF's uSID from it.
+    /// uSID Node-ID, the router's 16-bit slot within the PoP's locator block: 1..=57343
+    /// (0xDFFF; 0xE000.. is uFMT's Function space). With `srv6Locator`, the CNI computes each
+    /// VRF's uSID from it.
     #[serde(rename = "nodeID", default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 254))]
+    #[schemars(range(min = 1, max = NODE_ID_MAX))]
     pub node_id: Option<i32>,
-    /// Roles of the router; at least one when set.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(min = 1))]
-    pub roles: Vec<Role>,
     /// 32-bit router id in dotted-quad form; the router derives route distinguishers from it.
     #[serde(rename = "routerID")]
     #[schemars(extend("format" = "ipv4"))]
@@ -116,7 +101,4 @@ pub struct BGPRouterStatus {
     /// Lifecycle phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    /// The roles the router actually runs.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub roles: Vec<Role>,
 }

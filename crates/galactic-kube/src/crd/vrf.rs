@@ -5,10 +5,11 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// One route target, `ASN:NN` or `IPv4:NN`, at most 9 digits per number.
+/// One route target, `ASN:NN` (at most 10 digits per number) or `IPv4:NN` (at most 9 digits per
+/// octet, 10 in the number), 21 characters in all.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "self.value.matches('^([0-9]{1,9}[.][0-9]{1,9}[.][0-9]{1,9}[.][0-9]{1,9}|[0-9]{1,9}):[0-9]{1,9}$')",
+    "rule": "self.value.matches('^([0-9]{1,9}[.][0-9]{1,9}[.][0-9]{1,9}[.][0-9]{1,9}|[0-9]{1,10}):[0-9]{1,10}$')",
     "message": "value must be in ASN:NN or IP:NN format"
 }]))]
 pub struct RouteTarget {

@@ -65,11 +65,13 @@ impl Cluster {
         );
         let server = host.start_apiserver();
         let f = server.fixture();
-        f.insert(json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
+        f.insert(
+            json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
             "metadata": {"name": "router-a", "namespace": NS},
-            "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "roles": ["tenant"], "localASN": 65000,
+            "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "localASN": 65000,
                      "routerID": "10.0.2.1", "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}],
-                     "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}}));
+                     "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}}),
+        );
         f.insert(
             json!({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
             "metadata": {"name": nad["name"], "namespace": "pods", "annotations": {"team": "blue"}},
@@ -232,7 +234,7 @@ fn the_local_publisher_writes_the_same_documents_to_disk() {
     std::fs::create_dir_all(&router_dir).unwrap();
     std::fs::write(router_dir.join("router-a.json"), json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
         "metadata": {"name": "router-a", "namespace": NS},
-        "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "roles": ["tenant"], "localASN": 65000, "routerID": "10.0.2.1",
+        "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "localASN": 65000, "routerID": "10.0.2.1",
                  "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}]}}).to_string()).unwrap();
     let (rt, list) = (runtime(&host), list(&conflist("tenant-ju"), &host));
     let pod = Pod::new("clocal");

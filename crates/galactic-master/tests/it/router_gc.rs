@@ -304,11 +304,13 @@ fn the_router_gc_reclaims_nothing_live_of_any_attachment_kind() {
         &["galactic-ipam", "galactic-route", "galactic-bgp"],
     );
     let server = host.start_apiserver();
-    server.fixture().insert(json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
+    server.fixture().insert(
+        json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
         "metadata": {"name": "router-a", "namespace": NS},
-        "spec": {"targetRef": {"kind": "Node", "name": NODE}, "roles": ["tenant"], "localASN": 4_200_000_000i64,
+        "spec": {"targetRef": {"kind": "Node", "name": NODE}, "localASN": 4_200_000_000i64,
                  "routerID": "10.0.2.1", "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}],
-                 "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}}));
+                 "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}}),
+    );
     // Another node's router and advertisement: never this node's GC's business.
     server.fixture().insert(
         json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",

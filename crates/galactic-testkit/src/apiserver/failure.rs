@@ -58,6 +58,24 @@ impl Failure {
         }
     }
 
+    /// 400 `BadRequest` for a body with fields the schema of `kind` `version` does not have,
+    /// under strict field validation (`kubectl`'s default): the server refuses instead of
+    /// pruning, naming each field (`spec.roles`).
+    pub fn unknown_fields(kind: &str, version: &str, fields: &[String]) -> Self {
+        let listed: Vec<String> = fields
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
+        Self::new(
+            400,
+            "BadRequest",
+            format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                listed.join(", ")
+            ),
+        )
+    }
+
     /// The `Status` body.
     pub fn body(&self) -> Value {
         let mut body = json!({

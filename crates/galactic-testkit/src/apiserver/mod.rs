@@ -8,7 +8,8 @@
 //! - serves the custom resources only while their CustomResourceDefinition is stored (a new
 //!   fixture has the workspace's, `galactic_kube::crds`, which equal the Galactic API's),
 //!   and validates every create, update and patch of one as the real server does: unknown fields
-//!   pruned, defaults applied, the structural schema checked (types, required, enums, bounds,
+//!   pruned (refused when seeding, [`Fixture::insert`], as `kubectl` refuses them), defaults
+//!   applied, the structural schema checked (types, required, enums, bounds,
 //!   lengths, item counts, patterns, formats, set and map lists, [`schema`]) and the
 //!   `x-kubernetes-validations` CEL rules evaluated by a CEL interpreter with the Kubernetes
 //!   libraries ([`cel`]); the `status` subresource (writes of the object keep the stored status,
@@ -150,10 +151,11 @@ impl Fixture {
         FixtureService::new(self.clone())
     }
 
-    /// Stores `object` as a client create would (pruned, defaulted, validated, metadata stamped)
-    /// but keeping its `status` and bypassing faults; its `apiVersion` and `kind` pick the
-    /// resource. Panics on an unknown kind or an object the server would refuse (tests only:
-    /// every seeded object is one the real server would store).
+    /// Stores `object` as `kubectl create` would (a field the schema does not have is refused,
+    /// as under kubectl's strict field validation, rather than pruned; defaulted, validated,
+    /// metadata stamped) but keeping its `status` and bypassing faults; its `apiVersion` and
+    /// `kind` pick the resource. Panics on an unknown kind or an object the server would refuse
+    /// (tests only: every seeded object is one the real server would store as written).
     pub fn insert(&self, object: Value) -> Value {
         self.try_insert(object)
             .unwrap_or_else(|e| panic!("fixture insert: {e}"))

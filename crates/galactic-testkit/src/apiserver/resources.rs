@@ -101,6 +101,12 @@ pub const RESOURCES: &[Resource] = &[
         "BGPAdvertisement",
     ),
     custom(
+        galactic_kube::GROUP,
+        galactic_kube::VERSION,
+        "egressshardclaims",
+        "EgressShardClaim",
+    ),
+    custom(
         "k8s.cni.cncf.io",
         "v1",
         "network-attachment-definitions",

@@ -76,6 +76,18 @@ fn normalise_object_fields(schema: &Value, object: &mut Map<String, Value>, root
 /// are checked elsewhere.
 pub fn validate(schema: &Value, value: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
+    // The root's own required fields (`spec` of a kind whose Go type requires it): the server
+    // answers `spec: Required value`.
+    for required in schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if value.get(required).is_none() {
+            errors.push(FieldError::required(required));
+        }
+    }
     if let (Some(props), Some(object)) = (
         schema.get("properties").and_then(Value::as_object),
         value.as_object(),

@@ -101,7 +101,8 @@ impl Store {
             })
     }
 
-    /// Stores an object as a create would (pruned, defaulted, validated, metadata stamped) but
+    /// Stores an object as `kubectl create` would (strict field validation: a field the schema
+    /// does not have is a 400, not pruned; then defaulted, validated, metadata stamped) but
     /// keeping its `status`, for seeding; its `apiVersion` and `kind` pick the resource.
     pub fn insert(&mut self, mut object: Value) -> Result<Value, Failure> {
         let api_version = object["apiVersion"].as_str().unwrap_or_default().to_owned();
@@ -116,6 +117,12 @@ impl Store {
         let namespace = meta(&object, "namespace").unwrap_or_default();
         let name = meta(&object, "name").ok_or_else(|| Failure::new(422, "Invalid", "no name"))?;
         let served = self.served(&r)?;
+        if let Some(served) = &served {
+            let unknown = validate::unknown_fields(served, &object);
+            if !unknown.is_empty() {
+                return Err(Failure::unknown_fields(r.kind, r.version, &unknown));
+            }
+        }
         validate::admit(&r, served.as_ref(), &name, &mut object, None)?;
         self.stamp_new(&r, &namespace, &mut object);
         let ns = if r.namespaced {

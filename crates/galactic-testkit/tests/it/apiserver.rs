@@ -430,24 +430,26 @@ fn crd_validation_rejects_what_upstream_trips_over() {
         assert_eq!(err.status_code(), Some(422), "{bad}: {err}");
     }
     create(advertisement(json!(["10.0.0.1/32", "fd20:10:ff01::/96"]))).unwrap();
-    let err = client
-        .call("vrf", |c| async move {
+    let create_vrf = |name: &'static str, import: &'static str| {
+        client.call("vrf", move |c| async move {
             let api: Api<galactic_kube::BGPVRFInstance> = Api::namespaced(c, "galactic-system");
             let vrf = serde_json::from_value(json!({
                 "apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPVRFInstance",
-                "metadata": {"name": "1-node"},
+                "metadata": {"name": name},
                 "spec": {"routerRef": {"name": "r"}, "vrfID": 1,
-                         "importRouteTargets": [{"value": "65000:4294967295"}],
+                         "importRouteTargets": [{"value": import}],
                          "exportRouteTargets": [{"value": "65000:1"}]}
             }))
             .unwrap();
             api.create(&PostParams::default(), &vrf).await
         })
-        .unwrap_err();
+    };
+    create_vrf("1-node", "65000:4294967295").unwrap();
+    let err = create_vrf("2-node", "65000:42949672950").unwrap_err();
     assert_eq!(
         err.status_code(),
         Some(422),
-        "10-digit route target half: {err}"
+        "11-digit route target half: {err}"
     );
 }
 

@@ -1,8 +1,8 @@
 //! The fixture enforces the installed CRDs as the real API server does: a known-bad object of
-//! each kind is refused for the right rule (every CEL rule of the three BGP CRDs, and the schema
-//! checks), with the server's 422 body; unknown fields are pruned, defaults applied, transition
-//! rules see `oldSelf`, the status subresource separates writes, and a removed CRD unserves its
-//! resource.
+//! each kind is refused for the right rule (every CEL rule of the three BGP CRDs and of
+//! EgressShardClaim, and the schema checks), with the server's 422 body; unknown fields are
+//! pruned, defaults applied, transition rules see `oldSelf`, the status subresource separates
+//! writes, and a removed CRD unserves its resource.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -40,7 +40,7 @@ fn collection(plural: &str) -> String {
 fn router() -> Value {
     json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
         "metadata": {"name": "r"},
-        "spec": {"targetRef": {"kind": "Node", "name": "n"}, "roles": ["tenant"], "localASN": 65000,
+        "spec": {"targetRef": {"kind": "Node", "name": "n"}, "localASN": 65000,
                  "routerID": "10.0.2.1", "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}],
                  "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1, "listenPort": 179}})
 }
@@ -60,6 +60,13 @@ fn advertisement() -> Value {
                  "prefixes": ["10.0.0.1/32", "fd20:10:ff01::/96"], "communities": ["65000:1", "1.2.3.4:5"],
                  "vrfID": 1, "function": "End.DT46", "localPreference": 100,
                  "redistribute": ["connected"], "policyRef": {"name": "p"}}})
+}
+
+fn claim() -> Value {
+    json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "EgressShardClaim",
+        "metadata": {"name": "web-0-eth1"},
+        "spec": {"attachment": {"name": "web-0-eth1"}, "vpc": {"name": "vpc-blue"},
+                 "nodeName": "node-a", "families": ["IPv6", "IPv4"]}})
 }
 
 /// `base` with the JSON merge patch `change` applied.
@@ -180,12 +187,152 @@ fn every_cel_rule_of_the_bgp_router_refuses_its_bad_object() {
 }
 
 #[test]
+fn the_router_schema_has_no_roles_and_a_16_bit_node_id() {
+    let fx = Fixture::new();
+    for id in [1, 0x1234, 57343] {
+        accepted(&fx, &with(&router(), &json!({"spec": {"nodeID": id}})));
+    }
+    // A writer of the older schema's `roles` is not refused, but nothing of it is stored.
+    let older = with(
+        &router(),
+        &json!({"spec": {"roles": ["tenant"]}, "status": {"roles": ["tenant"]}}),
+    );
+    let (code, stored) = send(&fx, Method::POST, &collection("bgprouters"), Some(&older));
+    assert_eq!(code, 201, "{stored}");
+    assert!(stored["spec"].get("roles").is_none(), "{stored}");
+    let mut status = stored.clone();
+    status["status"] = json!({"phase": "Ready", "roles": ["tenant"]});
+    let path = format!("{}/r/status", collection("bgprouters"));
+    let (code, after) = send(&fx, Method::PUT, &path, Some(&status));
+    assert_eq!(code, 200, "{after}");
+    assert_eq!(after["status"], json!({"phase": "Ready"}), "{after}");
+}
+
+#[test]
+fn route_targets_take_ten_digits_on_each_side_and_not_eleven() {
+    let fx = Fixture::new();
+    // The longest of each form: a 4-byte ASN with a 32-bit number (21 characters), and a dotted
+    // quad with a 10-digit number.
+    let ten = with(
+        &vrf(),
+        &json!({"spec": {"importRouteTargets": [{"value": "4294967295:4294967295"}],
+                         "exportRouteTargets": [{"value": "255.255.255.255:4294967295"}]}}),
+    );
+    let causes = refused(&fx, &ten);
+    assert_eq!(
+        causes,
+        [(
+            "spec.exportRouteTargets[0].value".to_owned(),
+            "FieldValueTooLong".to_owned(),
+            "Too long: may not be more than 21 bytes".to_owned()
+        )],
+        "the dotted form with a 10-digit number is 26 characters"
+    );
+    let ten = with(
+        &ten,
+        &json!({"spec": {"exportRouteTargets": [{"value": "1.2.3.4:4294967295"}]}}),
+    );
+    accepted(&fx, &ten);
+    for (field, value) in [
+        ("importRouteTargets", "42949672950:1"),
+        ("importRouteTargets", "1:42949672950"),
+        ("exportRouteTargets", "1.2.3.4:42949672950"),
+    ] {
+        let eleven = with(&ten, &json!({"spec": {field: [{"value": value}]}}));
+        refused_for(
+            &fx,
+            &eleven,
+            &format!("spec.{field}[0]"),
+            "value must be in ASN:NN or IP:NN format",
+        );
+    }
+}
+
+#[test]
+fn every_rule_of_the_egress_shard_claim_refuses_its_bad_object() {
+    let fx = Fixture::new();
+    accepted(&fx, &claim());
+    let mut bare = claim();
+    bare.as_object_mut().unwrap().remove("spec");
+    refused_for(&fx, &bare, "spec", "Required value");
+    for (change, field, message) in [
+        (
+            json!({"families": ["IPv5"]}),
+            "spec.families[0]",
+            "Unsupported value: \"IPv5\": supported values: \"IPv6\", \"IPv4\"",
+        ),
+        (
+            json!({"families": ["IPv6", "IPv6"]}),
+            "spec.families[1]",
+            "Duplicate value: \"IPv6\"",
+        ),
+        (
+            json!({"families": ["IPv6", "IPv4", "IPv6"]}),
+            "spec.families",
+            "Too many: 3: must have at most 2 items",
+        ),
+        (
+            json!({"families": []}),
+            "spec.families",
+            "Invalid value: 0: spec.families in body should have at least 1 items",
+        ),
+        (
+            json!({"nodeName": ""}),
+            "spec.nodeName",
+            "Invalid value: \"\": spec.nodeName in body should be at least 1 chars long",
+        ),
+        (json!({"vpc": null}), "spec.vpc", "Required value"),
+    ] {
+        let bad = with(&claim(), &json!({"spec": change}));
+        let causes = refused(&fx, &bad);
+        assert!(
+            causes.iter().any(|(f, _, m)| f == field && m == message),
+            "{bad}: {causes:?}, want {field}: {message}"
+        );
+    }
+
+    // The spec is immutable; the status (the binding) is written through /status.
+    let (code, stored) = send(
+        &fx,
+        Method::POST,
+        &collection("egressshardclaims"),
+        Some(&claim()),
+    );
+    assert_eq!(code, 201, "{stored}");
+    let path = format!("{}/web-0-eth1", collection("egressshardclaims"));
+    let moved = with(&stored, &json!({"spec": {"nodeName": "node-b"}}));
+    let (code, body) = send(&fx, Method::PUT, &path, Some(&moved));
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["details"]["causes"][0]["field"], "spec", "{body}");
+    assert_eq!(
+        body["details"]["causes"][0]["message"],
+        "Invalid value: \"object\": spec is immutable; an attachment that moved nodes gets a new claim"
+    );
+    let bound = with(
+        &stored,
+        &json!({"status": {"shardRef": {"namespace": "galactic-system", "name": "node-a"},
+                           "observedGeneration": 1}}),
+    );
+    let (code, after) = send(&fx, Method::PUT, &format!("{path}/status"), Some(&bound));
+    assert_eq!(code, 200, "{after}");
+    assert_eq!(after["status"]["shardRef"]["name"], "node-a");
+}
+
+#[test]
 fn every_cel_rule_of_the_vrf_instance_refuses_its_bad_object() {
     let fx = Fixture::new();
     accepted(&fx, &vrf());
     let rt = "value must be in ASN:NN or IP:NN format";
     for field in ["importRouteTargets", "exportRouteTargets"] {
-        for value in ["4200000000:1", "65000:1000000000", "1.2.3:4", "a:1"] {
+        // At most 10 digits on either side of the colon (4-byte ASNs, 32-bit numbers), 9 per
+        // octet of the dotted form.
+        for value in [
+            "42000000000:1",
+            "65000:10000000000",
+            "1234567890.1.1.1:1",
+            "1.2.3:4",
+            "a:1",
+        ] {
             let bad = with(
                 &vrf(),
                 &json!({"spec": {field: [{"value": "65000:1"}, {"value": value}]}}),
@@ -365,12 +512,10 @@ fn schema_checks_answer_as_the_api_server() {
          "Invalid value: \"10.0.2\": spec.routerID in body must be of type ipv4: \"10.0.2\""),
         (with(&router(), &json!({"spec": {"localASN": 0}})), "spec.localASN",
          "Invalid value: 0: spec.localASN in body should be greater than or equal to 1"),
-        (with(&router(), &json!({"spec": {"nodeID": 255}})), "spec.nodeID",
-         "Invalid value: 255: spec.nodeID in body should be less than or equal to 254"),
-        (with(&router(), &json!({"spec": {"roles": []}})), "spec.roles",
-         "Invalid value: 0: spec.roles in body should have at least 1 items"),
-        (with(&router(), &json!({"spec": {"roles": ["edge"]}})), "spec.roles[0]",
-         "Unsupported value: \"edge\": supported values: \"fabric\", \"tenant\", \"transit\""),
+        (with(&router(), &json!({"spec": {"nodeID": 57344}})), "spec.nodeID",
+         "Invalid value: 57344: spec.nodeID in body should be less than or equal to 57343"),
+        (with(&router(), &json!({"spec": {"nodeID": 0}})), "spec.nodeID",
+         "Invalid value: 0: spec.nodeID in body should be greater than or equal to 1"),
         (with(&router(), &json!({"spec": {"targetRef": {"name": ""}}})), "spec.targetRef.name",
          "Invalid value: \"\": spec.targetRef.name in body should be at least 1 chars long"),
         (with(&router(), &json!({"spec": {"localASN": "65000"}})), "spec.localASN",
@@ -573,10 +718,33 @@ fn a_resource_whose_crd_is_not_installed_is_not_served() {
         None,
     );
     assert_eq!(code, 200);
-    assert_eq!(crds["items"].as_array().unwrap().len(), 3, "{crds}");
+    assert_eq!(
+        crds["items"].as_array().unwrap().len(),
+        galactic_kube::crds().len() - 1,
+        "{crds}"
+    );
     let bare = Fixture::without_crds();
     let (code, _) = send(&bare, Method::GET, &collection("bgpadvertisements"), None);
     assert_eq!(code, 404);
+}
+
+#[test]
+fn seeding_refuses_a_field_the_schema_does_not_have_as_kubectl_does() {
+    let fx = Fixture::new();
+    let older = with(
+        &router(),
+        &json!({"spec": {"roles": ["tenant"], "addressFamilies": [{"afi": "l2vpn", "safi": "evpn", "x": 1}]}}),
+    );
+    let err = fx.try_insert(older).unwrap_err();
+    assert_eq!((err.code, err.reason), (400, "BadRequest"), "{err}");
+    assert_eq!(
+        err.message,
+        "BGPRouter in version \"v1alpha1\" cannot be handled as a BGPRouter: strict decoding error: \
+         unknown field \"spec.addressFamilies[0].x\", unknown field \"spec.roles\""
+    );
+    assert!(fx.list("bgprouters", None).is_empty());
+    // A `null` of a known field is dropped, not unknown.
+    fx.insert(with(&router(), &json!({"spec": {"listenPort": null}})));
 }
 
 #[test]

@@ -77,7 +77,7 @@ pub struct Cluster {
 }
 
 pub fn router(name: &str, node: &str, srv6: bool) -> Value {
-    let mut spec = json!({"targetRef": {"kind": "Node", "name": node}, "roles": ["tenant"],
+    let mut spec = json!({"targetRef": {"kind": "Node", "name": node},
                           "localASN": 65000, "routerID": "10.0.2.1",
                           "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}]});
     if srv6 {

@@ -48,7 +48,7 @@ impl Node {
         std::fs::create_dir_all(&dir).unwrap();
         let router = json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
             "metadata": {"name": "router-a", "namespace": NS},
-            "spec": {"targetRef": {"kind": "Node", "name": "node-a"}, "roles": ["tenant"],
+            "spec": {"targetRef": {"kind": "Node", "name": "node-a"},
                      "localASN": 65000, "routerID": "10.0.2.1",
                      "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}],
                      "srv6Locator": "2001:db8:ff03::/48", "nodeID": 1}});
