@@ -7,3 +7,4 @@
 pub mod bench;
 pub mod campaign;
 mod stats;
+pub mod tier;
