@@ -1,0 +1,135 @@
+//! The cluster the DaemonSet's containers talk to: the test kit's loopback API server, listening
+//! inside the simulated node's network namespace (the containers have the host's network), and
+//! the service account the kubelet mounts into every container.
+//!
+//! Where the server's URL, CA and token come from is [`Api`], and nothing else in the tier
+//! assumes them: the fixture serves plain HTTP today; once it serves HTTPS with a cluster CA, only
+//! [`Api::start_in`] changes (the CA's PEM into [`Api::ca_pem`], the bearer token it checks into
+//! [`Api::token`]).
+
+use super::{Error, Result};
+use galactic_testkit::apiserver::{ApiServer, Fixture};
+use galactic_testkit::harness::Entered;
+use galactic_testkit::privileged::TestNetns;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The API server of the simulated cluster.
+pub struct Api {
+    server: ApiServer,
+    /// `KUBERNETES_SERVICE_HOST`.
+    pub host: String,
+    /// `KUBERNETES_SERVICE_PORT`.
+    pub port: u16,
+    /// The cluster CA's certificate, PEM (the service account's `ca.crt`); `None` while the
+    /// fixture serves plain HTTP.
+    pub ca_pem: Option<String>,
+    /// The service account token the server accepts.
+    pub token: String,
+}
+
+impl Api {
+    /// Serves `fixture` on a loopback port of `netns`: the listener is bound from this thread
+    /// moved into the namespace, so it belongs to it (the server's own thread only accepts).
+    pub fn start_in(netns: &TestNetns, fixture: Fixture) -> Result<Self> {
+        let entered = Entered::new(netns).map_err(|e| Error::Failed(e.to_string()))?;
+        let server = ApiServer::serve(fixture);
+        drop(entered);
+        let server = server.map_err(|source| Error::Io {
+            what: "start the API server".to_owned(),
+            source,
+        })?;
+        let url = server.url();
+        let port = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| Error::Failed(format!("no port in the API server's URL {url}")))?;
+        Ok(Self {
+            server,
+            host: "127.0.0.1".to_owned(),
+            port,
+            ca_pem: None,
+            token: "eyJhbGciOiJFUzI1NiJ9.galactic-deploy-tier.first".to_owned(),
+        })
+    }
+
+    /// The fixture's state (objects, faults, requests seen).
+    pub fn fixture(&self) -> &Fixture {
+        self.server.fixture()
+    }
+
+    /// The URL the containers reach, as the server reports it.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+}
+
+/// A service account volume as the kubelet writes it (its atomic writer): the files are links
+/// to `..data/<file>`, `..data` a link to a timestamped directory, and a rotation writes a new
+/// directory and renames `..data`.
+pub struct ServiceAccount {
+    dir: PathBuf,
+    generation: u32,
+}
+
+impl ServiceAccount {
+    /// The volume at `dir` with `token`, the CA (if any) and `namespace`.
+    pub fn new(dir: PathBuf, token: &str, ca_pem: Option<&str>, namespace: &str) -> Result<Self> {
+        std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
+        let mut sa = Self { dir, generation: 0 };
+        sa.write(token, ca_pem, namespace)?;
+        Ok(sa)
+    }
+
+    /// The volume's directory (what is mounted at the service account path).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A new token, as a rotation of the projected token writes it (one rename).
+    pub fn rotate(&mut self, token: &str) -> Result<()> {
+        let ca = std::fs::read_to_string(self.dir.join("ca.crt")).ok();
+        let namespace = std::fs::read_to_string(self.dir.join("namespace"))
+            .map_err(io("read the service account's namespace".to_owned()))?;
+        self.write(token, ca.as_deref(), &namespace)
+    }
+
+    fn write(&mut self, token: &str, ca_pem: Option<&str>, namespace: &str) -> Result<()> {
+        self.generation += 1;
+        let data = format!("..{}", self.generation);
+        let dir = self.dir.join(&data);
+        std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
+        let mut files = vec![("token", token), ("namespace", namespace)];
+        if let Some(ca) = ca_pem {
+            files.push(("ca.crt", ca));
+        }
+        for (name, text) in &files {
+            let path = dir.join(name);
+            std::fs::write(&path, text).map_err(io(format!("write {}", path.display())))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+                .map_err(io(format!("chmod {}", path.display())))?;
+        }
+        let staged = self.dir.join("..data_tmp");
+        let _ = std::fs::remove_file(&staged);
+        std::os::unix::fs::symlink(&data, &staged).map_err(io("link ..data_tmp".to_owned()))?;
+        std::fs::rename(&staged, self.dir.join("..data"))
+            .map_err(io("rename ..data".to_owned()))?;
+        for (name, _) in &files {
+            let link = self.dir.join(name);
+            if std::fs::symlink_metadata(&link).is_err() {
+                std::os::unix::fs::symlink(format!("..data/{name}"), &link)
+                    .map_err(io(format!("link {}", link.display())))?;
+            }
+        }
+        if self.generation > 1 {
+            let old = self.dir.join(format!("..{}", self.generation - 1));
+            let _ = std::fs::remove_dir_all(old);
+        }
+        Ok(())
+    }
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { what, source }
+}
