@@ -12,9 +12,6 @@
 //! on this machine kind, so the VM runs under TCG unless `--kvm` is given.
 
 mod guest;
-pub(crate) mod provision;
-
-pub use provision::find_program;
 
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -127,7 +124,7 @@ pub fn run(args: &Args) -> Result<()> {
     }
     preflight()?;
     let started = std::time::Instant::now();
-    let kernel = provision::kernel(&cache_dir())?;
+    let kernel = galactic_lab::tier::kernel::provision::kernel(&cache_dir())?;
     println!(
         "test-kernel: guest kernel {} ({})",
         kernel.release,
@@ -187,13 +184,7 @@ pub fn require_root() -> Result<()> {
 
 /// The tier's cache: the unpacked kernel package and the results of the last run.
 pub(crate) fn cache_dir() -> PathBuf {
-    target_dir().join("kernel-tier")
-}
-
-pub(crate) fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::workspace_root().join("target"))
+    crate::target_dir().join("kernel-tier")
 }
 
 /// Builds every workspace binary (the plugins the tests run, and this xtask for the demo) and

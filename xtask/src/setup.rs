@@ -10,8 +10,8 @@
 //! manage) fails before anything is installed, each thing with the command that would get it.
 //! Why virtme-ng goes into a virtualenv: docs/decisions/0073-setup-by-the-two-commands.md.
 
-use crate::kernel::provision;
 use anyhow::{bail, Context, Result};
+use galactic_lab::tier::kernel::provision;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -210,7 +210,7 @@ const NEEDS: &[Need] = &[
         "the tier's mount namespace",
     ),
     need(
-        &[Part::Podman],
+        &[Part::Podman, Part::Deploy],
         Program("tar"),
         Apt("tar"),
         "packing the busybox image",
@@ -222,7 +222,7 @@ const NEEDS: &[Need] = &[
         "the installer image's Debian base",
     ),
     need(
-        &[Part::Podman, Part::Kernel],
+        &[Part::Podman, Part::Deploy, Part::Kernel],
         Package("busybox-static"),
         Apt("busybox-static"),
         "the containers' image and the guest's init",
@@ -301,7 +301,7 @@ impl Need {
             Install::VirtmeNg => format!(
                 "python3 -m venv {dir} && {dir}/bin/pip install {}",
                 provision::PIP_PACKAGE,
-                dir = provision::virtme_ng_dir().display()
+                dir = provision::virtme_ng_dir(&crate::target_dir()).display()
             ),
             Install::Virtiofsd => format!(
                 "apt-get install {} && cargo install --locked virtiofsd@{}",
@@ -357,7 +357,7 @@ pub fn run(args: &Args) -> Result<()> {
 /// Installs what `parts` need and this machine lacks; returns how many things it installed.
 /// Fails before installing anything when something missing cannot be installed here.
 pub fn ensure(parts: &[Part]) -> Result<usize> {
-    let dirs = provision::search_path();
+    let dirs = provision::search_path(&crate::target_dir());
     let missing = missing(parts, &dirs);
     if missing.is_empty() {
         return Ok(0);
@@ -374,7 +374,7 @@ pub fn ensure(parts: &[Part]) -> Result<usize> {
         bail!("{}", cannot_install(&missing, &blocked));
     }
     let installed = plan.install(&dirs)?;
-    let dirs = provision::search_path();
+    let dirs = provision::search_path(&crate::target_dir());
     let still: Vec<String> = missing
         .iter()
         .filter(|n| !n.present(&dirs))
@@ -621,7 +621,7 @@ fn rustup_target_add(dirs: &[PathBuf]) -> Result<()> {
 /// virtme-ng into a virtualenv of the workspace's tools directory: Debian 12's python3 is
 /// externally managed (PEP 668), so `pip install` outside a virtualenv is refused.
 fn virtme_ng(dirs: &[PathBuf]) -> Result<()> {
-    let dir = provision::virtme_ng_dir();
+    let dir = provision::virtme_ng_dir(&crate::target_dir());
     // The `python3` whose virtualenv support was checked (pyenv's, or Debian's).
     let python = find_executable("python3", dirs).context("python3 is not on PATH")?;
     // `--clear`: a virtualenv left by an interrupted install is started afresh (its scripts

@@ -119,10 +119,7 @@ pub fn build_plugins(release: bool) -> Result<PathBuf> {
 /// build is not rebuilt); returns the directory holding them. For the tools that map addresses
 /// to functions (`cargo xtask layout`).
 pub fn build_release_with_symbols() -> Result<PathBuf> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::workspace_root().join("target"))
-        .join("symbols");
+    let target = crate::target_dir().join("symbols");
     build_with(
         true,
         &[

@@ -5,8 +5,8 @@
 //! found, and for each run `<name>.log` then `<name>.rc`; the host polls for those, so each
 //! suite's wall time is measured on the host's clock (the guest's runs slow under TCG).
 
-use super::provision::{self, Kernel};
 use anyhow::{bail, Context, Result};
+use galactic_lab::tier::kernel::provision::{self, Kernel};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -107,7 +107,10 @@ pub fn boot_and_run(kernel: &Kernel, runs: &[Run], kvm: bool, results: &Path) ->
         .arg(format!("--rwdir={}", results.display()))
         .arg("--exec")
         .arg(&script)
-        .env("PATH", std::env::join_paths(provision::search_path())?)
+        .env(
+            "PATH",
+            std::env::join_paths(provision::search_path(&crate::target_dir()))?,
+        )
         .current_dir(crate::workspace_root())
         .stdin(Stdio::null())
         .stdout(console.try_clone()?)
@@ -278,7 +281,7 @@ fn print_tail(log: &Path) {
 
 /// `target/debug` (or `$CARGO_TARGET_DIR/debug`): the host-built plugins and xtask.
 fn executable_dir() -> PathBuf {
-    super::target_dir().join("debug")
+    crate::target_dir().join("debug")
 }
 
 /// The script the guest runs (as root, with the host's root read-only).
@@ -294,7 +297,7 @@ fn script_text(results: &Path, runs: &[Run]) -> String {
         ]
         .iter()
         .map(PathBuf::from)
-        .chain(provision::search_path()),
+        .chain(provision::search_path(&crate::target_dir())),
     )
     .map(|p| p.to_string_lossy().into_owned())
     .unwrap_or_default();

@@ -7,7 +7,7 @@
 //! [`Api::start_in`] changes (the CA's PEM into [`Api::ca_pem`], the bearer token it checks into
 //! [`Api::token`]).
 
-use super::{Error, Result};
+use crate::tier::{Context, Error, Result};
 use galactic_testkit::apiserver::{ApiServer, Fixture};
 use galactic_testkit::harness::Entered;
 use galactic_testkit::privileged::TestNetns;
@@ -32,19 +32,16 @@ impl Api {
     /// Serves `fixture` on a loopback port of `netns`: the listener is bound from this thread
     /// moved into the namespace, so it belongs to it (the server's own thread only accepts).
     pub fn start_in(netns: &TestNetns, fixture: Fixture) -> Result<Self> {
-        let entered = Entered::new(netns).map_err(|e| Error::Failed(e.to_string()))?;
+        let entered = Entered::new(netns).context("enter the node's network namespace")?;
         let server = ApiServer::serve(fixture);
         drop(entered);
-        let server = server.map_err(|source| Error::Io {
-            what: "start the API server".to_owned(),
-            source,
-        })?;
+        let server = server.context("start the API server")?;
         let url = server.url();
         let port = url
             .rsplit(':')
             .next()
             .and_then(|p| p.parse().ok())
-            .ok_or_else(|| Error::Failed(format!("no port in the API server's URL {url}")))?;
+            .ok_or_else(|| Error::failed(format!("no port in the API server's URL {url}")))?;
         Ok(Self {
             server,
             host: "127.0.0.1".to_owned(),
@@ -76,7 +73,7 @@ pub struct ServiceAccount {
 impl ServiceAccount {
     /// The volume at `dir` with `token`, the CA (if any) and `namespace`.
     pub fn new(dir: PathBuf, token: &str, ca_pem: Option<&str>, namespace: &str) -> Result<Self> {
-        std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
         let mut sa = Self { dir, generation: 0 };
         sa.write(token, ca_pem, namespace)?;
         Ok(sa)
@@ -91,7 +88,7 @@ impl ServiceAccount {
     pub fn rotate(&mut self, token: &str) -> Result<()> {
         let ca = std::fs::read_to_string(self.dir.join("ca.crt")).ok();
         let namespace = std::fs::read_to_string(self.dir.join("namespace"))
-            .map_err(io("read the service account's namespace".to_owned()))?;
+            .context("read the service account's namespace".to_owned())?;
         self.write(token, ca.as_deref(), &namespace)
     }
 
@@ -99,27 +96,26 @@ impl ServiceAccount {
         self.generation += 1;
         let data = format!("..{}", self.generation);
         let dir = self.dir.join(&data);
-        std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
         let mut files = vec![("token", token), ("namespace", namespace)];
         if let Some(ca) = ca_pem {
             files.push(("ca.crt", ca));
         }
         for (name, text) in &files {
             let path = dir.join(name);
-            std::fs::write(&path, text).map_err(io(format!("write {}", path.display())))?;
+            std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
-                .map_err(io(format!("chmod {}", path.display())))?;
+                .with_context(|| format!("chmod {}", path.display()))?;
         }
         let staged = self.dir.join("..data_tmp");
         let _ = std::fs::remove_file(&staged);
-        std::os::unix::fs::symlink(&data, &staged).map_err(io("link ..data_tmp".to_owned()))?;
-        std::fs::rename(&staged, self.dir.join("..data"))
-            .map_err(io("rename ..data".to_owned()))?;
+        std::os::unix::fs::symlink(&data, &staged).context("link ..data_tmp".to_owned())?;
+        std::fs::rename(&staged, self.dir.join("..data")).context("rename ..data".to_owned())?;
         for (name, _) in &files {
             let link = self.dir.join(name);
             if std::fs::symlink_metadata(&link).is_err() {
                 std::os::unix::fs::symlink(format!("..data/{name}"), &link)
-                    .map_err(io(format!("link {}", link.display())))?;
+                    .with_context(|| format!("link {}", link.display()))?;
             }
         }
         if self.generation > 1 {
@@ -128,8 +124,4 @@ impl ServiceAccount {
         }
         Ok(())
     }
-}
-
-fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
-    move |source| Error::Io { what, source }
 }

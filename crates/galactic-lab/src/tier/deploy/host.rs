@@ -2,7 +2,7 @@
 //! seeded as a fresh node or as one the upstream Go chain served, and compared file by file
 //! before and after a container ran.
 
-use super::{Error, Result};
+use crate::tier::{Context, Result};
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -31,7 +31,7 @@ pub const GO_BINARIES: &[&str] = &[
 impl HostRoot {
     /// An empty host root at `dir` (created).
     pub fn new(dir: PathBuf) -> Result<Self> {
-        std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
         Ok(Self { dir })
     }
 
@@ -82,11 +82,12 @@ impl HostRoot {
     fn write(&self, path: &str, text: &str, mode: u32) -> Result<()> {
         let file = self.path(path);
         if let Some(parent) = file.parent() {
-            std::fs::create_dir_all(parent).map_err(io(format!("create {}", parent.display())))?;
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("create {}", parent.display()))?;
         }
-        std::fs::write(&file, text).map_err(io(format!("write {}", file.display())))?;
+        std::fs::write(&file, text).with_context(|| format!("write {}", file.display()))?;
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode))
-            .map_err(io(format!("chmod {}", file.display())))
+            .with_context(|| format!("chmod {}", file.display()))
     }
 
     /// Every file, directory and link under the root as it is now.
@@ -94,11 +95,14 @@ impl HostRoot {
         let mut entries = BTreeMap::new();
         let mut stack = vec![self.dir.clone()];
         while let Some(dir) = stack.pop() {
-            let listing = std::fs::read_dir(&dir).map_err(io(format!("list {}", dir.display())))?;
+            let listing =
+                std::fs::read_dir(&dir).with_context(|| format!("list {}", dir.display()))?;
             for entry in listing {
-                let path = entry.map_err(io(format!("list {}", dir.display())))?.path();
+                let path = entry
+                    .with_context(|| format!("list {}", dir.display()))?
+                    .path();
                 let meta = std::fs::symlink_metadata(&path)
-                    .map_err(io(format!("stat {}", path.display())))?;
+                    .with_context(|| format!("stat {}", path.display()))?;
                 let relative = path
                     .strip_prefix(&self.dir)
                     .unwrap_or(&path)
@@ -107,14 +111,14 @@ impl HostRoot {
                 let mode = meta.permissions().mode() & 0o7777;
                 let found = if meta.file_type().is_symlink() {
                     let target = std::fs::read_link(&path)
-                        .map_err(io(format!("readlink {}", path.display())))?;
+                        .with_context(|| format!("readlink {}", path.display()))?;
                     Entry::Link(target.display().to_string())
                 } else if meta.is_dir() {
                     stack.push(path.clone());
                     Entry::Dir { mode }
                 } else {
                     let bytes =
-                        std::fs::read(&path).map_err(io(format!("read {}", path.display())))?;
+                        std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
                     Entry::File {
                         mode,
                         bytes,
@@ -184,8 +188,4 @@ impl Tree {
     pub fn get(&self, path: &str) -> Option<&Entry> {
         self.0.get(path.trim_start_matches('/'))
     }
-}
-
-fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
-    move |source| Error::Io { what, source }
 }

@@ -8,7 +8,8 @@
 //! of their own holding `/out/`, which the Dockerfile's `PLUGINS` build argument names in place
 //! of its build stage; Podman skips the unused build stage, so nothing is pulled.
 
-use super::{Error, Podman, Result};
+use crate::tier::podman::engine::Engine;
+use crate::tier::{Context, Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -29,23 +30,25 @@ pub fn base_tarball(cache: &Path) -> Result<(PathBuf, bool)> {
     if fresh {
         return Ok((tarball, false));
     }
-    std::fs::create_dir_all(cache).map_err(io(format!("create {}", cache.display())))?;
-    let partial = cache.join("bookworm-minbase.tar.partial");
+    std::fs::create_dir_all(cache).with_context(|| format!("create {}", cache.display()))?;
+    // mmdebstrap picks the output's format by its name: explicit, and a `.tar` name.
+    let partial = cache.join("bookworm-minbase.partial.tar");
     let out = Command::new("mmdebstrap")
-        .arg("--quiet")
+        .args(["--quiet", "--format=tar"])
         .args(BASE_RECIPE)
         .arg(&partial)
         .output()
-        .map_err(io("run mmdebstrap".to_owned()))?;
+        .context("run mmdebstrap".to_owned())?;
     if !out.status.success() {
-        return Err(Error::Failed(format!(
+        return Err(Error::failed(format!(
             "mmdebstrap {recipe} failed ({}): {}",
             out.status,
             tail(&out.stderr)
         )));
     }
-    std::fs::rename(&partial, &tarball).map_err(io(format!("rename to {}", tarball.display())))?;
-    std::fs::write(&stamp, recipe).map_err(io(format!("write {}", stamp.display())))?;
+    std::fs::rename(&partial, &tarball)
+        .with_context(|| format!("rename to {}", tarball.display()))?;
+    std::fs::write(&stamp, recipe).with_context(|| format!("write {}", stamp.display()))?;
     Ok((tarball, true))
 }
 
@@ -55,9 +58,9 @@ pub fn runtime_base(dockerfile: &str) -> Result<String> {
     let base = dockerfile
         .lines()
         .filter_map(|l| l.trim().strip_prefix("FROM "))
-        .last()
+        .next_back()
         .and_then(|from| from.split_whitespace().next())
-        .ok_or_else(|| Error::Failed("the Dockerfile has no FROM".to_owned()))?;
+        .ok_or_else(|| Error::failed("the Dockerfile has no FROM".to_owned()))?;
     Ok(qualified(base))
 }
 
@@ -73,7 +76,7 @@ fn qualified(name: &str) -> String {
 /// base `tarball`, in `work` (the build context: `install.sh` at the path the Dockerfile copies
 /// it from, and nothing else).
 pub fn build(
-    podman: &dyn Podman,
+    podman: &Engine,
     workspace: &Path,
     tarball: &Path,
     plugins: &Path,
@@ -82,16 +85,16 @@ pub fn build(
 ) -> Result<()> {
     let dockerfile = workspace.join("deploy/kubernetes/Dockerfile");
     let text = std::fs::read_to_string(&dockerfile)
-        .map_err(io(format!("read {}", dockerfile.display())))?;
+        .with_context(|| format!("read {}", dockerfile.display()))?;
     let base = runtime_base(&text)?;
     podman.ok(&["import", "--quiet", &path(tarball), &base])?;
     import_plugins(podman, plugins, work)?;
     let context = work.join("context");
     let script = context.join("deploy/kubernetes/install.sh");
     std::fs::create_dir_all(script.parent().unwrap_or(&context))
-        .map_err(io(format!("create {}", context.display())))?;
+        .with_context(|| format!("create {}", context.display()))?;
     std::fs::copy(workspace.join("deploy/kubernetes/install.sh"), &script)
-        .map_err(io("copy install.sh into the build context".to_owned()))?;
+        .context("copy install.sh into the build context".to_owned())?;
     podman.ok(&[
         "build",
         "--quiet",
@@ -108,12 +111,12 @@ pub fn build(
 }
 
 /// The plugins as an image holding `/out/<plugin>`, what the build stage leaves.
-fn import_plugins(podman: &dyn Podman, plugins: &Path, work: &Path) -> Result<()> {
+fn import_plugins(podman: &Engine, plugins: &Path, work: &Path) -> Result<()> {
     let out = work.join("plugins/out");
-    std::fs::create_dir_all(&out).map_err(io(format!("create {}", out.display())))?;
+    std::fs::create_dir_all(&out).with_context(|| format!("create {}", out.display()))?;
     for plugin in galactic_core::plugins::BINARIES {
         std::fs::copy(plugins.join(plugin), out.join(plugin))
-            .map_err(io(format!("copy {plugin} from {}", plugins.display())))?;
+            .with_context(|| format!("copy {plugin} from {}", plugins.display()))?;
     }
     let tarball = work.join("plugins.tar");
     let packed = Command::new("tar")
@@ -123,9 +126,9 @@ fn import_plugins(podman: &dyn Podman, plugins: &Path, work: &Path) -> Result<()
         .arg(&tarball)
         .arg("out")
         .output()
-        .map_err(io("run tar".to_owned()))?;
+        .context("run tar".to_owned())?;
     if !packed.status.success() {
-        return Err(Error::Failed(format!(
+        return Err(Error::failed(format!(
             "tar of the plugins failed: {}",
             tail(&packed.stderr)
         )));
@@ -142,10 +145,6 @@ fn tail(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(10)..].join("\n")
-}
-
-fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
-    move |source| Error::Io { what, source }
 }
 
 #[cfg(test)]

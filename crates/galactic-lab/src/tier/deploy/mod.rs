@@ -14,107 +14,102 @@ pub mod image;
 pub mod manifest;
 pub mod scenario;
 
+use crate::tier::podman::{engine::Engine, machine, report};
+use crate::tier::{Chain, Context, Result, Workspace};
+use galactic_testkit::privileged::TestNetns;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Instant;
 
-/// Why the tier, or one of its scenarios, failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A file or process operation failed.
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done.
-        what: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The manifest says something the tier does not apply.
-    #[error(transparent)]
-    Manifest(#[from] manifest::ManifestError),
-    /// A check did not hold, or a program failed: the message says what was found.
-    #[error("{0}")]
-    Failed(String),
-}
-
-/// The tier's result.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// The Podman the tier runs its images and containers with: private storage and configuration,
-/// inside the simulated node's network namespace.
-pub trait Podman {
-    /// `podman ARGS`, whatever its outcome.
-    fn output(&self, args: &[&str]) -> Output;
-    /// Flags every `podman run` of the tier takes (its cgroup parent).
-    fn run_flags(&self) -> Vec<&str>;
-
-    /// `podman ARGS`, which must succeed; its stdout.
-    fn ok(&self, args: &[&str]) -> Result<String> {
-        let out = self.output(args);
-        if !out.status.success() {
-            return Err(Error::Failed(format!(
-                "podman {} failed ({}): {}",
-                args.join(" "),
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+/// Runs the tier with the release plugins in `plugins`; `started` is when the run began (the
+/// build included), for the total time it reports. The machine's own state is compared before
+/// and after, as the Podman tier does.
+pub fn run(plugins: &Path, workspace: &Workspace, started: Instant) -> Result<()> {
+    let machine_before = machine::Snapshot::take()?;
+    let outcome = play(plugins, workspace);
+    let machine_after = machine::Snapshot::take()?;
+    let changed = machine_before.differences(&machine_after);
+    println!(
+        "[{}] the machine's own links, routes, rules, nftables ruleset, runtime directories and cgroups are unchanged",
+        if changed.is_empty() { "PASS" } else { "FAIL" }
+    );
+    println!(
+        "test-deploy: {:.0} s in all",
+        started.elapsed().as_secs_f64()
+    );
+    outcome.context("the deployment tier failed (see [FAIL] above)")?;
+    if !changed.is_empty() {
+        fail!(
+            "the deployment tier changed the machine: {}",
+            changed.join("; ")
+        );
     }
+    Ok(())
 }
 
-/// What the tier is given.
-pub struct Setup<'a> {
-    /// The workspace root (the Dockerfile, install.sh, the manifest).
-    pub workspace: &'a Path,
-    /// The tier's directory (`target/deploy-tier/`): the base's cache, the runs.
-    pub tier_dir: PathBuf,
-    /// The release plugins, built beforehand.
-    pub plugins: &'a Path,
-    /// The simulated node's network namespace, which Podman runs in.
-    pub netns: &'a galactic_testkit::privileged::TestNetns,
-}
-
-/// Builds the image and plays every scenario, printing one line per step.
-pub fn run(setup: &Setup<'_>, podman: &dyn Podman) -> Result<()> {
-    let manifest_path = setup.workspace.join("deploy/kubernetes/daemonset.yaml");
-    let manifest = std::fs::read_to_string(&manifest_path).map_err(|source| Error::Io {
-        what: format!("read {}", manifest_path.display()),
-        source,
+/// The simulated node (its network namespace, the tier's Podman in it), the image, the
+/// scenarios; everything torn down whatever happened.
+fn play(plugins: &Path, workspace: &Workspace) -> Result<()> {
+    let tier_dir = workspace.target_dir.join("deploy-tier");
+    let work = tier_dir.join("run");
+    if work.exists() {
+        std::fs::remove_dir_all(&work).with_context(|| format!("remove {}", work.display()))?;
+    }
+    // Podman's CNI settings are unused (the pods have the host's network): an empty plugin
+    // dir and no node config.
+    let no_plugins = work.join("no-cni-plugins");
+    std::fs::create_dir_all(&no_plugins).context("create the tier's run directory")?;
+    let netns = TestNetns::new("deploy");
+    let engine = report::step("the tier's Podman in the node's network namespace", || {
+        Engine::start(
+            workspace,
+            &no_plugins,
+            &work.join("no-node-config"),
+            netns.name(),
+        )
     })?;
+    let outcome = scenes(&engine, plugins, workspace, &tier_dir, &netns);
+    let teardown = engine.teardown();
+    outcome.and(teardown)
+}
+
+fn scenes(
+    engine: &Engine,
+    plugins: &Path,
+    workspace: &Workspace,
+    tier_dir: &Path,
+    netns: &TestNetns,
+) -> Result<()> {
+    let manifest_path = workspace.root.join("deploy/kubernetes/daemonset.yaml");
+    let manifest = std::fs::read_to_string(&manifest_path)
+        .with_context(|| format!("read {}", manifest_path.display()))?;
     let shipped = manifest::DaemonSet::parse(&manifest, "deploy/kubernetes/daemonset.yaml")?;
     let image_tag = installer_image(&shipped)?;
-    let work = setup.tier_dir.join("run");
-    let _ = std::fs::remove_dir_all(&work);
-    let started = Instant::now();
-    let (tarball, made) = image::base_tarball(&setup.tier_dir.join("base"))?;
+    let work = tier_dir.join("run");
+    let (tarball, made) = report::step("the bookworm base from Debian's packages", || {
+        image::base_tarball(&tier_dir.join("base"))
+    })?;
     println!(
-        "[PASS] the bookworm base ({}, {:.1} s)",
+        "       {}",
         if made {
             "made with mmdebstrap"
         } else {
             "cached"
-        },
-        started.elapsed().as_secs_f64()
+        }
     );
-    let started = Instant::now();
-    let built = image::build(
-        podman,
-        setup.workspace,
-        &tarball,
-        setup.plugins,
-        &work.join("image"),
-        &image_tag,
-    );
-    report_step(
+    report::step(
         &format!("the Dockerfile's runtime stage as {image_tag}, offline"),
-        started,
-        &built,
-    );
-    built?;
-    let fixture = galactic_testkit::apiserver::Fixture::new();
-    let api = api::Api::start_in(setup.netns, fixture)?;
+        || {
+            image::build(
+                engine,
+                &workspace.root,
+                &tarball,
+                plugins,
+                &work.join("image"),
+                &image_tag,
+            )
+        },
+    )?;
+    let api = api::Api::start_in(netns, galactic_testkit::apiserver::Fixture::new())?;
     println!(
         "       API server {} inside the node's network namespace ({})",
         api.url(),
@@ -131,12 +126,12 @@ pub fn run(setup: &Setup<'_>, podman: &dyn Podman) -> Result<()> {
         shipped.namespace(),
     )?;
     let mut scene = scenario::Scene {
-        podman,
+        podman: engine,
         manifest,
         api,
         service_account,
         run_dir: work.join("nodes"),
-        plugins: setup.plugins.to_path_buf(),
+        plugins: plugins.to_path_buf(),
     };
     let (outcome, timings) = scene.play();
     let show = |t: Option<f64>| t.map_or("-".to_owned(), |s| format!("{s:.1} s"));
@@ -145,7 +140,7 @@ pub fn run(setup: &Setup<'_>, podman: &dyn Podman) -> Result<()> {
         show(timings.fresh),
         show(timings.go_node)
     );
-    outcome
+    outcome.map_err(|e| crate::tier::Error::failed(Chain(&e).to_string()))
 }
 
 /// The image the manifest's init container runs: the tier builds it under that name.
@@ -158,12 +153,4 @@ fn installer_image(ds: &manifest::DaemonSet) -> Result<String> {
         service_port: 0,
     };
     Ok(ds.container("install-cni", &probe)?.image)
-}
-
-fn report_step<T>(what: &str, started: Instant, out: &Result<T>) {
-    let secs = started.elapsed().as_secs_f64();
-    match out {
-        Ok(_) => println!("[PASS] {what} ({secs:.1} s)"),
-        Err(e) => println!("[FAIL] {what} ({secs:.1} s): {e}"),
-    }
 }

@@ -3,9 +3,10 @@
 //! failing API server during the Go node's export.
 
 use super::api::{Api, ServiceAccount};
-use super::host::{Entry, HostRoot, Tree, GO_BINARIES, GO_LOG_LEVEL, GO_SHARD_SIDS, GO_UPLINKS};
+use super::host::{Entry, HostRoot, Tree, GO_BINARIES, GO_SHARD_SIDS, GO_UPLINKS};
 use super::manifest::{Container, DaemonSet, Kubelet};
-use super::{Error, Podman, Result};
+use crate::tier::podman::engine::Engine;
+use crate::tier::{Context, Error, Result};
 use galactic_testkit::apiserver::{Fault, FaultAction};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -25,7 +26,7 @@ const INIT_TIMEOUT_SECONDS: u32 = 150;
 /// What the scenarios share: Podman, the manifest, the cluster, the plugins.
 pub struct Scene<'a> {
     /// The tier's Podman.
-    pub podman: &'a dyn Podman,
+    pub podman: &'a Engine,
     /// The manifest's text, as shipped.
     pub manifest: String,
     /// The API server.
@@ -94,7 +95,7 @@ impl Scene<'_> {
         let outcome = if failed == 0 {
             Ok(())
         } else {
-            Err(Error::Failed(format!(
+            Err(Error::failed(format!(
                 "{failed} scenario(s) failed (see [FAIL] above)"
             )))
         };
@@ -106,7 +107,7 @@ impl Scene<'_> {
         let mut text = self.manifest.clone();
         for (from, to) in edits {
             if !text.contains(from) {
-                return Err(Error::Failed(format!(
+                return Err(Error::failed(format!(
                     "the manifest has no `{from}` to edit"
                 )));
             }
@@ -131,13 +132,13 @@ impl Scene<'_> {
         let name = format!("deploy-{}", container.name);
         let timeout = format!("--timeout={INIT_TIMEOUT_SECONDS}");
         let mut args = vec!["run", "--rm", "--name", &name, &timeout];
-        args.extend(self.podman.run_flags());
+        args.extend(["--cgroup-parent", self.podman.cgroup_parent()]);
         args.extend(container.flags.iter().map(String::as_str));
         args.extend_from_slice(extra);
         args.push(&container.image);
         args.extend(container.args.iter().map(String::as_str));
         let started = Instant::now();
-        let out = self.podman.output(&args);
+        let out = self.podman.podman(&args);
         Ok(Ran {
             success: out.status.success(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -151,7 +152,7 @@ impl Scene<'_> {
         let container = ds.container("install-cni", &self.kubelet(host))?;
         let ran = self.run(&container, &[])?;
         if !ran.success {
-            return Err(Error::Failed(format!(
+            return Err(Error::failed(format!(
                 "install-cni failed after {:.1} s: {}",
                 ran.seconds,
                 ran.stderr.trim()
@@ -197,7 +198,7 @@ impl Scene<'_> {
                 ("galactic-tap", "galactic-tap-cni"),
             ]);
         } else if tree.get("opt/cni/bin/galactic-veth").is_some() {
-            return Err(Error::Failed(
+            return Err(Error::failed(
                 "a fresh node got the upstream alias galactic-veth".to_owned(),
             ));
         }
@@ -211,13 +212,14 @@ impl Scene<'_> {
                     Some(&Entry::Link(format!(".galactic/current/{name}")))
                 )),
             )?;
-            let staged = std::fs::read(host.path(&link)).map_err(io(format!("read {link}")))?;
-            let release = std::fs::read(self.plugins.join(of)).map_err(io(format!("read {of}")))?;
+            let staged = std::fs::read(host.path(&link)).with_context(|| format!("read {link}"))?;
+            let release =
+                std::fs::read(self.plugins.join(of)).with_context(|| format!("read {of}"))?;
             if staged != release {
-                return Err(Error::Failed(format!("{link} is not the release {of}")));
+                return Err(Error::failed(format!("{link} is not the release {of}")));
             }
             let mode = std::fs::metadata(host.path(&link))
-                .map_err(io(format!("stat {link}")))?
+                .with_context(|| format!("stat {link}"))?
                 .permissions();
             expect(
                 &format!("{link} mode"),
@@ -233,7 +235,7 @@ impl Scene<'_> {
 
     fn expect_kubeconfig(&self, host: &HostRoot, token: &str) -> Result<()> {
         let path = host.path("/var/lib/galactic/kubeconfig");
-        let text = std::fs::read_to_string(&path).map_err(io("read the kubeconfig".to_owned()))?;
+        let text = std::fs::read_to_string(&path).context("read the kubeconfig".to_owned())?;
         let server = format!("server: https://{}:{}", self.api.host, self.api.port);
         for line in [
             server.as_str(),
@@ -241,7 +243,7 @@ impl Scene<'_> {
             "certificate-authority: /var/lib/galactic/ca.crt",
         ] {
             if !text.contains(line) {
-                return Err(Error::Failed(format!(
+                return Err(Error::failed(format!(
                     "the kubeconfig lacks `{line}`:\n{text}"
                 )));
             }
@@ -258,7 +260,7 @@ impl Scene<'_> {
         prepare_host_dirs(&container)?;
         let period = format!("--env=REFRESH_SECONDS={REFRESH_SECONDS}");
         let mut args = vec!["run", "--detach", "--name", "deploy-refresh-credentials"];
-        args.extend(self.podman.run_flags());
+        args.extend(["--cgroup-parent", self.podman.cgroup_parent()]);
         args.extend(container.flags.iter().map(String::as_str));
         args.push(&period);
         args.push(&container.image);
@@ -266,12 +268,12 @@ impl Scene<'_> {
         let before = host.snapshot()?;
         self.podman.ok(&args)?;
         let outcome = self.rotation(host, &before);
-        let logs = self.podman.output(&["logs", "deploy-refresh-credentials"]);
+        let logs = self.podman.podman(&["logs", "deploy-refresh-credentials"]);
         let _ = self
             .podman
             .ok(&["rm", "--force", "--time", "0", "deploy-refresh-credentials"]);
         outcome.map_err(|e| {
-            Error::Failed(format!(
+            Error::failed(format!(
                 "{e}; its log: {}",
                 String::from_utf8_lossy(&logs.stderr).trim()
             ))
@@ -283,7 +285,7 @@ impl Scene<'_> {
         std::thread::sleep(Duration::from_secs(3));
         let unchanged = before.changes(&host.snapshot()?);
         if !unchanged.is_empty() {
-            return Err(Error::Failed(format!(
+            return Err(Error::failed(format!(
                 "with the same token it changed {unchanged:?}"
             )));
         }
@@ -300,7 +302,7 @@ impl Scene<'_> {
         let changed = before.changes(&host.snapshot()?);
         let want = vec!["var/lib/galactic/kubeconfig".to_owned()];
         if changed != want {
-            return Err(Error::Failed(format!(
+            return Err(Error::failed(format!(
                 "a rotation changed {changed:?}, want {want:?}"
             )));
         }
@@ -327,7 +329,7 @@ impl Scene<'_> {
         let restart = self.install(&shipped, host)?;
         let changed = before.changes(&host.snapshot()?);
         if !changed.is_empty() || !restart.stdout.trim().is_empty() {
-            return Err(Error::Failed(format!(
+            return Err(Error::failed(format!(
                 "a restart changed {changed:?} (it printed {:?}); node.json now: {}",
                 restart.stdout.trim(),
                 node_config(host)?
@@ -345,7 +347,7 @@ impl Scene<'_> {
             "etc/galactic/node.json",
         ];
         if changed != want {
-            return Err(Error::Failed(format!(
+            return Err(Error::failed(format!(
                 "the update changed {changed:?}, want {want:?}"
             )));
         }
@@ -375,9 +377,9 @@ impl Scene<'_> {
         let tree = host.snapshot()?;
         let export = host.path("/var/lib/galactic/ipam/legacy-annotations.json");
         let list: Value = serde_json::from_slice(
-            &std::fs::read(&export).map_err(io("read the annotation export".to_owned()))?,
+            &std::fs::read(&export).context("read the annotation export".to_owned())?,
         )
-        .map_err(|e| Error::Failed(format!("the export is not JSON: {e}")))?;
+        .map_err(|e| Error::failed(format!("the export is not JSON: {e}")))?;
         let items = list["items"].as_array().map_or(0, Vec::len);
         expect("exported BGPAdvertisements", &json!(items), &json!(2))?;
         let leftovers: Vec<&String> = tree
@@ -386,11 +388,11 @@ impl Scene<'_> {
             .filter(|p| p.contains(".export-kubeconfig"))
             .collect();
         if !leftovers.is_empty() {
-            return Err(Error::Failed(format!("the export left {leftovers:?}")));
+            return Err(Error::failed(format!("the export left {leftovers:?}")));
         }
         self.expect_installed(&tree, host, true)?;
         if tree.get("etc/cni/net.d/10-galactic.conflist").is_some() {
-            return Err(Error::Failed(
+            return Err(Error::failed(
                 "the Go conflist is still in the runtime's conf dir".to_owned(),
             ));
         }
@@ -398,6 +400,8 @@ impl Scene<'_> {
         for (key, value) in carried_settings() {
             expect(key, &node[key], &value)?;
         }
+        // The manifest's level, not the Go conflist's.
+        expect("log_level", &node["log_level"], &json!("info"))?;
         Ok(ran.seconds)
     }
 
@@ -410,13 +414,14 @@ impl Scene<'_> {
         let probe = Container {
             args: vec![
                 "-c".to_owned(),
-                "mktemp || touch /tmp/probe || touch /probe || echo writable".to_owned(),
+                // Each must fail; one that works prints what it wrote.
+                "for write in mktemp 'touch /tmp/probe' 'touch /probe'; do $write && echo \"writable: $write\"; done; true".to_owned(),
             ],
             ..container
         };
         let ran = self.run(&probe, &["--entrypoint=/bin/sh"])?;
         if ran.stdout.contains("writable") || !ran.stderr.contains("Read-only file system") {
-            return Err(Error::Failed(format!(
+            return Err(Error::failed(format!(
                 "the init container's root is writable under the manifest's flags: {} {}",
                 ran.stdout.trim(),
                 ran.stderr.trim()
@@ -476,7 +481,7 @@ impl Scene<'_> {
         self.api.fixture().clear_faults();
         let ran = ran?;
         if ran.success {
-            return Err(Error::Failed(
+            return Err(Error::failed(
                 "the install succeeded against a failing API server".to_owned(),
             ));
         }
@@ -485,7 +490,7 @@ impl Scene<'_> {
             .filter(|r| r.path.contains("bgpadvertisements"))
             .count();
         if asked == 0 {
-            return Err(Error::Failed(format!(
+            return Err(Error::failed(format!(
                 "the API server saw no request for the export (it failed for another reason): {}",
                 ran.stderr.trim()
             )));
@@ -493,7 +498,7 @@ impl Scene<'_> {
         let message =
             "could not export the BGPAdvertisement annotations of namespace galactic-system";
         if !ran.stderr.contains(message) {
-            return Err(Error::Failed(format!(
+            return Err(Error::failed(format!(
                 "the message lacks `{message}`: {}",
                 ran.stderr.trim()
             )));
@@ -502,14 +507,14 @@ impl Scene<'_> {
         for name in GO_BINARIES {
             let path = format!("opt/cni/bin/{name}");
             if before.get(&path) != after.get(&path) {
-                return Err(Error::Failed(format!(
+                return Err(Error::failed(format!(
                     "{path} changed: the Go chain no longer serves"
                 )));
             }
         }
         let conflist = "etc/cni/net.d/10-galactic.conflist";
         if before.get(conflist) != after.get(conflist) {
-            return Err(Error::Failed(format!("{conflist} changed")));
+            return Err(Error::failed(format!("{conflist} changed")));
         }
         println!(
             "       {label}: failed after {:.1} s, {asked} export request(s): {}",
@@ -520,10 +525,11 @@ impl Scene<'_> {
     }
 }
 
-/// The Go node's settings its conflist carried, as node.json must keep them.
+/// The Go node's settings its conflist carried, as node.json must keep them: those the shipped
+/// DaemonSet leaves empty. It sets `GALACTIC_CNI_LOG_LEVEL` (info), which wins over the Go
+/// conflist's level (docs/operations.md, "Carry the settings").
 fn carried_settings() -> Vec<(&'static str, Value)> {
     vec![
-        ("log_level", json!(GO_LOG_LEVEL)),
         ("nat66_shard_sids", json!(GO_SHARD_SIDS)),
         ("ebpf_interfaces", json!(GO_UPLINKS)),
     ]
@@ -532,10 +538,10 @@ fn carried_settings() -> Vec<(&'static str, Value)> {
 /// The kubelet's part of `hostPath` volumes: `DirectoryOrCreate` made, `Directory` required.
 fn prepare_host_dirs(container: &Container) -> Result<()> {
     for dir in &container.create_dirs {
-        std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+        std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
     if let Some(missing) = container.require_dirs.iter().find(|d| !d.is_dir()) {
-        return Err(Error::Failed(format!(
+        return Err(Error::failed(format!(
             "hostPath {} (type Directory) does not exist: the kubelet would not start {}",
             missing.display(),
             container.name
@@ -546,23 +552,23 @@ fn prepare_host_dirs(container: &Container) -> Result<()> {
 
 fn node_config(host: &HostRoot) -> Result<Value> {
     let path = host.path("/etc/galactic/node.json");
-    let bytes = std::fs::read(&path).map_err(io(format!("read {}", path.display())))?;
-    serde_json::from_slice(&bytes).map_err(|e| Error::Failed(format!("node.json is not JSON: {e}")))
+    let bytes = std::fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+    serde_json::from_slice(&bytes).map_err(|e| Error::failed(format!("node.json is not JSON: {e}")))
 }
 
 fn expect_mode(tree: &Tree, path: &str, mode: u32) -> Result<()> {
     match tree.get(path).and_then(Entry::mode) {
         Some(m) if m == mode => Ok(()),
-        Some(m) => Err(Error::Failed(format!(
+        Some(m) => Err(Error::failed(format!(
             "{path} has mode {m:o}, want {mode:o}"
         ))),
-        None => Err(Error::Failed(format!("{path} is missing"))),
+        None => Err(Error::failed(format!("{path} is missing"))),
     }
 }
 
 fn expect(what: &str, got: &Value, want: &Value) -> Result<()> {
     if got != want {
-        return Err(Error::Failed(format!("{what}: got {got}, want {want}")));
+        return Err(Error::failed(format!("{what}: got {got}, want {want}")));
     }
     Ok(())
 }
@@ -581,8 +587,4 @@ fn step(what: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
         Err(e) => println!("[FAIL] {what} ({secs:.1} s): {e}"),
     }
     out
-}
-
-fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
-    move |source| Error::Io { what, source }
 }

@@ -6,7 +6,7 @@
 
 use super::engine::Engine;
 use super::report::{both, diff, expect_eq, step};
-use anyhow::{bail, Context, Result};
+use crate::tier::{Chain, Context, Result, Workspace};
 use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
 use galactic_testkit::host::{Host, PLUGINS};
 use galactic_testkit::runtime::Conflist;
@@ -32,10 +32,10 @@ struct Scene {
 }
 
 /// Runs every step; tears everything down whatever happened.
-pub fn run(plugins: &Path) -> Result<()> {
+pub fn run(plugins: &Path, workspace: &Workspace) -> Result<()> {
     let scene = step(
         "stage the plugins, Podman's configuration and the busybox image",
-        || Scene::new(plugins),
+        || Scene::new(plugins, workspace),
     )?;
     let outcome = scene.play();
     let teardown = scene.teardown();
@@ -43,20 +43,25 @@ pub fn run(plugins: &Path) -> Result<()> {
 }
 
 impl Scene {
-    fn new(plugins: &Path) -> Result<Self> {
+    fn new(plugins: &Path, workspace: &Workspace) -> Result<Self> {
         let host = Host::with_plugins_from(
             "podman",
             json!({"node_name": "podman-node", "routing_domain": "auto", "log_level": "info"}),
             plugins,
             &PLUGINS,
         )?;
-        let engine = Engine::start(&host.bin_dir, &host.node.node_config, host.netns.name())?;
-        let dual = example("12-veth-dual-stack.conflist")?;
+        let engine = Engine::start(
+            workspace,
+            &host.bin_dir,
+            &host.node.node_config,
+            host.netns.name(),
+        )?;
+        let dual = example(workspace, "12-veth-dual-stack.conflist")?;
         let nets = vec![
             dual.clone(),
             with_attachment(&dual, "2"),
             with_attachment(&dual, "3"),
-            example("15-veth-terminations.conflist")?,
+            example(workspace, "15-veth-terminations.conflist")?,
         ];
         for net in &nets {
             engine.add_network(&net.to_value())?;
@@ -256,7 +261,7 @@ impl Scene {
                     self.gone("C", "3").is_ok()
                         && self.engine.ok(&["container", "exists", "e2"]).is_err()
                 });
-                removed.map_err(|e| e.context(self.explain_e2()))
+                removed.with_context(|| self.explain_e2())
             },
         )?;
         step(
@@ -278,11 +283,11 @@ impl Scene {
                 }
                 let now = self.kernel_view();
                 if now != baseline {
-                    bail!("the host namespace differs: {}", diff(baseline, &now));
+                    fail!("the host namespace differs: {}", diff(baseline, &now));
                 }
                 let domains = self.files("state/routing", "vpc-");
                 if !domains.is_empty() {
-                    bail!("routing domain records left: {domains:?}");
+                    fail!("routing domain records left: {domains:?}");
                 }
                 Ok(())
             },
@@ -312,13 +317,13 @@ impl Scene {
         // Podman keeps the container it could not start; it goes like any other.
         self.engine.ok(&["rm", "--force", "--time", "0", name])?;
         if out.status.success() {
-            bail!(
+            fail!(
                 "podman run {} succeeded; it must be refused",
                 flags.join(" ")
             );
         }
         if !stderr.contains(want) {
-            bail!(
+            fail!(
                 "podman run {}: expected {want:?} in {stderr:?}",
                 flags.join(" ")
             );
@@ -355,7 +360,7 @@ impl Scene {
             .ok(&["exec", name, "cat", "/sys/class/net/eth0/address"])?;
         for ip in [&seen.ipv6, &seen.ipv4] {
             if ip.is_empty() || !addrs.contains(&format!(" {ip}/")) {
-                bail!("{name}: podman inspect says {ip:?}, eth0 in the container has {addrs}");
+                fail!("{name}: podman inspect says {ip:?}, eth0 in the container has {addrs}");
             }
         }
         expect_eq(
@@ -370,7 +375,7 @@ impl Scene {
     fn reach(&self, from: &str, targets: &[&String]) -> Result<()> {
         for (target, answered) in self.pings(from, targets, "3") {
             if !answered {
-                bail!("{from} does not reach {target}");
+                fail!("{from} does not reach {target}");
             }
         }
         Ok(())
@@ -380,7 +385,7 @@ impl Scene {
     fn isolated(&self, from: &str, targets: &[&String]) -> Result<()> {
         for (target, answered) in self.pings(from, targets, "1") {
             if answered {
-                bail!("{from} reaches {target} in another VPC");
+                fail!("{from} reaches {target} in another VPC");
             }
         }
         Ok(())
@@ -410,7 +415,7 @@ impl Scene {
     fn gone(&self, vpc: &str, att: &str) -> Result<()> {
         let name = host_ifname(&VpcId::parse(vpc)?, &AttachmentId::parse(att)?);
         if self.host.netns.try_ip(&["link", "show", &name]).0 {
-            bail!("host interface {name} is still there");
+            fail!("host interface {name} is still there");
         }
         let record = self.host.path("state").join("attachments").join(&name);
         if std::fs::read_dir(self.host.path("state").join("attachments"))
@@ -419,7 +424,7 @@ impl Scene {
             .flatten()
             .any(|e| e.file_name().to_string_lossy().starts_with(&name))
         {
-            bail!("attachment record {} is still there", record.display());
+            fail!("attachment record {} is still there", record.display());
         }
         Ok(())
     }
@@ -437,7 +442,7 @@ impl Scene {
         ];
         for text in &kernel {
             if let Some(line) = text.lines().find(|l| names_host_interface(l)) {
-                bail!("the host namespace still has {line:?}");
+                fail!("the host namespace still has {line:?}");
             }
         }
         // Per attachment nothing may stay; per node and per VPC only what outlives a container
@@ -457,7 +462,7 @@ impl Scene {
             })
             .collect();
         if !records.is_empty() {
-            bail!("records left in the state dir: {records:?}");
+            fail!("records left in the state dir: {records:?}");
         }
         let verify = std::process::Command::new(self.host.bin_dir.join("galactic-ipam"))
             .args(["verify", "--data-dir"])
@@ -465,12 +470,12 @@ impl Scene {
             .output()?;
         let report: Value = serde_json::from_slice(&verify.stdout).unwrap_or(Value::Null);
         if !verify.status.success() || report["attachments"] != 0 || report["leases"] != 0 {
-            bail!("the IPAM store still holds something: {report}");
+            fail!("the IPAM store still holds something: {report}");
         }
         let netns = self.engine.inside(&["ls", "/run/netns"])?;
         let cache = self.engine.inside(&["ls", "/var/lib/cni/results"])?;
         if !netns.trim().is_empty() || !cache.trim().is_empty() {
-            bail!(
+            fail!(
                 "left in Podman's namespace: /run/netns [{netns}], /var/lib/cni/results [{cache}]"
             );
         }
@@ -486,7 +491,7 @@ impl Scene {
         };
         let attachment = match self.gone("C", "3") {
             Ok(()) => "its attachment is gone".to_owned(),
-            Err(e) => format!("{e:#}"),
+            Err(e) => Chain(&e).to_string(),
         };
         let log = std::fs::read_to_string(self.host.path("galactic.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(8).collect();
@@ -505,7 +510,7 @@ impl Scene {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        bail!("{what}: not within 20 s")
+        fail!("{what}: not within 20 s")
     }
 
     /// The host namespace's links, routes and rules, with the local rule's priority left out
@@ -561,9 +566,9 @@ fn names_host_interface(line: &str) -> bool {
         .any(|w| w[0] == b'G' && w[13] == b'H' && w[1..13].iter().all(u8::is_ascii_alphanumeric))
 }
 
-/// An example conflist of `deploy/cni/`.
-fn example(file: &str) -> Result<Conflist> {
-    let path = crate::workspace_root().join("deploy/cni").join(file);
+/// An example conflist of the workspace's `deploy/cni/`.
+fn example(workspace: &Workspace, file: &str) -> Result<Conflist> {
+    let path = workspace.root.join("deploy/cni").join(file);
     Ok(Conflist::from_file(&path)?)
 }
 

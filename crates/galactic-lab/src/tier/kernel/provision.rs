@@ -1,7 +1,7 @@
 //! What the production-kernel tier needs on the host: the VM tools, and Debian 12's generic LTS
 //! kernel, fetched once with apt and unpacked into the tier's cache.
 
-use anyhow::{bail, Context, Result};
+use crate::tier::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -14,17 +14,18 @@ pub const PIP_PACKAGE: &str = "virtme-ng==1.42";
 /// back to 9p, on which the suites run ten times slower).
 pub const VIRTIOFSD_VERSION: &str = "1.14.0";
 
-/// The virtualenv `cargo xtask setup` installs [`PIP_PACKAGE`] into, under the target dir (the
-/// version in its name: a new pin gets a new one).
-pub fn virtme_ng_dir() -> PathBuf {
-    super::target_dir()
+/// The virtualenv `cargo xtask setup` installs [`PIP_PACKAGE`] into, under the target dir
+/// `target_dir` (the version in its name: a new pin gets a new one).
+pub fn virtme_ng_dir(target_dir: &Path) -> PathBuf {
+    target_dir
         .join("tools")
         .join(PIP_PACKAGE.replace("==", "-"))
 }
 
-/// Where `program` is on `PATH`, or (for what `cargo install` puts there) in `~/.cargo/bin`.
-pub fn find_program(program: &str) -> Option<PathBuf> {
-    search_path()
+/// Where `program` is on `PATH`, or (for what `cargo install` puts there) in `~/.cargo/bin`, or
+/// in the virtualenv under `target_dir` (see [`search_path`]).
+pub fn find_program(program: &str, target_dir: &Path) -> Option<PathBuf> {
+    search_path(target_dir)
         .into_iter()
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
@@ -32,7 +33,7 @@ pub fn find_program(program: &str) -> Option<PathBuf> {
 
 /// `PATH` plus cargo's bin dir, which a `sudo` shell may lack, and the virtualenv of
 /// [`virtme_ng_dir`] (last: a `vng` of the machine's own comes first).
-pub fn search_path() -> Vec<PathBuf> {
+pub fn search_path(target_dir: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).collect())
         .unwrap_or_default();
@@ -42,7 +43,7 @@ pub fn search_path() -> Vec<PathBuf> {
     {
         dirs.push(home.join("bin"));
     }
-    dirs.push(virtme_ng_dir().join("bin"));
+    dirs.push(virtme_ng_dir(target_dir).join("bin"));
     dirs
 }
 
@@ -121,7 +122,8 @@ pub fn kernel(cache: &Path) -> Result<Kernel> {
     run(Command::new("apt-get")
         .args(["download", "-q", &package])
         .current_dir(&download))?;
-    let deb = std::fs::read_dir(&download)?
+    let deb = std::fs::read_dir(&download)
+        .with_context(|| format!("read {}", download.display()))?
         .flatten()
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|x| x == "deb"))
@@ -167,7 +169,7 @@ fn release_of(root: &Path) -> Result<String> {
 fn run(cmd: &mut Command) -> Result<()> {
     let status = cmd.status().with_context(|| format!("run {cmd:?}"))?;
     if !status.success() {
-        bail!("{cmd:?} failed ({status})");
+        fail!("{cmd:?} failed ({status})");
     }
     Ok(())
 }

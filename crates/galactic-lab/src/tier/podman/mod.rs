@@ -1,4 +1,4 @@
-//! `test-podman`: the chain under a real container runtime. Debian 12's Podman (4.3, the last
+//! The Podman tier (`cargo xtask test-podman`): the chain under a real container runtime. Debian 12's Podman (4.3, the last
 //! Podman with the CNI network backend; its libcni 1.1 accepts results up to cniVersion 1.0.0)
 //! runs busybox containers attached through the example conflists of `deploy/cni/`, with the
 //! plugins staged into a temporary bin dir and a node config of their own.
@@ -21,33 +21,24 @@
 //! on its own is detached; `rm` leaves no interface, rule, record or allocation (the routing
 //! domains stay for the chain's GC, which then leaves the host namespace as it began); the
 //! machine's own links, routes, rules, nftables ruleset and runtime directories are unchanged.
+//!
+//! xtask installs what the tier needs and builds the plugins, then calls [`run`]. The engine
+//! ([`engine::Engine`]) is public: a tier that runs other containers under Podman uses it too.
 
-mod engine;
-mod machine;
-mod report;
+pub mod engine;
+pub mod machine;
+pub mod report;
 mod scenario;
 
-use anyhow::{bail, Context, Result};
-use std::path::PathBuf;
+use super::{Chain, Context, Error, Result, Workspace};
+use std::path::Path;
+use std::time::Instant;
 
-/// `cargo xtask test-podman`.
-#[derive(Debug, Default, clap::Args)]
-pub struct Args {
-    /// Stage the plugins already built in DIR instead of building them
-    #[arg(long, value_name = "DIR")]
-    pub prebuilt: Option<PathBuf>,
-}
-
-/// Runs the tier.
-pub fn run(args: &Args) -> Result<()> {
-    preflight()?;
-    let started = std::time::Instant::now();
-    let plugins = match &args.prebuilt {
-        Some(dir) => dir.clone(),
-        None => crate::stage::build_plugins(false)?,
-    };
+/// Runs the tier with the plugins built in `plugins`; `started` is when the run began (the
+/// build included), for the total time it reports.
+pub fn run(plugins: &Path, workspace: &Workspace, started: Instant) -> Result<()> {
     let machine_before = machine::Snapshot::take()?;
-    let outcome = scenario::run(&plugins);
+    let outcome = scenario::run(plugins, workspace);
     let machine_after = machine::Snapshot::take()?;
     let changed = machine_before.differences(&machine_after);
     println!(
@@ -57,11 +48,12 @@ pub fn run(args: &Args) -> Result<()> {
     println!(
         "test-podman: {:.0} s in all ({})",
         started.elapsed().as_secs_f64(),
-        engine::podman_version().unwrap_or_else(|e| format!("podman version unknown: {e}"))
+        engine::podman_version()
+            .unwrap_or_else(|e| format!("podman version unknown: {}", Chain(&e)))
     );
     outcome.context("the Podman tier failed (see [FAIL] above)")?;
     if !changed.is_empty() {
-        bail!(
+        fail!(
             "the Podman tier changed the machine: {}",
             changed.join("; ")
         );
@@ -69,20 +61,12 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Whether this machine can run the tier, installing what it lacks (`cargo xtask setup`'s part
-/// for the tier). Runs before anything is built, so `cargo xtask test` fails at once rather than
-/// after the native suites.
-pub fn preflight() -> Result<()> {
-    require_root()?;
-    crate::setup::ensure(&[crate::setup::Part::Demo, crate::setup::Part::Podman])
-        .context("the Podman tier cannot run")?;
-    Ok(())
-}
-
 /// Podman's CNI backend and the tier's namespaces need root.
 pub fn require_root() -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
-        bail!("the Podman tier needs root (Podman's CNI backend and the tier's namespaces)");
+        return Err(Error::failed(
+            "the Podman tier needs root (Podman's CNI backend and the tier's namespaces)",
+        ));
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! links, routes, rules and nftables ruleset, the directories a Podman of the machine uses, and
 //! the cgroup hierarchies' top level.
 
-use anyhow::{Context, Result};
+use crate::tier::{Context, Result};
 use std::path::Path;
 use std::process::Command;
 

@@ -1,7 +1,7 @@
 //! How the Podman tier's steps report and compare: each step printed PASS or FAIL with its
 //! time, equality with both sides shown, two checks at once.
 
-use anyhow::{bail, Context, Result};
+use crate::tier::{Chain, Context, Error, Result};
 use std::time::Instant;
 
 /// `a` and `b` at once (a ping that must go unanswered costs its whole wait); both must hold.
@@ -12,7 +12,9 @@ pub fn both(
     std::thread::scope(|scope| {
         let b = scope.spawn(b);
         let a = a();
-        let b = b.join().unwrap_or_else(|_| bail!("a ping thread panicked"));
+        let b = b
+            .join()
+            .unwrap_or_else(|_| Err(Error::failed("a ping thread panicked")));
         a.and(b)
     })
 }
@@ -24,18 +26,20 @@ pub fn step<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     let secs = started.elapsed().as_secs_f64();
     match &out {
         Ok(_) => println!("[PASS] {what} ({secs:.1} s)"),
-        Err(e) => println!("[FAIL] {what} ({secs:.1} s): {e:#}"),
+        Err(e) => println!("[FAIL] {what} ({secs:.1} s): {}", Chain(e)),
     }
-    out.with_context(|| what.to_owned())
+    out.context(what)
 }
 
+/// `got` must equal `want`; the error shows both.
 pub fn expect_eq<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result<()> {
     if got != want {
-        bail!("{what}: got {got:?}, want {want:?}");
+        fail!("{what}: got {got:?}, want {want:?}");
     }
     Ok(())
 }
 
+/// What only `before` and only `after` hold, for a check's message.
 pub fn diff(before: &[String], after: &[String]) -> String {
     let gone: Vec<&String> = before.iter().filter(|b| !after.contains(b)).collect();
     let new: Vec<&String> = after.iter().filter(|a| !before.contains(a)).collect();

@@ -1,6 +1,11 @@
 //! A Podman of the tier's own: its configuration, storage, image and mount namespace, all under
 //! `target/podman-tier/`, and every command run inside the host network namespace.
 //!
+//! Public for any tier that runs containers under Podman: [`Engine::start`] sets it up (the
+//! private containers.conf and storage.conf, the mount namespace, the busybox image),
+//! [`Engine::podman`] and [`Engine::ok`] run Podman inside the throwaway host's network
+//! namespace and the mount namespace, [`Engine::teardown`] removes it all.
+//!
 //! ```text
 //! target/podman-tier/
 //!   containers.conf  storage.conf   what CONTAINERS_CONF / CONTAINERS_STORAGE_CONF name
@@ -15,7 +20,8 @@
 //! A run that was killed leaves its containers running in its mount namespace; the next run
 //! removes them, unmounts the namespace and starts afresh.
 
-use anyhow::{bail, Context, Result};
+use crate::tier::kernel::provision;
+use crate::tier::{Context, Result, Workspace};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -26,7 +32,9 @@ pub const IMAGE: &str = "localhost/galactic-busybox:tier";
 /// `CAP_SYS_RESOURCE` may set, and runc then fails to start any container.
 const ULIMITS: &str = r#"["nofile=1024:1024", "nproc=1024:1024"]"#;
 
-/// The tier's Podman.
+/// The tier's Podman: a configuration, storage and mount namespace of its own under the target
+/// directory, run inside one throwaway host network namespace. Dropped without
+/// [`Engine::teardown`], it still removes its containers and directory.
 pub struct Engine {
     root: PathBuf,
     host_netns: String,
@@ -36,9 +44,16 @@ pub struct Engine {
 
 impl Engine {
     /// Sets Podman up for plugins in `bin_dir` with the node config `node_config`, in the
-    /// network namespace `host_netns`, and imports the image.
-    pub fn start(bin_dir: &Path, node_config: &Path, host_netns: &str) -> Result<Self> {
-        let root = tier_dir();
+    /// network namespace `host_netns` (a name under `/run/netns`), under `workspace`'s target
+    /// directory, and imports the image [`IMAGE`]. What a killed earlier run left is removed
+    /// first.
+    pub fn start(
+        workspace: &Workspace,
+        bin_dir: &Path,
+        node_config: &Path,
+        host_netns: &str,
+    ) -> Result<Self> {
+        let root = workspace.target_dir.join("podman-tier");
         clean_stale(&root)?;
         for dir in ["net.d", "storage", "run", "tmp", "home", "image", "ns"] {
             std::fs::create_dir_all(root.join(dir))
@@ -52,11 +67,13 @@ impl Engine {
             torn_down: false,
         };
         engine.create_mount_namespace()?;
-        engine.import_image()?;
+        engine.import_image(&workspace.target_dir)?;
         Ok(engine)
     }
 
-    /// `podman ARGS` inside the tier's namespaces.
+    /// `podman ARGS` inside the tier's namespaces, with only the environment the tier gives
+    /// Podman; a Podman that cannot be started is an output with status 127 and the reason as
+    /// its stderr.
     pub fn podman(&self, args: &[&str]) -> Output {
         let mut cmd = self.enter();
         cmd.arg("podman").args(args);
@@ -71,7 +88,7 @@ impl Engine {
     pub fn ok(&self, args: &[&str]) -> Result<String> {
         let out = self.podman(args);
         if !out.status.success() {
-            bail!(
+            fail!(
                 "podman {} failed ({}): {}",
                 args.join(" "),
                 out.status,
@@ -103,6 +120,11 @@ impl Engine {
         args
     }
 
+    /// The cgroup parent the tier's containers get (`--cgroup-parent`), removed at teardown.
+    pub fn cgroup_parent(&self) -> &str {
+        &self.cgroup_parent
+    }
+
     /// A command (not Podman) inside the tier's namespaces, e.g. to list its `/run/netns`.
     pub fn inside(&self, argv: &[&str]) -> Result<String> {
         let out = self
@@ -113,7 +135,7 @@ impl Engine {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// Writes a network (a conflist) where Podman finds it.
+    /// Writes a network (a conflist) where Podman finds it (`net.d/<name>.conflist`).
     pub fn add_network(&self, conflist: &serde_json::Value) -> Result<()> {
         let name = conflist["name"].as_str().context("a conflist name")?;
         let path = self.root.join("net.d").join(format!("{name}.conflist"));
@@ -121,7 +143,8 @@ impl Engine {
             .with_context(|| format!("write {}", path.display()))
     }
 
-    /// Removes every container, the mount namespace, the cgroup parent and the tier directory.
+    /// Removes every container, the mount namespace, the cgroup parent and the tier directory;
+    /// every part is attempted, the first failure is returned.
     pub fn teardown(mut self) -> Result<()> {
         self.torn_down = true;
         let removed = self.ok(&["rm", "--all", "--force", "--time", "0"]);
@@ -175,11 +198,11 @@ impl Engine {
 
     /// A busybox rootfs (Debian's static busybox and a link per applet), imported as
     /// [`IMAGE`]: no registry is needed.
-    fn import_image(&self) -> Result<()> {
+    fn import_image(&self, target_dir: &Path) -> Result<()> {
         let image = self.root.join("image");
         let bin = image.join("rootfs/bin");
         std::fs::create_dir_all(&bin)?;
-        let busybox = crate::kernel::find_program("busybox").context("busybox")?;
+        let busybox = provision::find_program("busybox", target_dir).context("busybox")?;
         // Debian's dynamically linked `busybox` package has the same path; its binary cannot
         // run in a rootfs without a libc.
         let ldd = Command::new("ldd")
@@ -187,7 +210,7 @@ impl Engine {
             .output()
             .context("run ldd")?;
         if ldd.status.success() {
-            bail!(
+            fail!(
                 "{} is dynamically linked; the image needs Debian's busybox-static",
                 busybox.display()
             );
@@ -235,13 +258,6 @@ impl Drop for Engine {
 pub fn podman_version() -> Result<String> {
     let out = Command::new("podman").arg("--version").output()?;
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
-fn tier_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::workspace_root().join("target"))
-        .join("podman-tier")
 }
 
 fn write_configs(root: &Path, bin_dir: &Path, node_config: &Path) -> Result<()> {
@@ -342,7 +358,7 @@ fn run(program: &str, args: &[&str]) -> Result<()> {
         .output()
         .with_context(|| format!("run {program}"))?;
     if !out.status.success() {
-        bail!(
+        fail!(
             "{program} {} failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
