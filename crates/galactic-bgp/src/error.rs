@@ -243,10 +243,13 @@ fn is_disk_full(e: &std::io::Error) -> bool {
 }
 
 /// Transient failures that outlived the retries are code 11; configuration problems code 7
-/// (or 4 for a node that cannot be found); everything else 999.
+/// (or 4 for a node that cannot be found); everything else 999. A refused server certificate or
+/// token is the kubeconfig's problem (code 7), not code 11: it does not clear up by itself, and
+/// code 11 on DEL would hold the pod in Terminating until someone rewrites the kubeconfig.
 fn kube_code(err: &KubeError) -> Code {
     match err {
         KubeError::Kubeconfig { .. } | KubeError::ChainIncomplete { .. } => Code::INVALID_CONFIG,
+        e if e.is_refused() => Code::INVALID_CONFIG,
         KubeError::NodeNotDetected(_) => Code::INVALID_ENVIRONMENT,
         e if e.is_transient() => Code::TRY_AGAIN_LATER,
         e if e.is_invalid() => Code::INVALID_CONFIG,
@@ -288,6 +291,20 @@ mod tests {
             BgpError::Store(StoreError::Kube(resolve)).code(),
             Code::TRY_AGAIN_LATER
         );
+        let untrusted = KubeError::Untrusted {
+            what: "list BGPRouter".into(),
+            kubeconfig: "/var/lib/galactic/kubeconfig".into(),
+            why: rustls::CertificateError::UnknownIssuer,
+        };
+        assert_eq!(
+            BgpError::Store(StoreError::Kube(untrusted)).code(),
+            Code::INVALID_CONFIG
+        );
+        let unauthenticated = KubeError::Unauthenticated {
+            what: "list BGPRouter".into(),
+            kubeconfig: "/var/lib/galactic/kubeconfig".into(),
+        };
+        assert_eq!(BgpError::Kube(unauthenticated).code(), Code::INVALID_CONFIG);
         let busy = StoreError::Conflict { what: "w".into() };
         assert_eq!(BgpError::Store(busy).code(), Code::TRY_AGAIN_LATER);
     }

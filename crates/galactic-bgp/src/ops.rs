@@ -31,8 +31,8 @@ use std::time::Duration;
 
 /// The publication backend chosen by the node config.
 pub enum Backend {
-    /// The Kubernetes API.
-    Kube(KubeStore),
+    /// The Kubernetes API (boxed: the client with its runtime is far larger than the local store).
+    Kube(Box<KubeStore>),
     /// Files under the state directory.
     Local(LocalStore),
 }
@@ -44,7 +44,7 @@ impl Backend {
             Publisher::Kubernetes => {
                 let client = KubeClient::from_kubeconfig(&node.kubeconfig, options)
                     .map_err(StoreError::Kube)?;
-                Self::Kube(KubeStore::new(client))
+                Self::Kube(Box::new(KubeStore::new(client)))
             }
             Publisher::Local => Self::Local(LocalStore::open(&node.state_dir, LOCAL_LOCK_WAIT)?),
         })
@@ -53,7 +53,7 @@ impl Backend {
     /// The store.
     pub fn store(&self) -> &dyn ObjectStore {
         match self {
-            Self::Kube(k) => k,
+            Self::Kube(k) => k.as_ref(),
             Self::Local(l) => l,
         }
     }

@@ -1,7 +1,7 @@
 //! The client: built once per process from the resolved kubeconfig, with a current-thread runtime.
 
 use super::error::KubeError;
-use super::retry::{classify, ErrorClass, RetryPolicy};
+use super::retry::{classify, refused_certificate, ErrorClass, RetryPolicy};
 use galactic_core::log;
 use serde_json::json;
 use std::future::Future;
@@ -32,6 +32,8 @@ pub struct KubeClient {
     client: kube::Client,
     options: ClientOptions,
     setup: Duration,
+    /// Where the client's server, trust and credentials came from, for messages.
+    kubeconfig: String,
 }
 
 impl std::fmt::Debug for KubeClient {
@@ -110,8 +112,8 @@ fn resolve_with_getent(host: &str) -> Result<std::net::IpAddr, KubeError> {
 }
 
 impl KubeClient {
-    /// Builds a client from the kubeconfig at `path` (its current context). `http://` servers
-    /// are accepted, which is what the loopback test fixture serves.
+    /// Builds a client from the kubeconfig at `path` (its current context): its server, the CA
+    /// it trusts (the server's certificate is always verified) and its credentials.
     pub fn from_kubeconfig(path: &Path, options: ClientOptions) -> Result<Self, KubeError> {
         let started = Instant::now();
         let runtime = runtime()?;
@@ -154,6 +156,7 @@ impl KubeClient {
             client,
             options,
             setup,
+            kubeconfig: path.display().to_string(),
         })
     }
 
@@ -172,6 +175,7 @@ impl KubeClient {
             client,
             options,
             setup: started.elapsed(),
+            kubeconfig: "(none: a transport built in process)".into(),
         })
     }
 
@@ -230,11 +234,7 @@ impl KubeClient {
                 Ok(Err(source)) => {
                     let class = classify(&source);
                     if class != ErrorClass::Transient || attempt >= attempts {
-                        return Err(KubeError::Api {
-                            what: what.to_owned(),
-                            class,
-                            source,
-                        });
+                        return Err(self.failed(what, class, source));
                     }
                     source.to_string()
                 }
@@ -254,6 +254,28 @@ impl KubeClient {
                 json!({"op": what, "attempt": attempt, "backoffMs": wait.as_millis() as u64, "err": err}),
             );
             std::thread::sleep(wait);
+        }
+    }
+}
+
+impl KubeClient {
+    /// The error of a call that failed for good: a refused certificate or credentials say which
+    /// kubeconfig to fix, anything else is the API's answer.
+    fn failed(&self, what: &str, class: ErrorClass, source: kube::Error) -> KubeError {
+        let what = what.to_owned();
+        let kubeconfig = self.kubeconfig.clone();
+        match (class, refused_certificate(&source)) {
+            (ErrorClass::Untrusted, Some(why)) => KubeError::Untrusted {
+                what,
+                kubeconfig,
+                why: why.clone(),
+            },
+            (ErrorClass::Unauthenticated, _) => KubeError::Unauthenticated { what, kubeconfig },
+            _ => KubeError::Api {
+                what,
+                class,
+                source,
+            },
         }
     }
 }

@@ -17,6 +17,27 @@ fn describe(error: &kube::Error) -> String {
     }
 }
 
+/// A refused certificate as a person reads it (rustls words some only by their variant name).
+fn certificate_problem(why: &rustls::CertificateError) -> String {
+    use rustls::CertificateError as E;
+    match why {
+        E::UnknownIssuer => "it is not signed by a CA the kubeconfig trusts".into(),
+        E::NotValidForName => "it does not cover the server's name".into(),
+        E::Expired => "it has expired".into(),
+        E::NotValidYet => "it is not valid yet".into(),
+        // Cluster CAs often share a name (kubeadm's are all "kubernetes"): another cluster's
+        // certificate then names the trusted CA as its issuer, and only its signature fails.
+        E::BadSignature => {
+            "it is not signed by the CA the kubeconfig trusts (its issuer has that CA's name but \
+             another key: another cluster's CA)"
+                .into()
+        }
+        E::Revoked => "it has been revoked".into(),
+        E::BadEncoding => "it does not parse".into(),
+        other => other.to_string(),
+    }
+}
+
 /// What went wrong talking to the API server.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
@@ -51,6 +72,35 @@ pub enum KubeError {
         /// The client's error.
         #[source]
         source: kube::Error,
+    },
+    /// The TLS handshake refused the server's certificate (code 7: the kubeconfig's trust is
+    /// wrong, and stays wrong until the kubeconfig is rewritten).
+    #[error(
+        "{what}: the API server's certificate was refused: {}; the kubeconfig {kubeconfig} must \
+         name the cluster's CA (certificate-authority or certificate-authority-data) and a server \
+         its certificate covers (server, tls-server-name)",
+        certificate_problem(why)
+    )]
+    Untrusted {
+        /// What was being done.
+        what: String,
+        /// The kubeconfig the client was built from.
+        kubeconfig: String,
+        /// What the certificate check found.
+        why: rustls::CertificateError,
+    },
+    /// The API server answered 401 (code 7: the credentials stay refused until the kubeconfig is
+    /// rewritten).
+    #[error(
+        "{what}: the API server refused the credentials (401 Unauthorized): the token of the \
+         kubeconfig {kubeconfig} is not valid for this cluster (expired, revoked, or another \
+         cluster's); the installer rewrites it from the service account"
+    )]
+    Unauthenticated {
+        /// What was being done.
+        what: String,
+        /// The kubeconfig the client was built from.
+        kubeconfig: String,
     },
     /// A call did not answer in time (after retries).
     #[error("{what}: no answer within {:.1} s ({attempts} attempts)", .timeout.as_secs_f64())]
@@ -100,6 +150,8 @@ impl KubeError {
         match self {
             Self::Api { class, .. } => Some(*class),
             Self::Timeout { .. } => Some(ErrorClass::Transient),
+            Self::Untrusted { .. } => Some(ErrorClass::Untrusted),
+            Self::Unauthenticated { .. } => Some(ErrorClass::Unauthenticated),
             _ => None,
         }
     }
@@ -125,6 +177,13 @@ impl KubeError {
         self.class() == Some(ErrorClass::Conflict)
     }
 
+    /// Whether the kubeconfig's trust or credentials were refused (a certificate the CA does not
+    /// sign or that does not cover the server's name, or a 401): a configuration problem that no
+    /// retry within this process can fix.
+    pub fn is_refused(&self) -> bool {
+        matches!(self, Self::Untrusted { .. } | Self::Unauthenticated { .. })
+    }
+
     /// The HTTP status of an API error response, if there was one.
     pub fn status_code(&self) -> Option<u16> {
         match self {
@@ -132,6 +191,7 @@ impl KubeError {
                 source: kube::Error::Api(status),
                 ..
             } => Some(status.code),
+            Self::Unauthenticated { .. } => Some(401),
             _ => None,
         }
     }

@@ -6,9 +6,12 @@
 //! Tokio runtime and exposes blocking calls; each call has its own timeout and is retried with
 //! exponential backoff when the failure is transient (5xx, 429, timeouts, refused or dropped
 //! connections). Permanent failures (validation, 403, 404, 409) are returned at once: a 409 is
-//! resolved by the caller re-reading and re-applying, never by blind retry.
+//! resolved by the caller re-reading and re-applying, never by blind retry. So are a server
+//! certificate the kubeconfig's CA refuses and a 401 for its token ([`KubeError::is_refused`]):
+//! the same kubeconfig would be refused again.
 //!
-//! The test kit (`galactic-testkit`) serves a loopback API server for tests.
+//! The test kit (`galactic-testkit`) serves a loopback API server over HTTPS, with a CA and a
+//! bearer token, for tests.
 
 mod client;
 mod crd;
@@ -34,4 +37,4 @@ pub use nad::{
 };
 pub use node::{detect_node_name, local_addresses, match_node};
 pub use patch::merge_patch;
-pub use retry::{classify, ErrorClass, RetryPolicy};
+pub use retry::{classify, refused_certificate, ErrorClass, RetryPolicy};

@@ -11,6 +11,12 @@ pub enum ErrorClass {
     Conflict,
     /// 404.
     NotFound,
+    /// The TLS handshake refused the server's certificate (not signed by the kubeconfig's CA,
+    /// not valid for the server's name, expired): the same kubeconfig is refused again, so it
+    /// fails at once.
+    Untrusted,
+    /// 401: the server refused the kubeconfig's credentials; fails at once.
+    Unauthenticated,
     /// Anything else (validation, authorisation, malformed responses): fail at once.
     Permanent,
 }
@@ -19,6 +25,7 @@ pub enum ErrorClass {
 pub fn classify(err: &kube::Error) -> ErrorClass {
     match err {
         kube::Error::Api(status) => classify_status(status.code, &status.reason),
+        _ if refused_certificate(err).is_some() => ErrorClass::Untrusted,
         // Transport failures: the request may or may not have reached the server. Callers
         // treat a retried create that meets 409 as "re-read", so retrying is safe.
         kube::Error::HyperError(_) | kube::Error::Service(_) => ErrorClass::Transient,
@@ -26,8 +33,28 @@ pub fn classify(err: &kube::Error) -> ErrorClass {
     }
 }
 
+/// The certificate error of a TLS handshake that refused the server, anywhere in `err`'s chain
+/// of causes. The TLS stream reports it inside `io::Error`s (two, nested), whose `source()` skips
+/// the error each wraps, so the walk descends into an `io::Error`'s payload instead.
+pub fn refused_certificate(err: &kube::Error) -> Option<&rustls::CertificateError> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = next {
+        if let Some(rustls::Error::InvalidCertificate(why)) = e.downcast_ref() {
+            return Some(why);
+        }
+        next = match e.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    None
+}
+
 fn classify_status(code: u16, reason: &str) -> ErrorClass {
     match code {
+        401 => ErrorClass::Unauthenticated,
         404 => ErrorClass::NotFound,
         409 => ErrorClass::Conflict,
         429 | 500 | 502 | 503 | 504 => ErrorClass::Transient,
@@ -99,6 +126,7 @@ mod tests {
             (409, "Conflict", ErrorClass::Conflict),
             (409, "AlreadyExists", ErrorClass::Conflict),
             (404, "NotFound", ErrorClass::NotFound),
+            (401, "Unauthorized", ErrorClass::Unauthenticated),
             (422, "Invalid", ErrorClass::Permanent),
             (403, "Forbidden", ErrorClass::Permanent),
             (400, "BadRequest", ErrorClass::Permanent),

@@ -1,11 +1,13 @@
 //! What the API server refuses, through the real client: a 422 of a CRD with a rule this
-//! plugin's objects break, a 404 of a CRD that is not installed. Each is a CNI error carrying the
-//! server's own words (no Rust dump of the Status), and ADD leaves nothing it created.
+//! plugin's objects break, a 404 of a CRD that is not installed, a server certificate the
+//! kubeconfig's CA does not sign, a token it does not accept. Each is a CNI error carrying the
+//! server's own words or what to fix (no Rust dump of the Status), and ADD leaves nothing it
+//! created.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 use crate::cluster::*;
-use galactic_testkit::apiserver::{Fault, FaultAction};
+use galactic_testkit::apiserver::{tls, Fault, FaultAction, Kubeconfig};
 use galactic_testkit::runtime::Conflist;
 use serde_json::{json, Value};
 
@@ -140,5 +142,79 @@ fn status_reports_an_installed_crd_that_lacks_what_the_plugin_writes() {
     assert!(
         msg.contains("bgpvrfinstances.network.datumapis.com is not installed"),
         "{msg}"
+    );
+}
+
+/// Rewrites the node's kubeconfig (written by the cluster fixture) changed by `change`.
+fn rewrite_kubeconfig(c: &Cluster, change: impl FnOnce(&mut Kubeconfig)) -> String {
+    let path = c.node.dir.path().join("kubeconfig");
+    let mut kubeconfig = c.server.kubeconfig();
+    change(&mut kubeconfig);
+    kubeconfig.write(&path).unwrap();
+    path.display().to_string()
+}
+
+/// ADD fails with code 7 and `words`, having published nothing; DEL logs it and succeeds (a
+/// refusal does not clear up by retrying, decision 0002); STATUS is not ready (code 50).
+fn refused_everywhere(c: &Cluster, words: &[&str]) {
+    c.pod("p1");
+    let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    let conf = stanza("1", "1", &prev);
+    let msg = call(&c.node, "ADD", "one", &live_netns(), Some("p1"), &conf).expect_error(7);
+    for word in words {
+        assert!(msg.contains(word), "{word:?} in {msg}");
+    }
+    assert!(
+        !msg.contains("Some(") && !msg.contains("Error(") && !msg.contains("Custom {"),
+        "{msg}"
+    );
+    assert_nothing_published(c);
+    call(&c.node, "DEL", "one", &live_netns(), Some("p1"), &conf).expect_quiet_success();
+    let msg = runtime(&c.node)
+        .status(&bgp_only())
+        .unwrap_err()
+        .expect_error(50);
+    assert!(msg.contains(words[0]), "{msg}");
+}
+
+#[test]
+fn a_kubeconfig_trusting_another_ca_is_code_7_saying_the_certificate_was_refused() {
+    let c = Cluster::new("node-a");
+    let kubeconfig = rewrite_kubeconfig(&c, |k| {
+        k.ca_pem = tls::ClusterCa::generate().unwrap().pem();
+    });
+    refused_everywhere(
+        &c,
+        &[
+            "the API server's certificate was refused",
+            "not signed by the CA the kubeconfig trusts",
+            &kubeconfig,
+        ],
+    );
+    assert_eq!(
+        c.server.fixture().requests(),
+        Vec::new(),
+        "no request passed the handshake"
+    );
+}
+
+#[test]
+fn a_token_the_server_does_not_accept_is_code_7_saying_the_credentials_were_refused() {
+    let c = Cluster::new("node-a");
+    let kubeconfig = rewrite_kubeconfig(&c, |k| k.token = "expired-token".into());
+    refused_everywhere(
+        &c,
+        &[
+            "the API server refused the credentials (401 Unauthorized)",
+            &kubeconfig,
+        ],
+    );
+    assert!(
+        c.server
+            .fixture()
+            .requests()
+            .iter()
+            .all(|r| r.status == 401),
+        "every request was refused, none served"
     );
 }

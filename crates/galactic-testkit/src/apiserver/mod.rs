@@ -25,8 +25,12 @@
 //! - a record of every request ([`Seen`]) so tests can assert what the client sent.
 //!
 //! It serves the same handler in-process ([`Fixture::service`], a `tower::Service` for
-//! `kube::Client::new`) and over HTTP/1.1 on an ephemeral 127.0.0.1 port ([`ApiServer`]), with a
-//! kubeconfig writer for child processes. No watch, no discovery, no admission, no finalizers.
+//! `kube::Client::new`, no transport and no authentication) and over HTTPS on a loopback port
+//! ([`ApiServer`]: HTTP/1.1 over TLS with a cluster CA and a server certificate made per server
+//! ([`tls`]), 401 `Unauthorized` without its bearer token), with a kubeconfig writer for child
+//! processes that trusts that CA and presents that token, as production's does. There is no
+//! plain-HTTP server: what the plugins meet in a cluster is TLS with verification on. No watch,
+//! no discovery, no admission, no finalizers.
 
 pub mod cel;
 pub mod failure;
@@ -34,6 +38,7 @@ mod http;
 mod resources;
 pub mod schema;
 pub mod store;
+pub mod tls;
 pub mod validate;
 
 pub use http::FixtureService;
@@ -216,36 +221,119 @@ impl Fixture {
     }
 }
 
-/// The fixture served over HTTP/1.1 on 127.0.0.1 by a background thread; stopped on drop.
+/// The fixture served over HTTPS (HTTP/1.1 over TLS) by a background thread, as a cluster
+/// serves its API: a certificate signed by a cluster CA of its own, and every request must carry
+/// its bearer token. Stopped on drop.
 pub struct ApiServer {
     fixture: Fixture,
     addr: SocketAddr,
+    ca_pem: String,
+    token: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// How to start an [`ApiServer`]: the fixture it serves, the socket it listens on, the token it
+/// requires. [`ApiServer::builder`] starts from a new fixture on an ephemeral 127.0.0.1 port and
+/// a random token.
+pub struct ServerBuilder {
+    fixture: Fixture,
+    listen: Listen,
+    token: Option<String>,
+}
+
+enum Listen {
+    Bind(SocketAddr),
+    Bound(std::net::TcpListener),
+}
+
+impl ServerBuilder {
+    /// Serves `fixture` instead of a new one.
+    pub fn fixture(mut self, fixture: Fixture) -> Self {
+        self.fixture = fixture;
+        self
+    }
+
+    /// Binds `addr` (e.g. `[::1]:0` for IPv6 loopback, or a fixed port).
+    pub fn bind(mut self, addr: SocketAddr) -> Self {
+        self.listen = Listen::Bind(addr);
+        self
+    }
+
+    /// Listens on a socket the caller bound (in the network namespace of its choosing: the
+    /// socket stays in the namespace it was created in, whichever thread serves it).
+    pub fn listener(mut self, listener: std::net::TcpListener) -> Self {
+        self.listen = Listen::Bound(listener);
+        self
+    }
+
+    /// Requires this bearer token (a service account's, say) instead of a random one.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Generates the server's CA and certificate and starts serving.
+    pub fn start(self) -> std::io::Result<ApiServer> {
+        let listener = match self.listen {
+            Listen::Bind(addr) => std::net::TcpListener::bind(addr)?,
+            Listen::Bound(listener) => listener,
+        };
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let ca = tls::ClusterCa::generate()?;
+        let token = match self.token {
+            Some(token) => token,
+            None => random_token()?,
+        };
+        let gate = http::Gate {
+            tls: ca.server_config()?,
+            token: token.clone(),
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let served = self.fixture.clone();
+        let thread = std::thread::Builder::new()
+            .name("kube-fixture".into())
+            .spawn(move || http::serve_blocking(listener, served, gate, stopped))?;
+        Ok(ApiServer {
+            fixture: self.fixture,
+            addr,
+            ca_pem: ca.pem(),
+            token,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+/// 32 hex digits from the kernel's random source: a token no other server of the test run shares,
+/// made of characters the installer accepts in a service account token.
+fn random_token() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 impl ApiServer {
-    /// Serves a new, empty fixture on an ephemeral loopback port.
+    /// A builder: a new fixture on an ephemeral 127.0.0.1 port with a random token, until told
+    /// otherwise.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder {
+            fixture: Fixture::new(),
+            listen: Listen::Bind(SocketAddr::from(([127, 0, 0, 1], 0))),
+            token: None,
+        }
+    }
+
+    /// Serves a new fixture on an ephemeral loopback port.
     pub fn start() -> std::io::Result<Self> {
-        Self::serve(Fixture::new())
+        Self::builder().start()
     }
 
     /// Serves `fixture` on an ephemeral loopback port.
     pub fn serve(fixture: Fixture) -> std::io::Result<Self> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let (stop, stopped) = tokio::sync::oneshot::channel();
-        let served = fixture.clone();
-        let thread = std::thread::Builder::new()
-            .name("kube-fixture".into())
-            .spawn(move || http::serve_blocking(listener, served, stopped))?;
-        Ok(Self {
-            fixture,
-            addr,
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+        Self::builder().fixture(fixture).start()
     }
 
     /// The fixture's state.
@@ -253,25 +341,116 @@ impl ApiServer {
         &self.fixture
     }
 
-    /// `http://127.0.0.1:PORT`.
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
-    /// Writes a kubeconfig pointing at this server (token user, namespace `default`).
+    /// `https://127.0.0.1:PORT` (`https://[::1]:PORT` on IPv6).
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The cluster CA's certificate, PEM: what a client must trust.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// Writes [`ApiServer::ca_pem`] to `path` (a cluster's `ca.crt`).
+    pub fn write_ca(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::write(path, &self.ca_pem)
+    }
+
+    /// The bearer token every request must carry.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// What [`ApiServer::write_kubeconfig`] writes, to change before writing it (another CA,
+    /// another token, a `tls-server-name`, the CA inline).
+    pub fn kubeconfig(&self) -> Kubeconfig {
+        Kubeconfig {
+            server: self.url(),
+            ca_pem: self.ca_pem.clone(),
+            ca: CaPlacement::Beside,
+            token: self.token.clone(),
+            tls_server_name: None,
+        }
+    }
+
+    /// Writes a kubeconfig pointing at this server as the installer writes one (`https` server,
+    /// `certificate-authority` naming a CA file, written beside it, token user), with namespace
+    /// `default`.
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        self.kubeconfig().write(path)
+    }
+}
+
+/// Where a [`Kubeconfig`] keeps the CA it trusts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaPlacement {
+    /// A file beside the kubeconfig (`<kubeconfig>.ca.crt`), named by `certificate-authority`.
+    Beside,
+    /// This file, named by `certificate-authority` (written with the kubeconfig).
+    File(std::path::PathBuf),
+    /// Inline, base64 in `certificate-authority-data`.
+    Inline,
+}
+
+/// A kubeconfig for an [`ApiServer`] (one cluster, one token user, one context).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kubeconfig {
+    /// `clusters[].cluster.server`.
+    pub server: String,
+    /// The CA certificate (PEM) the client trusts.
+    pub ca_pem: String,
+    /// Where the CA goes.
+    pub ca: CaPlacement,
+    /// `users[].user.token`.
+    pub token: String,
+    /// `clusters[].cluster.tls-server-name`, when the certificate is to be verified for another
+    /// name than the server URL's host.
+    pub tls_server_name: Option<String>,
+}
+
+impl Kubeconfig {
+    /// Writes the kubeconfig to `path` (and the CA file it names, if any).
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let mut cluster = serde_json::json!({"server": self.server});
+        let ca_file = match &self.ca {
+            CaPlacement::Beside => {
+                let mut name = path.as_os_str().to_owned();
+                name.push(".ca.crt");
+                Some(std::path::PathBuf::from(name))
+            }
+            CaPlacement::File(file) => Some(file.clone()),
+            CaPlacement::Inline => None,
+        };
+        match ca_file {
+            Some(file) => {
+                std::fs::write(&file, &self.ca_pem)?;
+                cluster["certificate-authority"] = serde_json::json!(file);
+            }
+            None => {
+                let data = k8s_openapi::ByteString(self.ca_pem.clone().into_bytes());
+                cluster["certificate-authority-data"] =
+                    serde_json::to_value(data).map_err(std::io::Error::other)?;
+            }
+        }
+        if let Some(name) = &self.tls_server_name {
+            cluster["tls-server-name"] = serde_json::json!(name);
+        }
         let config = serde_json::json!({
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "fixture", "cluster": {"server": self.url()}}],
-            "users": [{"name": "fixture", "user": {"token": "fixture"}}],
+            "clusters": [{"name": "fixture", "cluster": cluster}],
+            "users": [{"name": "fixture", "user": {"token": self.token}}],
             "contexts": [{"name": "fixture", "context": {"cluster": "fixture", "user": "fixture", "namespace": "default"}}],
             "current-context": "fixture",
         });
         std::fs::write(path, config.to_string())
     }
 }
-
 impl Drop for ApiServer {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {

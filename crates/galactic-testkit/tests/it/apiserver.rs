@@ -1,5 +1,6 @@
-//! The fixture against the real `kube` client (in-process and over loopback HTTP), and the
-//! Kubernetes helpers of this module against the fixture.
+//! The fixture against the real `kube` client (in-process and over loopback HTTPS, verifying the
+//! server's certificate and presenting the token), and the Kubernetes helpers of this module
+//! against the fixture.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -28,11 +29,26 @@ fn in_process(fixture: &Fixture) -> KubeClient {
     KubeClient::from_built(move || kube::Client::new(service, "default"), fast()).unwrap()
 }
 
-fn over_http(server: &ApiServer) -> (KubeClient, tempfile::TempDir) {
+fn over_https(server: &ApiServer) -> (KubeClient, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kubeconfig");
     server.write_kubeconfig(&path).unwrap();
     (KubeClient::from_kubeconfig(&path, fast()).unwrap(), dir)
+}
+
+/// A client of `kubeconfig` (changed from the server's own by the caller).
+fn with_kubeconfig(kubeconfig: &Kubeconfig) -> (KubeClient, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    kubeconfig.write(&path).unwrap();
+    (KubeClient::from_kubeconfig(&path, fast()).unwrap(), dir)
+}
+
+/// One GET of ConfigMap `n/a`.
+fn get_a(client: &KubeClient) -> Result<ConfigMap, KubeError> {
+    client.call("get ConfigMap n/a", |c| async move {
+        Api::<ConfigMap>::namespaced(c, "n").get("a").await
+    })
 }
 
 fn config_map(name: &str, labels: Value) -> ConfigMap {
@@ -215,15 +231,172 @@ fn kube_client_contract_in_process() {
 }
 
 #[test]
-fn kube_client_contract_over_loopback_http() {
+fn kube_client_contract_over_loopback_https() {
     let server = ApiServer::start().unwrap();
-    let (client, _dir) = over_http(&server);
+    let (client, _dir) = over_https(&server);
     crud_contract(&client);
     assert!(server
         .fixture()
         .requests()
         .iter()
         .any(|r| r.content_type.as_deref() == Some("application/json-patch+json")));
+}
+
+#[test]
+fn the_kubeconfig_is_the_installers_https_ca_file_and_token() {
+    let server = ApiServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&path).unwrap();
+    let written: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let cluster = &written["clusters"][0]["cluster"];
+    assert_eq!(cluster["server"], json!(server.url()));
+    assert!(
+        server.url().starts_with("https://127.0.0.1:"),
+        "{}",
+        server.url()
+    );
+    let ca_file = cluster["certificate-authority"].as_str().unwrap();
+    assert_eq!(std::fs::read_to_string(ca_file).unwrap(), server.ca_pem());
+    assert!(server.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
+    assert_eq!(
+        written["users"][0]["user"],
+        json!({"token": server.token()})
+    );
+    assert!(cluster.get("insecure-skip-tls-verify").is_none());
+    let ca_copy = dir.path().join("ca.crt");
+    server.write_ca(&ca_copy).unwrap();
+    assert_eq!(std::fs::read_to_string(ca_copy).unwrap(), server.ca_pem());
+}
+
+#[test]
+fn the_ca_inline_and_a_caller_bound_ipv6_listener_work_too() {
+    let listener = std::net::TcpListener::bind("[::1]:0").unwrap();
+    let server = ApiServer::builder()
+        .listener(listener)
+        .token("a-service-account-token")
+        .start()
+        .unwrap();
+    assert!(
+        server.url().starts_with("https://[::1]:"),
+        "{}",
+        server.url()
+    );
+    assert_eq!(server.token(), "a-service-account-token");
+    let mut kubeconfig = server.kubeconfig();
+    kubeconfig.ca = CaPlacement::Inline;
+    let (client, _dir) = with_kubeconfig(&kubeconfig);
+    crud_contract(&client);
+}
+
+#[test]
+fn a_client_trusting_another_ca_is_refused_and_not_retried() {
+    let server = ApiServer::start().unwrap();
+    let mut kubeconfig = server.kubeconfig();
+    kubeconfig.ca_pem = tls::ClusterCa::generate().unwrap().pem();
+    let (client, _dir) = with_kubeconfig(&kubeconfig);
+    let err = get_a(&client).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            KubeError::Untrusted {
+                // Both CAs have the fixture's CA name, as two clusters' CAs often share
+                // theirs: the issuer is found by name and its signature fails.
+                why: rustls::CertificateError::BadSignature,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.is_refused() && !err.is_transient(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("certificate was refused")
+            && text.contains("not signed by the CA the kubeconfig trusts")
+            && text.contains("kubeconfig"),
+        "{text}"
+    );
+    assert!(
+        server.fixture().requests().is_empty(),
+        "no request was served"
+    );
+}
+
+#[test]
+fn a_server_name_the_certificate_does_not_cover_is_refused() {
+    let server = ApiServer::start().unwrap();
+    let mut kubeconfig = server.kubeconfig();
+    kubeconfig.tls_server_name = Some("api.elsewhere.example".into());
+    let (client, _dir) = with_kubeconfig(&kubeconfig);
+    let err = get_a(&client).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            KubeError::Untrusted {
+                why: rustls::CertificateError::NotValidForNameContext { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("api.elsewhere.example"), "{err}");
+    // A name it covers: verified by that name, served.
+    kubeconfig.tls_server_name = Some("localhost".into());
+    let (client, _dir) = with_kubeconfig(&kubeconfig);
+    server.fixture().insert(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}),
+    );
+    get_a(&client).unwrap();
+}
+
+#[test]
+fn a_wrong_token_is_401_and_says_the_credentials_were_refused() {
+    let server = ApiServer::start().unwrap();
+    server.fixture().insert(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}),
+    );
+    let mut kubeconfig = server.kubeconfig();
+    kubeconfig.token = "another-clusters-token".into();
+    let (client, _dir) = with_kubeconfig(&kubeconfig);
+    let err = get_a(&client).unwrap_err();
+    assert!(matches!(err, KubeError::Unauthenticated { .. }), "{err}");
+    assert_eq!(err.status_code(), Some(401));
+    assert!(
+        err.to_string()
+            .contains("refused the credentials (401 Unauthorized)"),
+        "{err}"
+    );
+    let statuses: Vec<u16> = server
+        .fixture()
+        .requests()
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, [401], "answered 401 once, not retried");
+    // The server's own token is served.
+    let (client, _dir) = over_https(&server);
+    get_a(&client).unwrap();
+}
+
+#[test]
+fn the_401_is_the_api_servers_status() {
+    let server = ApiServer::start().unwrap();
+    let mut kubeconfig = server.kubeconfig();
+    kubeconfig.token = "wrong".into();
+    let (client, _dir) = with_kubeconfig(&kubeconfig);
+    let raw = client.block_on(async {
+        let request = http::Request::get("/api/v1/namespaces/n/configmaps/a")
+            .body(Vec::new())
+            .unwrap();
+        client.client().request_text(request).await
+    });
+    let kube::Error::Api(status) = raw.unwrap_err() else {
+        panic!("a Status answer expected")
+    };
+    assert_eq!(
+        (status.code, status.reason.as_str(), status.message.as_str()),
+        (401, "Unauthorized", "Unauthorized")
+    );
 }
 
 fn advertisement(prefixes: Value) -> BGPAdvertisement {
@@ -281,7 +454,7 @@ fn crd_validation_rejects_what_upstream_trips_over() {
 #[test]
 fn transient_faults_are_retried_and_permanent_ones_are_not() {
     let server = ApiServer::start().unwrap();
-    let (client, _dir) = over_http(&server);
+    let (client, _dir) = over_https(&server);
     let fx = server.fixture();
     fx.insert(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "n"}}));
     let get = || {
@@ -360,7 +533,7 @@ fn transient_faults_are_retried_and_permanent_ones_are_not() {
 #[test]
 fn connection_refused_is_transient() {
     let server = ApiServer::start().unwrap();
-    let (client, _dir) = over_http(&server);
+    let (client, _dir) = over_https(&server);
     drop(server);
     let err = client
         .call("get", |c| async move {
