@@ -358,7 +358,7 @@ current-context: galactic
 YAML
     if ! "$IMAGE_BIN/galactic-bgp" export-annotations "$kubeconfig" "$namespace" "$ANNOTATIONS_EXPORT" >&2; then
         rm -f "$kubeconfig"
-        die "could not export the BGPAdvertisement annotations of namespace $namespace (the upstream allocations); retrying"
+        die "could not export the BGPAdvertisement annotations of namespace $namespace (the upstream allocations): check that this node reaches the API server and that the service account may list bgpadvertisements there, or write the export by hand on the node (kubectl get bgpadvertisements -n $namespace -o json > /var/lib/galactic/ipam/legacy-annotations.json); the Go chain keeps serving until then, and the init container retries"
     fi
     rm -f "$kubeconfig"
     echo "$ANNOTATIONS_EXPORT"

@@ -3,16 +3,18 @@
 //! the service account the kubelet mounts into every container.
 //!
 //! Where the server's URL, CA and token come from is [`Api`], and nothing else in the tier
-//! assumes them: the fixture serves plain HTTP today; once it serves HTTPS with a cluster CA, only
-//! [`Api::start_in`] changes (the CA's PEM into [`Api::ca_pem`], the bearer token it checks into
-//! [`Api::token`]).
+//! assumes them: the fixture serves HTTPS with a cluster CA of its own and requires one bearer
+//! token, which the tier makes the service account's.
 
-use crate::tier::{Context, Error, Result};
+use crate::tier::{Context, Result};
 use galactic_testkit::apiserver::{ApiServer, Fixture};
 use galactic_testkit::harness::Entered;
 use galactic_testkit::privileged::TestNetns;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+/// The service account token the API server requires (a projected token's shape).
+pub const TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.galactic-deploy-tier.first";
 
 /// The API server of the simulated cluster.
 pub struct Api {
@@ -21,8 +23,7 @@ pub struct Api {
     pub host: String,
     /// `KUBERNETES_SERVICE_PORT`.
     pub port: u16,
-    /// The cluster CA's certificate, PEM (the service account's `ca.crt`); `None` while the
-    /// fixture serves plain HTTP.
+    /// The cluster CA's certificate, PEM (the service account's `ca.crt`).
     pub ca_pem: Option<String>,
     /// The service account token the server accepts.
     pub token: String,
@@ -33,21 +34,21 @@ impl Api {
     /// moved into the namespace, so it belongs to it (the server's own thread only accepts).
     pub fn start_in(netns: &TestNetns, fixture: Fixture) -> Result<Self> {
         let entered = Entered::new(netns).context("enter the node's network namespace")?;
-        let server = ApiServer::serve(fixture);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0");
         drop(entered);
-        let server = server.context("start the API server")?;
-        let url = server.url();
-        let port = url
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .ok_or_else(|| Error::failed(format!("no port in the API server's URL {url}")))?;
+        let listener = listener.context("bind the API server's port in the node's namespace")?;
+        let server = ApiServer::builder()
+            .fixture(fixture)
+            .listener(listener)
+            .token(TOKEN)
+            .start()
+            .context("start the API server")?;
         Ok(Self {
+            host: server.addr().ip().to_string(),
+            port: server.addr().port(),
+            ca_pem: Some(server.ca_pem().to_owned()),
+            token: server.token().to_owned(),
             server,
-            host: "127.0.0.1".to_owned(),
-            port,
-            ca_pem: None,
-            token: "eyJhbGciOiJFUzI1NiJ9.galactic-deploy-tier.first".to_owned(),
         })
     }
 

@@ -69,11 +69,11 @@ impl Scene<'_> {
                     timings.fresh = Some(self.fresh_node(&fresh)?);
                     Ok(())
                 }),
-                step("(a) fresh node: the refresh container rewrites only the kubeconfig on a token rotation", || {
-                    self.refresh(&fresh)
-                }),
                 step("(b) fresh node: a restart and a DaemonSet update (log level) change only what they must", || {
                     self.rerun(&fresh, &[])
+                }),
+                step("(a) fresh node: the refresh container rewrites only the kubeconfig on a token rotation", || {
+                    self.refresh(&fresh)
                 }),
                 step("(c) Go node: export under the read-only root, binaries switched, settings carried", || {
                     timings.go_node = Some(self.go_node(&go)?);
@@ -83,10 +83,10 @@ impl Scene<'_> {
                     self.rerun(&go, &carried_settings())
                 }),
                 step("(d) Go node, API server answering 500: the install fails saying what to do, the Go chain serves", || {
-                    self.failing_api(FaultAction::Status(500), "500")
+                    self.failing_api(ApiFailure::Answers500)
                 }),
                 step("(d) Go node, API server timing out: the install fails saying what to do, the Go chain serves", || {
-                    self.failing_api(FaultAction::Delay(Duration::from_secs(40)), "timeout")
+                    self.failing_api(ApiFailure::TimesOut)
                 }),
             ],
             (Err(e), _) | (_, Err(e)) => vec![Err(e)],
@@ -272,6 +272,10 @@ impl Scene<'_> {
         let _ = self
             .podman
             .ok(&["rm", "--force", "--time", "0", "deploy-refresh-credentials"]);
+        // The API server accepts one token (a cluster accepts the old one for a while too): the
+        // later scenarios' installs present it again.
+        let server_token = self.api.token.clone();
+        self.service_account.rotate(&server_token)?;
         outcome.map_err(|e| {
             Error::failed(format!(
                 "{e}; its log: {}",
@@ -306,8 +310,6 @@ impl Scene<'_> {
                 "a rotation changed {changed:?}, want {want:?}"
             )));
         }
-        // The next runs of the init container must see the same token as the refresh did.
-        self.api.token = token.to_owned();
         Ok(())
     }
 
@@ -460,10 +462,10 @@ impl Scene<'_> {
         }
     }
 
-    /// (d): the export's LIST fails (`action`); the install must fail with the installer's
-    /// message and leave the Go chain as it was.
-    fn failing_api(&self, action: FaultAction, label: &str) -> Result<()> {
-        let host = HostRoot::new(self.run_dir.join(format!("go-{label}")))?;
+    /// (d): the export's LIST fails as `failure` says; the install must fail with the
+    /// installer's message, saying what to do, and leave the Go chain as it was.
+    fn failing_api(&self, failure: ApiFailure) -> Result<()> {
+        let host = HostRoot::new(self.run_dir.join(format!("go-{}", failure.label())))?;
         host.seed_go_node(NODE)?;
         self.seed_advertisements();
         let before = host.snapshot()?;
@@ -471,7 +473,7 @@ impl Scene<'_> {
             method: Some("GET".to_owned()),
             path_contains: "bgpadvertisements".to_owned(),
             times: 1000,
-            action,
+            action: failure.action(),
         });
         let seen_before = self.api.fixture().requests().len();
         let container = self
@@ -481,48 +483,89 @@ impl Scene<'_> {
         self.api.fixture().clear_faults();
         let ran = ran?;
         if ran.success {
-            return Err(Error::failed(
-                "the install succeeded against a failing API server".to_owned(),
-            ));
+            fail!("the install succeeded against a failing API server");
         }
-        let asked = self.api.fixture().requests()[seen_before..]
-            .iter()
-            .filter(|r| r.path.contains("bgpadvertisements"))
-            .count();
-        if asked == 0 {
-            return Err(Error::failed(format!(
-                "the API server saw no request for the export (it failed for another reason): {}",
+        if !failure.met(&self.api, seen_before, &ran) {
+            fail!(
+                "the install did not fail on the API server's {} (it failed for another reason): {}",
+                failure.label(),
                 ran.stderr.trim()
-            )));
+            );
         }
-        let message =
-            "could not export the BGPAdvertisement annotations of namespace galactic-system";
-        if !ran.stderr.contains(message) {
-            return Err(Error::failed(format!(
-                "the message lacks `{message}`: {}",
-                ran.stderr.trim()
-            )));
-        }
+        expect_actionable(&ran.stderr)?;
         let after = host.snapshot()?;
-        for name in GO_BINARIES {
-            let path = format!("opt/cni/bin/{name}");
-            if before.get(&path) != after.get(&path) {
-                return Err(Error::failed(format!(
-                    "{path} changed: the Go chain no longer serves"
-                )));
-            }
-        }
-        let conflist = "etc/cni/net.d/10-galactic.conflist";
-        if before.get(conflist) != after.get(conflist) {
-            return Err(Error::failed(format!("{conflist} changed")));
+        let conflist = "etc/cni/net.d/10-galactic.conflist".to_owned();
+        let go_chain = GO_BINARIES.iter().map(|name| format!("opt/cni/bin/{name}"));
+        if let Some(path) = go_chain
+            .chain([conflist])
+            .find(|p| before.get(p) != after.get(p))
+        {
+            fail!("{path} changed: the Go chain no longer serves as it did");
         }
         println!(
-            "       {label}: failed after {:.1} s, {asked} export request(s): {}",
+            "       {}: failed after {:.1} s: {}",
+            failure.label(),
             ran.seconds,
             last_line(&ran.stderr)
         );
         Ok(())
     }
+}
+
+/// How the API server fails during the export in (d).
+#[derive(Debug, Clone, Copy)]
+pub enum ApiFailure {
+    /// Every LIST of BGPAdvertisements answers 500.
+    Answers500,
+    /// Every LIST of BGPAdvertisements is answered only after the client's deadline.
+    TimesOut,
+}
+
+impl ApiFailure {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Answers500 => "500",
+            Self::TimesOut => "timeout",
+        }
+    }
+
+    fn action(self) -> FaultAction {
+        match self {
+            Self::Answers500 => FaultAction::Status(500),
+            // Well past the export client's 10 s per attempt.
+            Self::TimesOut => FaultAction::Delay(Duration::from_secs(40)),
+        }
+    }
+
+    /// Whether the failed install met this failure, not another one (a CA it could not read,
+    /// a refused token).
+    fn met(self, api: &Api, seen_before: usize, ran: &Ran) -> bool {
+        match self {
+            Self::Answers500 => api.fixture().requests()[seen_before..]
+                .iter()
+                .any(|r| r.path.contains("bgpadvertisements") && r.status == 500),
+            // The fixture records a delayed request when it answers, after the client gave up:
+            // the client's own words show it.
+            Self::TimesOut => ran.stderr.contains("no answer within"),
+        }
+    }
+}
+
+/// The installer's message for a failed export names what failed and what the operator can
+/// do: fix the node's access to the API server, or place the export by hand.
+fn expect_actionable(stderr: &str) -> Result<()> {
+    for needed in [
+        "could not export the BGPAdvertisement annotations of namespace galactic-system",
+        "kubectl get bgpadvertisements -n galactic-system -o json > /var/lib/galactic/ipam/legacy-annotations.json",
+    ] {
+        if !stderr.contains(needed) {
+            fail!(
+                "the message does not say what to do (no `{needed}`): {}",
+                stderr.trim()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The Go node's settings its conflist carried, as node.json must keep them: those the shipped
