@@ -189,3 +189,42 @@ impl Tree {
         self.0.get(path.trim_start_matches('/'))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A rewrite with the same content is a change; a temporary file made and removed beside
+    /// a file is not (only its directory's mtime moved).
+    #[test]
+    fn a_rewrite_counts_and_a_temporary_file_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = HostRoot::new(dir.path().join("host")).unwrap();
+        root.write("/etc/galactic/node.json", "{}", 0o644).unwrap();
+        let before = root.snapshot().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let tmp = root.path("/etc/galactic/.node.json.tmp.1");
+        std::fs::write(&tmp, "x").unwrap();
+        std::fs::remove_file(&tmp).unwrap();
+        assert_eq!(
+            before.changes(&root.snapshot().unwrap()),
+            Vec::<String>::new()
+        );
+        root.write("/etc/galactic/node.json", "{}", 0o644).unwrap();
+        assert_eq!(
+            before.changes(&root.snapshot().unwrap()),
+            ["etc/galactic/node.json"]
+        );
+        root.write("/etc/galactic/new", "", 0o600).unwrap();
+        let later = root.snapshot().unwrap();
+        assert!(before
+            .changes(&later)
+            .contains(&"etc/galactic/new".to_owned()));
+        assert_eq!(
+            later.get("/etc/galactic/new").and_then(Entry::mode),
+            Some(0o600)
+        );
+    }
+}
