@@ -24,7 +24,7 @@ pub struct Api {
     /// `KUBERNETES_SERVICE_PORT`.
     pub port: u16,
     /// The cluster CA's certificate, PEM (the service account's `ca.crt`).
-    pub ca_pem: Option<String>,
+    pub ca_pem: String,
     /// The service account token the server accepts.
     pub token: String,
 }
@@ -46,7 +46,7 @@ impl Api {
         Ok(Self {
             host: server.addr().ip().to_string(),
             port: server.addr().port(),
-            ca_pem: Some(server.ca_pem().to_owned()),
+            ca_pem: server.ca_pem().to_owned(),
             token: server.token().to_owned(),
             server,
         })

@@ -109,22 +109,7 @@ fn scenes(
             )
         },
     )?;
-    let api = api::Api::start_in(netns, galactic_testkit::apiserver::Fixture::new())?;
-    println!(
-        "       API server {} inside the node's network namespace ({})",
-        api.url(),
-        if api.ca_pem.is_some() {
-            "HTTPS, cluster CA"
-        } else {
-            "plain HTTP: the export's HTTPS client cannot reach it"
-        }
-    );
-    let service_account = api::ServiceAccount::new(
-        work.join("serviceaccount"),
-        &api.token,
-        api.ca_pem.as_deref(),
-        shipped.namespace(),
-    )?;
+    let (api, service_account) = cluster(netns, &work, shipped.namespace())?;
     let mut scene = scenario::Scene {
         podman: engine,
         manifest,
@@ -141,6 +126,27 @@ fn scenes(
         show(timings.go_node)
     );
     outcome.map_err(|e| crate::tier::Error::failed(Chain(&e).to_string()))
+}
+
+/// The simulated cluster: the API server inside the node's namespace, and the service account
+/// volume the kubelet mounts (its token the one the server requires, its CA the server's).
+fn cluster(
+    netns: &TestNetns,
+    work: &Path,
+    namespace: &str,
+) -> Result<(api::Api, api::ServiceAccount)> {
+    let api = api::Api::start_in(netns, galactic_testkit::apiserver::Fixture::new())?;
+    println!(
+        "       API server {} inside the node's network namespace (HTTPS, a cluster CA of its own)",
+        api.url()
+    );
+    let service_account = api::ServiceAccount::new(
+        work.join("serviceaccount"),
+        &api.token,
+        Some(&api.ca_pem),
+        namespace,
+    )?;
+    Ok((api, service_account))
 }
 
 /// The image the manifest's init container runs: the tier builds it under that name.

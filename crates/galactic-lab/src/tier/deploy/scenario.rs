@@ -174,9 +174,7 @@ impl Scene<'_> {
         ] {
             expect_mode(&tree, path, mode)?;
         }
-        if self.api.ca_pem.is_some() {
-            expect_mode(&tree, "var/lib/galactic/ca.crt", 0o644)?;
-        }
+        expect_mode(&tree, "var/lib/galactic/ca.crt", 0o644)?;
         let node = node_config(host)?;
         expect("node_name", &node["node_name"], &json!(NODE))?;
         expect("publisher", &node["publisher"], &json!("kubernetes"))?;
