@@ -6,6 +6,7 @@ use super::api::{Api, ServiceAccount};
 use super::host::{Entry, HostRoot, Tree, GO_BINARIES, GO_SHARD_SIDS, GO_UPLINKS};
 use super::manifest::{Container, DaemonSet, Kubelet};
 use crate::tier::podman::engine::Engine;
+use crate::tier::podman::report::step;
 use crate::tier::{Context, Error, Result};
 use galactic_testkit::apiserver::{Fault, FaultAction};
 use serde_json::{json, Value};
@@ -616,16 +617,4 @@ fn expect(what: &str, got: &Value, want: &Value) -> Result<()> {
 
 fn last_line(text: &str) -> &str {
     text.trim().lines().last().unwrap_or_default()
-}
-
-/// Prints one scenario with PASS/FAIL (and why) and its wall time.
-fn step(what: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
-    let started = Instant::now();
-    let out = f();
-    let secs = started.elapsed().as_secs_f64();
-    match &out {
-        Ok(()) => println!("[PASS] {what} ({secs:.1} s)"),
-        Err(e) => println!("[FAIL] {what} ({secs:.1} s): {e}"),
-    }
-    out
 }
