@@ -343,7 +343,7 @@ stage_annotation_export() {
     [ -f "$ANNOTATIONS_EXPORT" ] && return 0
     mkdir -p "$(dirname "$ANNOTATIONS_EXPORT")"
     if ! "$IMAGE_BIN/galactic-bgp" export-annotations "$installer_kubeconfig" "$namespace" "$ANNOTATIONS_EXPORT" >&2; then
-        die "could not export the BGPAdvertisement annotations of namespace $namespace (the upstream allocations); retrying"
+        die "could not export the BGPAdvertisement annotations of namespace $namespace (the upstream allocations): check that this node reaches the API server and that the service account may list bgpadvertisements there, or write the export by hand on the node (kubectl get bgpadvertisements -n $namespace -o json > /var/lib/galactic/ipam/legacy-annotations.json); the Go chain keeps serving until then, and the init container retries"
     fi
     echo "$ANNOTATIONS_EXPORT"
 }

@@ -15,6 +15,7 @@ mod crash;
 mod crds;
 mod debian;
 mod demo;
+mod deploy;
 mod docs_check;
 mod fuzz;
 mod kernel;
@@ -59,6 +60,9 @@ enum Command {
     TestKernel(kernel::Args),
     /// Containers of Debian 12's Podman (CNI backend) attached through the example conflists
     TestPodman(podman::Args),
+    /// The installer image built offline and the DaemonSet's containers under Podman, as the
+    /// manifest says (fresh node, restarts and updates, a Go node, a failing API server)
+    TestDeploy(deploy::Args),
     /// Full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
     BenchChain(bench_chain::Args),
     /// IPAM ADD/CHECK/DEL at several occupancies, galactic-ipam vs. host-local
@@ -112,6 +116,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::Test(args) => test::run(&args),
         Command::TestKernel(args) => kernel::run(&args),
         Command::TestPodman(args) => podman::run(&args),
+        Command::TestDeploy(args) => deploy::run(&args),
         Command::BenchChain(args) => bench_chain::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
         Command::BenchRoute(args) => bench_route::run(&args),

@@ -38,6 +38,8 @@ pub enum Part {
     Release,
     /// The Podman tier.
     Podman,
+    /// The deployment tier (the installer image under Podman), beyond the Podman tier's tools.
+    Deploy,
     /// The production-kernel tier's VM.
     Kernel,
 }
@@ -48,6 +50,7 @@ pub const ALL: &[Part] = &[
     Part::Native,
     Part::Release,
     Part::Podman,
+    Part::Deploy,
     Part::Kernel,
 ];
 
@@ -171,49 +174,55 @@ const NEEDS: &[Need] = &[
         "the release plugins",
     ),
     need(
-        &[Part::Podman],
+        &[Part::Podman, Part::Deploy],
         Program("podman"),
         AptBare("podman"),
         "the Podman tier",
     ),
     need(
-        &[Part::Podman],
+        &[Part::Podman, Part::Deploy],
         Program("runc"),
         AptBare("runc"),
         "Podman's OCI runtime",
     ),
     need(
-        &[Part::Podman],
+        &[Part::Podman, Part::Deploy],
         Program("conmon"),
         AptBare("conmon"),
         "Podman's container monitor",
     ),
     need(
-        &[Part::Podman],
+        &[Part::Podman, Part::Deploy],
         Program("nsenter"),
         AptBare("util-linux"),
         "entering the tier's host",
     ),
     need(
-        &[Part::Podman],
+        &[Part::Podman, Part::Deploy],
         Program("unshare"),
         AptBare("util-linux"),
         "the tier's mount namespace",
     ),
     need(
-        &[Part::Podman],
+        &[Part::Podman, Part::Deploy],
         Program("mount"),
         Apt("mount"),
         "the tier's mount namespace",
     ),
     need(
-        &[Part::Podman],
+        &[Part::Podman, Part::Deploy],
         Program("tar"),
         Apt("tar"),
         "packing the busybox image",
     ),
     need(
-        &[Part::Podman, Part::Kernel],
+        &[Part::Deploy],
+        Program("mmdebstrap"),
+        AptBare("mmdebstrap"),
+        "the installer image's Debian base",
+    ),
+    need(
+        &[Part::Podman, Part::Deploy, Part::Kernel],
         Package("busybox-static"),
         Apt("busybox-static"),
         "the containers' image and the guest's init",

@@ -78,6 +78,7 @@ pub fn run(args: &Args) -> Result<()> {
     }
     if !native_only {
         crate::podman::run(&crate::podman::Args::default())?;
+        crate::deploy::run(&crate::deploy::Args::default())?;
         crate::kernel::run(&crate::kernel::Args::default())?;
         // A size, not a time: the release binaries' resident pages, measured on this run's
         // build against the reference plugin's.

@@ -27,6 +27,9 @@ pub enum Error {
     /// The test kit's fixtures (a throwaway host, its runtime) failed.
     #[error(transparent)]
     Harness(#[from] harness::Error),
+    /// The DaemonSet manifest says something the deployment tier does not apply.
+    #[error(transparent)]
+    Manifest(#[from] crate::tier::deploy::manifest::ManifestError),
     /// A check of the tier did not hold, or a program it runs failed: the message says which
     /// and what was found.
     #[error("{0}")]

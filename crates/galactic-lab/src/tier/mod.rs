@@ -1,5 +1,7 @@
 //! The tiers `cargo xtask test` runs after the native suites: the chain under a real container
-//! runtime ([`podman`]) and on a production kernel in a VM ([`kernel`]).
+//! runtime ([`podman`]), the node as shipped (the installer image and the DaemonSet's containers
+//! under Podman, [`deploy`]) and, through [`kernel`]'s provisioning, on a production kernel in a
+//! VM.
 //! xtask installs what a tier needs and builds the plugins; the tier is given the workspace
 //! ([`Workspace`]) rather than guessing it, so where the sources and the target directory are
 //! is decided once, by the task runner.
@@ -11,6 +13,7 @@ macro_rules! fail {
     };
 }
 
+pub mod deploy;
 mod error;
 pub mod kernel;
 pub mod podman;

@@ -120,6 +120,11 @@ impl Engine {
         args
     }
 
+    /// The cgroup parent the tier's containers get (`--cgroup-parent`), removed at teardown.
+    pub fn cgroup_parent(&self) -> &str {
+        &self.cgroup_parent
+    }
+
     /// A command (not Podman) inside the tier's namespaces, e.g. to list its `/run/netns`.
     pub fn inside(&self, argv: &[&str]) -> Result<String> {
         let out = self

@@ -27,8 +27,8 @@
 //! ([`engine::Engine`]) is public: a tier that runs other containers under Podman uses it too.
 
 pub mod engine;
-mod machine;
-mod report;
+pub mod machine;
+pub mod report;
 mod scenario;
 
 use super::{Chain, Context, Error, Result, Workspace};
