@@ -13,6 +13,38 @@ use galactic_testkit::privileged::TestNetns;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+/// The simulated node's own address (its InternalIP), on an interface of its namespace.
+pub const NODE_IP: &str = "192.0.2.10";
+
+/// Gives the node's namespace its address: `eth0` with [`NODE_IP`], as a node's uplink has its
+/// InternalIP (the init container has the host's network). A veth pair with both ends in the
+/// namespace: the kernels this runs on do not all have the dummy driver.
+pub fn node_address(netns: &TestNetns) -> Result<()> {
+    for args in [
+        &[
+            "link",
+            "add",
+            "eth0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0-peer",
+        ][..],
+        &["addr", "add", &format!("{NODE_IP}/24"), "dev", "eth0"],
+        &["link", "set", "eth0", "up"],
+    ] {
+        let (ok, out) = netns.try_ip(args);
+        if !ok {
+            return Err(crate::tier::Error::failed(format!(
+                "give the node its address (ip {}): {out}",
+                args.join(" ")
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The service account token the API server requires (a projected token's shape).
 pub const TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.galactic-deploy-tier.first";
 
@@ -55,6 +87,17 @@ impl Api {
     /// The fixture's state (objects, faults, requests seen).
     pub fn fixture(&self) -> &Fixture {
         self.server.fixture()
+    }
+
+    /// The Node object the kubelet registers: `name` with `internal_ip` as its InternalIP (what
+    /// the installer's node-identity check compares with the host's addresses).
+    pub fn register_node(&self, name: &str, internal_ip: &str) {
+        let node = serde_json::json!({
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+            "status": {"addresses": [{"type": "InternalIP", "address": internal_ip},
+                                     {"type": "Hostname", "address": name}]}});
+        self.fixture().remove("nodes", None, name);
+        self.fixture().insert(node);
     }
 
     /// The URL the containers reach, as the server reports it.

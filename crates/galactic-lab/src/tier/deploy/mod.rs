@@ -140,6 +140,8 @@ fn cluster(
         "       API server {} inside the node's network namespace (HTTPS, a cluster CA of its own)",
         api.url()
     );
+    api::node_address(netns)?;
+    api.register_node(scenario::NODE, api::NODE_IP);
     let service_account = api::ServiceAccount::new(
         work.join("serviceaccount"),
         &api.token,

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The simulated node's name (the downward API's `spec.nodeName`).
-const NODE: &str = "deploy-node";
+pub const NODE: &str = "deploy-node";
 
 /// The one setting the tier adds to the manifest's environment: the refresh container's period
 /// (300 s by default), so a rotation shows within the tier's budget.
@@ -82,6 +82,9 @@ impl Scene<'_> {
                 }),
                 step("(b) Go node: a restart and a DaemonSet update keep every carried setting", || {
                     self.rerun(&go, &carried_settings())
+                }),
+                step("(e) Go node whose Node object has another address: the identity check fails the install, nothing changes", || {
+                    self.wrong_node()
                 }),
                 step("(d) Go node, API server answering 500: the install fails saying what to do, the Go chain serves", || {
                     self.failing_api(ApiFailure::Answers500)
@@ -504,6 +507,54 @@ impl Scene<'_> {
         println!(
             "       {}: failed after {:.1} s: {}",
             failure.label(),
+            ran.seconds,
+            last_line(&ran.stderr)
+        );
+        Ok(())
+    }
+}
+
+impl Scene<'_> {
+    /// (e): the Node the DaemonSet's `spec.nodeName` names has an InternalIP this node does not
+    /// have (a node name that names another machine): the init container fails naming both,
+    /// and the host root, the Go chain's files included, is exactly as before.
+    fn wrong_node(&self) -> Result<()> {
+        let host = HostRoot::new(self.run_dir.join("go-wrong-node"))?;
+        host.seed_go_node(NODE)?;
+        let container = self
+            .daemonset(&[])?
+            .container("install-cni", &self.kubelet(&host))?;
+        // What the kubelet creates before the container starts is not the installer's change.
+        prepare_host_dirs(&container)?;
+        let before = host.snapshot()?;
+        self.api.register_node(NODE, "198.51.100.77");
+        let ran = self.run(&container, &[]);
+        self.api.register_node(NODE, super::api::NODE_IP);
+        let ran = ran?;
+        if ran.success {
+            fail!("the install succeeded for a Node whose InternalIP is not this node's");
+        }
+        for needed in [
+            "node identity check failed",
+            "198.51.100.77",
+            "does not name this node",
+        ] {
+            if !ran.stderr.contains(needed) {
+                fail!(
+                    "the failed install does not say {needed:?}: {}",
+                    ran.stderr.trim()
+                );
+            }
+        }
+        let changed = before.changes(&host.snapshot()?);
+        if !changed.is_empty() {
+            fail!(
+                "the host root changed although the identity check failed: {}",
+                changed.join(", ")
+            );
+        }
+        println!(
+            "       failed after {:.1} s: {}",
             ran.seconds,
             last_line(&ran.stderr)
         );
