@@ -86,6 +86,9 @@ impl Scene<'_> {
                 step("(e) Go node whose Node object has another address: the identity check fails the install, nothing changes", || {
                     self.wrong_node()
                 }),
+                step("(f) fresh node: install.sh rollback from the image, as a node debug pod runs it: markers of every live allocation, the Go conflist", || {
+                    self.rollback(&fresh)
+                }),
                 step("(d) Go node, API server answering 500: the install fails saying what to do, the Go chain serves", || {
                     self.failing_api(ApiFailure::Answers500)
                 }),
@@ -558,6 +561,117 @@ impl Scene<'_> {
             ran.seconds,
             last_line(&ran.stderr)
         );
+        Ok(())
+    }
+}
+
+impl Scene<'_> {
+    /// (f): two attachments allocated by the node's galactic-ipam, then `install.sh rollback`
+    /// run from the image with the host's root at `/host` (what `kubectl debug node/...`
+    /// mounts): every live allocation has its markers where the Go allocator reads them, and
+    /// upstream's static conflist is back in the conf dir with the node's settings.
+    fn rollback(&self, host: &HostRoot) -> Result<()> {
+        for pod in ["rollback-pod-1", "rollback-pod-2"] {
+            self.allocate(host, pod)?;
+        }
+        let image = &self
+            .daemonset(&[])?
+            .container("install-cni", &self.kubelet(host))?
+            .image;
+        let mount = format!("{}:/host", host.dir().display());
+        let out = self.podman.podman(&[
+            "run",
+            "--rm",
+            "--name",
+            "deploy-rollback",
+            "--cgroup-parent",
+            self.podman.cgroup_parent(),
+            // A node debug pod has the host's network (and no CNI network of Podman's).
+            "--network=host",
+            "-v",
+            &mount,
+            image,
+            "rollback",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            fail!("install.sh rollback failed: {}", stderr.trim());
+        }
+        // write-markers' JSON report, then the paths install.sh changed.
+        let report: Value = serde_json::Deserializer::from_slice(&out.stdout)
+            .into_iter()
+            .next()
+            .and_then(|r| r.ok())
+            .ok_or_else(|| Error::failed("write-markers printed no JSON report".to_owned()))?;
+        // A /96 slot of the /64 pool holds 256 of the Go allocator's candidates, an IPv4 address 1.
+        expect("markers written", &report["written"], &json!(2 * 256 + 2))?;
+        let markers = |pool: &str| {
+            std::fs::read_dir(host.path(&format!("var/lib/cni/galactic-ipam/{pool}")))
+                .map(|entries| {
+                    entries
+                        .flatten()
+                        .filter(|e| e.file_name() != "lock")
+                        .count()
+                })
+                .unwrap_or(0)
+        };
+        expect(
+            "IPv6 markers",
+            &json!(markers("fd00:10:ff01::-64")),
+            &json!(512),
+        )?;
+        expect("IPv4 markers", &json!(markers("10.1.0.0-24")), &json!(2))?;
+        let read = |path: &str| std::fs::read(host.path(path)).ok();
+        if read("etc/cni/net.d/10-galactic.conflist").is_none()
+            || read("etc/cni/net.d/10-galactic.conflist")
+                != read("etc/galactic/datapath/10-galactic.conflist")
+        {
+            fail!("the Go conflist is not back in the conf dir with the node's settings");
+        }
+        println!("       {}", last_line(&stderr));
+        Ok(())
+    }
+
+    /// One ADD of the node's galactic-ipam (the release build the image holds) for `pod`, with
+    /// the store where the node config puts it, inside the simulated host root.
+    fn allocate(&self, host: &HostRoot, pod: &str) -> Result<()> {
+        let config = host.path("rollback-node-config.json");
+        let node = json!({
+            "ipam_data_dir": host.path("var/lib/galactic/ipam"),
+            "ipam_legacy_dir": host.path("var/lib/cni/galactic-ipam"),
+            "log_file": host.path("var/log/galactic/galactic-cni.log"),
+        });
+        std::fs::write(&config, node.to_string()).context("write the allocation's node config")?;
+        let stanza = json!({"cniVersion": "1.1.0", "name": "rollback", "type": "galactic-cni",
+            "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd00:10:ff01::/64",
+                     "ipv4_subnet": "10.1.0.0/24"}});
+        let mut child = std::process::Command::new(self.plugins.join("galactic-ipam"))
+            .envs([
+                ("CNI_COMMAND", "ADD"),
+                ("CNI_CONTAINERID", pod),
+                ("CNI_IFNAME", "eth0"),
+                ("CNI_NETNS", "/var/run/netns/rollback"),
+                ("CNI_PATH", "/opt/cni/bin"),
+            ])
+            .env("GALACTIC_CNI_NODE_CONFIG", &config)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .context("run galactic-ipam")?;
+        if let Some(mut stdin) = child.stdin.take() {
+            use std::io::Write;
+            stdin
+                .write_all(stanza.to_string().as_bytes())
+                .context("write the stanza")?;
+        }
+        let out = child.wait_with_output().context("wait for galactic-ipam")?;
+        std::fs::remove_file(&config).context("remove the allocation's node config")?;
+        if !out.status.success() {
+            fail!(
+                "galactic-ipam ADD for {pod}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
         Ok(())
     }
 }
