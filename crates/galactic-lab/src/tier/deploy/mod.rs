@@ -24,26 +24,13 @@ use std::time::Instant;
 /// build included), for the total time it reports. The machine's own state is compared before
 /// and after, as the Podman tier does.
 pub fn run(plugins: &Path, workspace: &Workspace, started: Instant) -> Result<()> {
-    let machine_before = machine::Snapshot::take()?;
-    let outcome = play(plugins, workspace);
-    let machine_after = machine::Snapshot::take()?;
-    let changed = machine_before.differences(&machine_after);
-    println!(
-        "[{}] the machine's own links, routes, rules, nftables ruleset, runtime directories and cgroups are unchanged",
-        if changed.is_empty() { "PASS" } else { "FAIL" }
-    );
-    println!(
-        "test-deploy: {:.0} s in all",
-        started.elapsed().as_secs_f64()
-    );
-    outcome.context("the deployment tier failed (see [FAIL] above)")?;
-    if !changed.is_empty() {
-        fail!(
-            "the deployment tier changed the machine: {}",
-            changed.join("; ")
-        );
-    }
-    Ok(())
+    machine::untouched(
+        "the deployment tier",
+        "test-deploy",
+        started,
+        String::new,
+        || play(plugins, workspace),
+    )
 }
 
 /// The simulated node (its network namespace, the tier's Podman in it), the image, the

@@ -154,3 +154,35 @@ fn listing_dirs(dir: &Path) -> String {
     names.sort();
     names.join(" ")
 }
+
+/// Runs a tier's `play` between two snapshots of the machine, prints the machine's line and
+/// the tier's total time (`summary` adds to it), and fails when `play` did or the machine
+/// changed. `tier` names it in the messages ("the Podman tier").
+pub fn untouched(
+    tier: &str,
+    command: &str,
+    started: std::time::Instant,
+    summary: impl FnOnce() -> String,
+    play: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let before = Snapshot::take()?;
+    let outcome = play();
+    let changed = before.differences(&Snapshot::take()?);
+    println!(
+        "[{}] the machine's own links, routes, rules, nftables ruleset, runtime directories and cgroups are unchanged",
+        if changed.is_empty() { "PASS" } else { "FAIL" }
+    );
+    println!(
+        "{command}: {:.0} s in all{}",
+        started.elapsed().as_secs_f64(),
+        summary()
+    );
+    outcome.with_context(|| format!("{tier} failed (see [FAIL] above)"))?;
+    if !changed.is_empty() {
+        return Err(crate::tier::Error::failed(format!(
+            "{tier} changed the machine: {}",
+            changed.join("; ")
+        )));
+    }
+    Ok(())
+}

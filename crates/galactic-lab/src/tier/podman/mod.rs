@@ -31,35 +31,21 @@ pub mod machine;
 pub mod report;
 mod scenario;
 
-use super::{Chain, Context, Error, Result, Workspace};
+use super::{Chain, Error, Result, Workspace};
 use std::path::Path;
 use std::time::Instant;
 
 /// Runs the tier with the plugins built in `plugins`; `started` is when the run began (the
 /// build included), for the total time it reports.
 pub fn run(plugins: &Path, workspace: &Workspace, started: Instant) -> Result<()> {
-    let machine_before = machine::Snapshot::take()?;
-    let outcome = scenario::run(plugins, workspace);
-    let machine_after = machine::Snapshot::take()?;
-    let changed = machine_before.differences(&machine_after);
-    println!(
-        "[{}] the machine's own links, routes, rules, nftables ruleset, runtime directories and cgroups are unchanged",
-        if changed.is_empty() { "PASS" } else { "FAIL" }
-    );
-    println!(
-        "test-podman: {:.0} s in all ({})",
-        started.elapsed().as_secs_f64(),
-        engine::podman_version()
-            .unwrap_or_else(|e| format!("podman version unknown: {}", Chain(&e)))
-    );
-    outcome.context("the Podman tier failed (see [FAIL] above)")?;
-    if !changed.is_empty() {
-        fail!(
-            "the Podman tier changed the machine: {}",
-            changed.join("; ")
-        );
-    }
-    Ok(())
+    let version = || {
+        let version = engine::podman_version()
+            .unwrap_or_else(|e| format!("podman version unknown: {}", Chain(&e)));
+        format!(" ({version})")
+    };
+    machine::untouched("the Podman tier", "test-podman", started, version, || {
+        scenario::run(plugins, workspace)
+    })
 }
 
 /// Podman's CNI backend and the tier's namespaces need root.
