@@ -104,6 +104,7 @@ fn scenes(
         service_account,
         run_dir: work.join("nodes"),
         plugins: plugins.to_path_buf(),
+        node: netns,
     };
     let (outcome, timings) = scene.play();
     let show = |t: Option<f64>| t.map_or("-".to_owned(), |s| format!("{s:.1} s"));

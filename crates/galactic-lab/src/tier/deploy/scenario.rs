@@ -9,6 +9,7 @@ use crate::tier::podman::engine::Engine;
 use crate::tier::podman::report::step;
 use crate::tier::{Context, Error, Result};
 use galactic_testkit::apiserver::{Fault, FaultAction};
+use galactic_testkit::privileged::TestNetns;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -38,6 +39,8 @@ pub struct Scene<'a> {
     pub run_dir: PathBuf,
     /// The release plugins the image holds.
     pub plugins: PathBuf,
+    /// The node's network namespace (the containers' host network).
+    pub node: &'a TestNetns,
 }
 
 /// One run of a container.
@@ -76,7 +79,7 @@ impl Scene<'_> {
                 step("(a) fresh node: the refresh container rewrites only the kubeconfig on a token rotation", || {
                     self.refresh(&fresh)
                 }),
-                step("(c) Go node: export under the read-only root, binaries switched, settings carried", || {
+                step("(c) Go node with a live Go pod: export under the read-only root, binaries switched, settings carried, the pod untouched", || {
                     timings.go_node = Some(self.go_node(&go)?);
                     Ok(())
                 }),
@@ -380,7 +383,18 @@ impl Scene<'_> {
         host.seed_go_node(NODE)?;
         self.seed_advertisements();
         self.expect_read_only_root(host)?;
+        let pod = GoPod::attach(self.node)?;
+        let live = pod.state(self.node)?;
         let ran = self.install(&self.daemonset(&[])?, host)?;
+        // The install is files only: the Go pod's links, addresses and routes, on both sides,
+        // are as they were, and it still reaches its gateway.
+        let now = pod.state(self.node)?;
+        if now != live {
+            fail!(
+                "the install changed the live Go pod's addresses or routes: {live:?} became {now:?}"
+            );
+        }
+        pod.reaches_gateway()?;
         let tree = host.snapshot()?;
         let export = host.path("/var/lib/galactic/ipam/legacy-annotations.json");
         let list: Value = serde_json::from_slice(
@@ -392,7 +406,7 @@ impl Scene<'_> {
         let leftovers: Vec<&String> = tree
             .0
             .keys()
-            .filter(|p| p.contains(".export-kubeconfig"))
+            .filter(|p| p.contains(".installer-kubeconfig") || p.contains(".tmp."))
             .collect();
         if !leftovers.is_empty() {
             return Err(Error::failed(format!("the export left {leftovers:?}")));
@@ -670,6 +684,123 @@ impl Scene<'_> {
             fail!(
                 "galactic-ipam ADD for {pod}: {}",
                 String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A pod the Go chain attached and that lives across the switch: its veth's host end in the
+/// node's namespace under the Go chain's name, its addresses and routes as the Go veth plugin
+/// sets them (the pod's /96 address and an on-link default route to the gateway; the gateway as
+/// a /128 on the host end and a host route to the pod), in a namespace of its own.
+struct GoPod {
+    netns: TestNetns,
+}
+
+/// The Go chain's host-end name for VPC `U`, attachment `1` (`G{vpc:9}{att:3}H`).
+const GO_HOST_END: &str = "G00000000U001H";
+const GO_POD: &str = "fd20:99::100:0";
+const GO_GATEWAY: &str = "fd20:99::1";
+
+impl GoPod {
+    fn attach(node: &TestNetns) -> Result<Self> {
+        let netns = TestNetns::new("deploy-gopod");
+        let pod = netns.name().to_owned();
+        let on_node: [&[&str]; 4] = [
+            &[
+                "link",
+                "add",
+                GO_HOST_END,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "eth0",
+                "netns",
+                &pod,
+            ],
+            &[
+                "addr",
+                "add",
+                &format!("{GO_GATEWAY}/128"),
+                "dev",
+                GO_HOST_END,
+                "nodad",
+            ],
+            &["link", "set", GO_HOST_END, "up"],
+            &["route", "add", &format!("{GO_POD}/128"), "dev", GO_HOST_END],
+        ];
+        let in_pod: [&[&str]; 3] = [
+            &[
+                "addr",
+                "add",
+                &format!("{GO_POD}/96"),
+                "dev",
+                "eth0",
+                "nodad",
+            ],
+            &["link", "set", "eth0", "up"],
+            &[
+                "route", "add", "default", "via", GO_GATEWAY, "dev", "eth0", "onlink",
+            ],
+        ];
+        for (ns, args) in on_node
+            .iter()
+            .map(|a| (node, a))
+            .chain(in_pod.iter().map(|a| (&netns, a)))
+        {
+            let (ok, out) = ns.try_ip(args);
+            if !ok {
+                fail!("set up the Go pod (ip {}): {out}", args.join(" "));
+            }
+        }
+        Ok(Self { netns })
+    }
+
+    /// Its interfaces' global addresses and its routes on both sides, as `ip` lists them (the
+    /// kernel's link-local addresses and routes come and go on their own after the link is up).
+    fn state(&self, node: &TestNetns) -> Result<Vec<String>> {
+        let mut state = Vec::new();
+        for (ns, args) in [
+            (
+                node,
+                &[
+                    "-6",
+                    "-o",
+                    "addr",
+                    "show",
+                    "dev",
+                    GO_HOST_END,
+                    "scope",
+                    "global",
+                ][..],
+            ),
+            (node, &["-6", "route", "show", "dev", GO_HOST_END]),
+            (
+                &self.netns,
+                &["-6", "-o", "addr", "show", "dev", "eth0", "scope", "global"],
+            ),
+            (&self.netns, &["-6", "route", "show"]),
+        ] {
+            let (ok, out) = ns.try_ip(args);
+            if !ok {
+                fail!("read the Go pod (ip {}): {out}", args.join(" "));
+            }
+            let lines = out.lines().filter(|l| !l.starts_with("fe80::"));
+            state.extend(lines.map(str::to_owned));
+        }
+        Ok(state)
+    }
+
+    fn reaches_gateway(&self) -> Result<()> {
+        let out = self
+            .netns
+            .exec(&["ping", "-6", "-c", "1", "-W", "2", GO_GATEWAY]);
+        if !out.status.success() {
+            fail!(
+                "the live Go pod no longer reaches its gateway: {}",
+                String::from_utf8_lossy(&out.stdout).trim()
             );
         }
         Ok(())

@@ -46,12 +46,14 @@ fn the_init_container_runs_as_the_manifest_says() {
         "--volume=/sim/host/opt/cni/bin:/host/opt/cni/bin:rbind",
         "--volume=/sim/host/var/log/galactic:/host/var/log/galactic:rbind",
         "--volume=/sim/sa:/var/run/secrets/kubernetes.io/serviceaccount:rbind,ro",
+        // The Go chain's IPAM markers, read only.
+        "--volume=/sim/host/var/lib/cni:/host/var/lib/cni:rbind,ro",
         "--env=KUBERNETES_SERVICE_HOST=127.0.0.1",
         "--env=KUBERNETES_SERVICE_PORT=6443",
     ] {
         assert!(has(&c.flags, flag), "{flag} in {:?}", c.flags);
     }
-    assert_eq!(c.create_dirs.len(), 5, "{:?}", c.create_dirs);
+    assert_eq!(c.create_dirs.len(), 6, "{:?}", c.create_dirs);
     assert!(c
         .create_dirs
         .contains(&PathBuf::from("/sim/host/etc/cni/net.d")));
