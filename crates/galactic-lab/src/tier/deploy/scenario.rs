@@ -79,7 +79,7 @@ impl Scene<'_> {
                 step("(a) fresh node: the refresh container rewrites only the kubeconfig on a token rotation", || {
                     self.refresh(&fresh)
                 }),
-                step("(c) Go node with a live Go pod: export under the read-only root, binaries switched, settings carried, the pod untouched", || {
+                step("(c) Go node with a live Go pod and VM: export under the read-only root, binaries switched, settings carried, pod and VM untouched", || {
                     timings.go_node = Some(self.go_node(&go)?);
                     Ok(())
                 }),
@@ -386,12 +386,12 @@ impl Scene<'_> {
         let pod = GoPod::attach(self.node)?;
         let live = pod.state(self.node)?;
         let ran = self.install(&self.daemonset(&[])?, host)?;
-        // The install is files only: the Go pod's links, addresses and routes, on both sides,
-        // are as they were, and it still reaches its gateway.
+        // The install is files only: the Go pod's and VM's links, addresses and routes, on both
+        // sides, are as they were, and the pod still reaches its gateway.
         let now = pod.state(self.node)?;
         if now != live {
             fail!(
-                "the install changed the live Go pod's addresses or routes: {live:?} became {now:?}"
+                "the install changed the live Go pod's or VM's links, addresses or routes: {live:?} became {now:?}"
             );
         }
         pod.reaches_gateway()?;
@@ -690,16 +690,20 @@ impl Scene<'_> {
     }
 }
 
-/// A pod the Go chain attached and that lives across the switch: its veth's host end in the
-/// node's namespace under the Go chain's name, its addresses and routes as the Go veth plugin
-/// sets them (the pod's /96 address and an on-link default route to the gateway; the gateway as
-/// a /128 on the host end and a host route to the pod), in a namespace of its own.
+/// A pod and a VM the Go chain attached and that live across the switch: the pod's veth host
+/// end in the node's namespace under the Go chain's name, its addresses and routes as the Go
+/// veth plugin sets them (the pod's /96 address and an on-link default route to the gateway;
+/// the gateway as a /128 on the host end and a host route to the pod), in a namespace of its
+/// own; the VM's tap with the gateway and a host route to the VM.
 struct GoPod {
     netns: TestNetns,
 }
 
 /// The Go chain's host-end name for VPC `U`, attachment `1` (`G{vpc:9}{att:3}H`).
 const GO_HOST_END: &str = "G00000000U001H";
+/// The Go chain's tap of a VM on attachment `2` of the same VPC.
+const GO_TAP: &str = "G00000000U002H";
+const GO_VM: &str = "fd20:99::200:0";
 const GO_POD: &str = "fd20:99::100:0";
 const GO_GATEWAY: &str = "fd20:99::1";
 
@@ -707,7 +711,7 @@ impl GoPod {
     fn attach(node: &TestNetns) -> Result<Self> {
         let netns = TestNetns::new("deploy-gopod");
         let pod = netns.name().to_owned();
-        let on_node: [&[&str]; 4] = [
+        let on_node: [&[&str]; 8] = [
             &[
                 "link",
                 "add",
@@ -730,6 +734,18 @@ impl GoPod {
             ],
             &["link", "set", GO_HOST_END, "up"],
             &["route", "add", &format!("{GO_POD}/128"), "dev", GO_HOST_END],
+            // A VM's tap (its VMM holds the fd; here nobody does, so it has no carrier).
+            &["tuntap", "add", "dev", GO_TAP, "mode", "tap"],
+            &[
+                "addr",
+                "add",
+                &format!("{GO_GATEWAY}/128"),
+                "dev",
+                GO_TAP,
+                "nodad",
+            ],
+            &["link", "set", GO_TAP, "up"],
+            &["route", "add", &format!("{GO_VM}/128"), "dev", GO_TAP],
         ];
         let in_pod: [&[&str]; 3] = [
             &[
@@ -782,6 +798,12 @@ impl GoPod {
                 &["-6", "-o", "addr", "show", "dev", "eth0", "scope", "global"],
             ),
             (&self.netns, &["-6", "route", "show"]),
+            (
+                node,
+                &["-6", "-o", "addr", "show", "dev", GO_TAP, "scope", "global"],
+            ),
+            (node, &["-6", "route", "show", "dev", GO_TAP]),
+            (node, &["-o", "link", "show", "dev", GO_TAP]),
         ] {
             let (ok, out) = ns.try_ip(args);
             if !ok {
