@@ -215,7 +215,7 @@ fn write_marker(dir: &Path, marker: &Marker, report: &mut Report) -> Result<(), 
     match std::fs::read_to_string(&path) {
         Ok(holder) if holder.trim() == marker.container_id => report.present += 1,
         Ok(holder) => report.conflicts.push(format!(
-            "{} holds container {:?}; the store gives it to {:?}",
+            "{} holds container '{}'; the store gives it to '{}'",
             path.display(),
             holder.trim(),
             marker.container_id

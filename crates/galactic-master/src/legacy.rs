@@ -45,19 +45,15 @@ pub fn adopt<D: Device>(
     records: &Records,
     replace_rules: bool,
 ) -> Result<Option<Record>, MasterError> {
-    let Ok(conf) = MasterConf::<D::Options>::parse(&req.conf.raw) else {
+    let Some(Unrecorded {
+        conf,
+        host_ifname,
+        host,
+        _lock,
+    }) = unrecorded::<D>(req, records)?
+    else {
         return Ok(None);
     };
-    let host_ifname = conf.host_ifname();
-    let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
-    let _lock = records.lock(&host_ifname).map_err(MasterError::lock)?;
-    if records
-        .get(&host_ifname)
-        .map_err(MasterError::node("read the attachment record"))?
-        .is_some()
-    {
-        return Ok(None);
-    }
     let Some(link) = host
         .link(&host_ifname)
         .map_err(MasterError::node("look up the host interface"))?
@@ -77,18 +73,58 @@ pub fn adopt<D: Device>(
         galactic_core::net::firewall::allow(&host_ifname)
             .map_err(MasterError::node("allow forwarding"))?;
     }
-    remove_go_rules(&host_ifname);
-    remove_go_row(
-        &req.node.state_dir,
-        &req.node.bpf_pin_dir,
-        &host_ifname,
-        link.index,
-    );
+    remove_go_state(req, &host_ifname, link.index);
     log::info(
         "adopted an attachment created by the upstream chain",
         json!({"hostIfname": host_ifname, "kind": D::KIND}),
     );
     Ok(Some(record))
+}
+
+/// The attachment `req` names, locked, when no record of ours holds its host interface name
+/// (what adoption and GC look at); `None` for a config that does not parse or a recorded name.
+struct Unrecorded<O> {
+    conf: MasterConf<O>,
+    host_ifname: String,
+    host: Netlink,
+    _lock: galactic_core::lockfile::LockGuard,
+}
+
+fn unrecorded<D: Device>(
+    req: &Request,
+    records: &Records,
+) -> Result<Option<Unrecorded<D::Options>>, MasterError> {
+    let Ok(conf) = MasterConf::<D::Options>::parse(&req.conf.raw) else {
+        return Ok(None);
+    };
+    let host_ifname = conf.host_ifname();
+    let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
+    let lock = records.lock(&host_ifname).map_err(MasterError::lock)?;
+    if records
+        .get(&host_ifname)
+        .map_err(MasterError::node("read the attachment record"))?
+        .is_some()
+    {
+        return Ok(None);
+    }
+    Ok(Some(Unrecorded {
+        conf,
+        host_ifname,
+        host,
+        _lock: lock,
+    }))
+}
+
+/// A Go attachment's state outside its interface: its Go forward rules and its Go
+/// `ifindex_vrf_table` row.
+fn remove_go_state(req: &Request, host_ifname: &str, ifindex: u32) {
+    remove_go_rules(host_ifname);
+    remove_go_row(
+        &req.node.state_dir,
+        &req.node.bpf_pin_dir,
+        host_ifname,
+        ifindex,
+    );
 }
 
 /// GC's part (module comment): removes the Go-created attachment of `req`'s network when no
@@ -100,19 +136,15 @@ pub fn collect<D: Device>(
     records: &Records,
     valid: &HashSet<(String, String)>,
 ) -> Result<(), MasterError> {
-    let Ok(conf) = MasterConf::<D::Options>::parse(&req.conf.raw) else {
+    let Some(Unrecorded {
+        host_ifname,
+        host,
+        _lock,
+        ..
+    }) = unrecorded::<D>(req, records)?
+    else {
         return Ok(());
     };
-    let host_ifname = conf.host_ifname();
-    let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
-    let _lock = records.lock(&host_ifname).map_err(MasterError::lock)?;
-    if records
-        .get(&host_ifname)
-        .map_err(MasterError::node("read the attachment record"))?
-        .is_some()
-    {
-        return Ok(());
-    }
     let Some(link) = host
         .link(&host_ifname)
         .map_err(MasterError::node("look up the host interface"))?
@@ -129,13 +161,7 @@ pub fn collect<D: Device>(
         );
         return Ok(());
     }
-    remove_go_rules(&host_ifname);
-    remove_go_row(
-        &req.node.state_dir,
-        &req.node.bpf_pin_dir,
-        &host_ifname,
-        link.index,
-    );
+    remove_go_state(req, &host_ifname, link.index);
     host.delete_link(&host_ifname)
         .map_err(MasterError::node("delete the host interface"))?;
     log::info(
