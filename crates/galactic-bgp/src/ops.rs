@@ -148,6 +148,7 @@ fn sid_of(router: &Router, vrf_id: u32) -> Result<Option<Ipv6Addr>, BgpError> {
 fn attachment<'a>(req: &'a Request, plan: &'a Plan, prefixes: &'a [String]) -> Attachment<'a> {
     Attachment {
         node: &req.node,
+        internet_egress: plan.stanza.internet_egress,
         vpc: &plan.stanza.vpc,
         facts: &plan.facts,
         prefixes,
