@@ -4,26 +4,29 @@
 //! Node-level rows (`locator_table`, `function_table`, `vrf_table`, `node_src_addr_table`,
 //! `public_uplink_table`) are shared by every attachment of a Block / VRF / node and are never
 //! removed here (`vrf_table` has the datapath's GC). Attachment rows (`ifindex_vrf_table`,
-//! pass-through entries of `egress_route_table`) and the per-VPC NAT66 default
-//! (`egress_route_table[(table, ::/0)]`) are recorded before they are written, so DEL and GC
-//! remove exactly them:
+//! pass-through entries of `egress_route_table`) and the per-VPC egress rows of a VPC that opted
+//! in (`egress_route_table[(table, ::/0)]` and one per NAT64 prefix) are recorded before they are
+//! written, so DEL and GC remove exactly them:
 //!
 //! ```text
 //! <state_dir>/bpf/
 //!   lock                         flock: one registration/removal at a time on the node
 //!   attachments/G{vpc}{att}H.json {"hostIfname","ifindex","block","argument","vrfTableId",
 //!                                  "prefixes":[canonical CIDR…],"pinDir"}
-//!   nat66/{table}.json           {"vrfTableId","pinDir","sid","linkIfindex","dmac","smac",
-//!                                  "replaces"?:{"sid",…}}: the ::/0 row last written in that
-//!                                  table, and the row it replaced
+//!   nat66/{table}.json           {"vrfTableId","prefix","pinDir","sid","linkIfindex","dmac",
+//!                                  "smac","replaces"?:{"sid",…}}: the ::/0 row last written in
+//!                                  that table, and the row it replaced ("prefix" absent in
+//!                                  records written before NAT64: ::/0)
+//!   nat66/{table}-{addr}-{len}.json  the same for a NAT64 prefix (':' written '_')
 //! ```
 //! A pass-through key (VRF table, prefix) can be shared: masked /96 pool prefixes are the same
 //! for every pod of a pool. Removal keeps a key that another record still lists, and never
 //! deletes a key whose value is no longer the pass-through (someone routed it since).
 //!
-//! The ::/0 row serves every attachment of the VPC on the node: it goes when the last
-//! attachment record of its table goes, and only while it still holds what was written or what
-//! that replaced (a route someone else put at ::/0 since is left alone).
+//! The egress rows serve every attachment of the VPC on the node: they go when the last
+//! attachment record of their table goes, or when an ADD of the VPC no longer writes them (it
+//! opted out, a prefix left the node config), each only while it still holds what was written or
+//! what that replaced (a route someone else put at that prefix since is left alone).
 
 mod records;
 mod removal;
