@@ -38,7 +38,10 @@
 #   NODE_NAME or GALACTIC_CNI_NODE_NAME (required; the latter wins, as upstream),
 #   GALACTIC_CNI_LOG_LEVEL (info; debug|info|warn|warning|error, anything else is info with a
 #     warning, as upstream; GALACTIC_LOG_LEVEL is this installer's older name),
-#   GALACTIC_CNI_NAT66_SHARD_SIDS (none; comma-separated IPv6 SIDs),
+#   GALACTIC_CNI_EGRESS_SHARD_SIDS (none; comma-separated IPv6 uSIDs; GALACTIC_CNI_NAT66_SHARD_SIDS
+#     and the conflist's nat66_shard_sids are its older names, read until the release after 0.2;
+#     both set and different is an error),
+#   GALACTIC_CNI_NAT64_PREFIX (none; comma-separated IPv6 /96 prefixes),
 #   GALACTIC_CNI_EBPF_INTERFACES (auto-detect; comma-separated interface names),
 #   GALACTIC_CNI_EBPF_FILTER_PRIORITY (1; 1-65535, anything else is the default with a warning),
 #   KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT (set by the kubelet),
@@ -136,6 +139,8 @@ clean_list() {
         case "$kind:$entry" in
             sid:*:*) case "$entry" in *[!0-9A-Fa-f:.]*) die "invalid $key entry '$entry' (an IPv6 address)" ;; esac ;;
             sid:*) die "invalid $key entry '$entry' (an IPv6 address)" ;;
+            nat64:*:*/96) case "$entry" in *[!0-9A-Fa-f:./]*) die "invalid $key entry '$entry' (an IPv6 /96 prefix)" ;; esac ;;
+            nat64:*) die "invalid $key entry '$entry' (an IPv6 /96 prefix)" ;;
             ifname:*) case "$entry" in */* | *:* | . | ..) die "invalid $key entry '$entry' (an interface name)" ;; esac
                 [ "${#entry}" -lt 16 ] || die "invalid $key entry '$entry' (an interface name is at most 15 bytes)" ;;
         esac
@@ -144,6 +149,21 @@ clean_list() {
     done
     IFS=$old_ifs
     printf %s "$out"
+}
+
+# The egress shard SIDs under their name (environment, then the Go conflist) and under the Go
+# chain's older one: one list, or an error naming both when they differ.
+egress_sids() {
+    sids=$(first_set GALACTIC_CNI_EGRESS_SHARD_SIDS)
+    [ -n "$sids" ] || sids=$(go_setting egress_shard_sids)
+    sids=$(clean_list GALACTIC_CNI_EGRESS_SHARD_SIDS sid "$sids")
+    old=$(first_set GALACTIC_CNI_NAT66_SHARD_SIDS)
+    [ -n "$old" ] || old=$(go_setting nat66_shard_sids)
+    old=$(clean_list GALACTIC_CNI_NAT66_SHARD_SIDS sid "$old")
+    if [ -n "$sids" ] && [ -n "$old" ] && [ "$sids" != "$old" ]; then
+        die "GALACTIC_CNI_EGRESS_SHARD_SIDS ($sids) and its older name GALACTIC_CNI_NAT66_SHARD_SIDS / nat66_shard_sids ($old) are both set and differ; keep GALACTIC_CNI_EGRESS_SHARD_SIDS"
+    fi
+    [ -n "$sids" ] || sids=$old
 }
 
 # Every setting is checked before anything is written.
@@ -168,9 +188,10 @@ check_settings() {
         warning) level=warn ;;
         *) log "warning: unknown GALACTIC_CNI_LOG_LEVEL '$level'; using info"; level=info ;;
     esac
-    sids=$(first_set GALACTIC_CNI_NAT66_SHARD_SIDS)
-    [ -n "$sids" ] || sids=$(go_setting nat66_shard_sids)
-    sids=$(clean_list GALACTIC_CNI_NAT66_SHARD_SIDS sid "$sids")
+    egress_sids
+    nat64=$(first_set GALACTIC_CNI_NAT64_PREFIX)
+    [ -n "$nat64" ] || nat64=$(go_setting nat64_prefix)
+    nat64=$(clean_list GALACTIC_CNI_NAT64_PREFIX nat64 "$nat64")
     uplinks=$(first_set GALACTIC_CNI_EBPF_INTERFACES)
     [ -n "$uplinks" ] || uplinks=$(go_setting ebpf_interfaces)
     uplinks=$(clean_list GALACTIC_CNI_EBPF_INTERFACES ifname "$uplinks")
@@ -275,7 +296,8 @@ node_config_json() {
     printf '  "publisher": "%s",\n' "$publisher"
     printf '  "routing_domain": "%s",\n' "$domain"
     printf '  "log_level": "%s",\n' "$level"
-    [ -z "$sids" ] || printf '  "nat66_shard_sids": "%s",\n' "$sids"
+    [ -z "$sids" ] || printf '  "egress_shard_sids": "%s",\n' "$sids"
+    [ -z "$nat64" ] || printf '  "nat64_prefix": "%s",\n' "$nat64"
     [ -z "$uplinks" ] || printf '  "ebpf_interfaces": "%s",\n' "$uplinks"
     [ -z "$priority" ] || printf '  "ebpf_filter_priority": "%s",\n' "$priority"
     printf '  "kubeconfig": "/var/lib/galactic/kubeconfig",\n'
@@ -289,7 +311,8 @@ stage_node_config() {
 }
 
 # Upstream's static conflist, for the datapath container only (it reads node_name and namespace
-# for its sweeps); outside the runtime's conf dir.
+# for its sweeps); outside the runtime's conf dir. The shard SIDs go under both names: the newest
+# Go chain reads egress_shard_sids, the c4c2d06 one a rollback returns to nat66_shard_sids.
 stage_datapath_conflist() {
     write_atomic 644 "$HOST_ROOT/etc/galactic/datapath/10-galactic.conflist" <<JSON
 {
@@ -303,7 +326,9 @@ stage_datapath_conflist() {
       "namespace": "$namespace",
       "log_file": "/var/log/galactic/galactic-cni.log",
       "log_level": "$level",
+      "egress_shard_sids": "$sids",
       "nat66_shard_sids": "$sids",
+      "nat64_prefix": "$nat64",
       "ebpf_interfaces": "$uplinks"
     }
   ]

@@ -2,7 +2,7 @@
 //! its CHECK, over the pinned maps of `galactic_core::bpf`.
 //!
 //! Runs only when this node's BGPRouter has `srv6Locator` and `nodeID`. Order: the VPC's routing
-//! table, the host interface and (with NAT66 shard SIDs configured) the NAT66 default egress
+//! table, the host interface and (when the network opted in to internet egress) its egress rows
 //! are resolved first, every map is opened before the first write (a node without the
 //! datapath, or without a resolvable shard SID, fails the ADD with an actionable error and no
 //! partial state), then the rows are written and the pinned egress program attached. The node
@@ -14,14 +14,15 @@ use galactic_core::bpf::abi::{EGRESS_KIND_TAP, EGRESS_KIND_VETH};
 use galactic_core::bpf::registry::{self, AttachmentRecord, Expected, Registration};
 use galactic_core::bpf::tc::{self, AttachOutcome};
 use galactic_core::bpf::uplink;
-use galactic_core::bpf::usid::Usid;
+use galactic_core::bpf::usid::{self, Usid};
 use galactic_core::config::NodeConfig;
 use galactic_core::ident::VpcId;
 use galactic_core::log;
 use galactic_core::net::domain::Domains;
 use galactic_core::net::netlink::{format_mac, Netlink};
-use ipnetwork::IpNetwork;
+use ipnetwork::{IpNetwork, Ipv6Network};
 use serde_json::json;
+use std::net::Ipv6Addr;
 use std::path::Path;
 
 /// Where the attachment lives on this node.
@@ -53,9 +54,11 @@ fn parse_prefixes(prefixes: &[String]) -> Result<Vec<IpNetwork>, BgpError> {
 
 /// What a registration is about.
 pub struct Attachment<'a> {
-    /// The node config: state directory, pin directory, filter priority, NAT66 shard SIDs,
-    /// eBPF interfaces.
+    /// The node config: state directory, pin directory, filter priority, egress shard SIDs
+    /// and NAT64 prefixes, eBPF interfaces.
     pub node: &'a NodeConfig,
+    /// Whether the network opted in to internet egress (its stanza).
+    pub internet_egress: bool,
     /// The VPC.
     pub vpc: &'a VpcId,
     /// The master's facts.
@@ -64,18 +67,48 @@ pub struct Attachment<'a> {
     pub prefixes: &'a [String],
 }
 
+/// An opted-in VPC's egress: the prefixes its rows route (`::/0`, each NAT64 prefix) and the
+/// tenant's shard SIDs (the node's, Argument set to the VRF id) in order of preference.
+struct EgressPlan {
+    prefixes: Vec<Ipv6Network>,
+    sids: Vec<Ipv6Addr>,
+}
+
+/// `None` when the network did not opt in. Opted in on a node naming no shard is a node
+/// misconfiguration the ADD reports rather than an attachment that silently has no internet.
+fn egress_plan(a: &Attachment<'_>, usid: Usid) -> Result<Option<EgressPlan>, BgpError> {
+    if !a.internet_egress {
+        return Ok(None);
+    }
+    let node = &a.node.egress;
+    if node.shard_sids.is_empty() {
+        return Err(BgpError::NoEgressShard);
+    }
+    let sids = node
+        .shard_sids
+        .iter()
+        .map(|sid| usid::with_argument(*sid, usid.argument))
+        .collect::<Result<_, _>>()
+        .map_err(BgpError::EgressSid)?;
+    let prefixes = std::iter::once(registry::DEFAULT_ROUTE)
+        .chain(node.nat64_prefixes.iter().copied())
+        .collect();
+    Ok(Some(EgressPlan { prefixes, sids }))
+}
+
 /// Registers the attachment (upstream §6.7 steps 6–13). Returns the record DEL removes by.
 pub fn register(a: &Attachment<'_>, usid: Usid) -> Result<AttachmentRecord, BgpError> {
     let (state_dir, pin_dir) = (a.node.state_dir.as_path(), a.node.bpf_pin_dir.as_path());
     let local = resolve(state_dir, a.vpc, &a.facts.host_ifname)?;
     let prefixes = parse_prefixes(a.prefixes)?;
     // Resolved before anything is written: none resolvable fails the ADD with nothing changed.
-    let nat66_default = match a.node.nat66_shard_sids.as_slice() {
-        [] => None,
-        sids => Some(
-            uplink::resolve_nat66(&Netlink::current()?, sids)
-                .map_err(BgpError::datapath("register the NAT66 default egress"))?,
-        ),
+    let egress: Vec<(Ipv6Network, _)> = match egress_plan(a, usid)? {
+        None => Vec::new(),
+        Some(plan) => {
+            let value = uplink::resolve_nat66(&Netlink::current()?, &plan.sids)
+                .map_err(BgpError::datapath("register the internet egress"))?;
+            plan.prefixes.into_iter().map(|p| (p, value)).collect()
+        }
     };
     let record = registry::register_attachment(&Registration {
         pin_dir,
@@ -89,7 +122,7 @@ pub fn register(a: &Attachment<'_>, usid: Usid) -> Result<AttachmentRecord, BgpE
         host_ifname: &a.facts.host_ifname,
         host_ifindex: local.host_ifindex,
         prefixes: &prefixes,
-        nat66_default,
+        egress: &egress,
     })
     .map_err(BgpError::datapath("register eBPF uSID datapath"))?;
     if let Err(e) = attach(pin_dir, &a.facts.host_ifname, a.node.ebpf_filter_priority) {
@@ -106,8 +139,9 @@ pub fn register(a: &Attachment<'_>, usid: Usid) -> Result<AttachmentRecord, BgpE
         "ADD: eBPF uSID datapath registered",
         json!({"sid": usid.to_addr().to_string(), "vrfTable": local.vrf_table_id,
                "ifindex": local.host_ifindex, "prefixes": a.prefixes,
-               "nat66Sid": nat66_default.map(|v| std::net::Ipv6Addr::from(v.sid_be).to_string()),
-               "nat66Ifindex": nat66_default.map(|v| v.link_ifindex)}),
+               "egress": egress.iter().map(|(p, _)| p.to_string()).collect::<Vec<_>>(),
+               "egressSid": egress.first().map(|(_, v)| Ipv6Addr::from(v.sid_be).to_string()),
+               "egressIfindex": egress.first().map(|(_, v)| v.link_ifindex)}),
     );
     register_node_rows(a.node);
     Ok(record)
@@ -183,13 +217,18 @@ fn attach(pin_dir: &Path, ifname: &str, priority: u16) -> Result<(), BgpError> {
 pub fn check(a: &Attachment<'_>, usid: Usid) -> Result<(), BgpError> {
     let local = resolve(&a.node.state_dir, a.vpc, &a.facts.host_ifname)?;
     let prefixes = parse_prefixes(a.prefixes)?;
+    let egress = egress_plan(a, usid)?;
     let problems = registry::verify(&Expected {
         pin_dir: &a.node.bpf_pin_dir,
         usid,
         vrf_table_id: local.vrf_table_id,
         host_ifindex: local.host_ifindex,
         prefixes: &prefixes,
-        nat66_sids: &a.node.nat66_shard_sids,
+        state_dir: &a.node.state_dir,
+        egress: egress.as_ref().map(|e| registry::Egress {
+            prefixes: &e.prefixes,
+            sids: &e.sids,
+        }),
     })
     .map_err(BgpError::datapath("check eBPF uSID datapath"))?;
     match problems.is_empty() {

@@ -14,6 +14,9 @@ pub enum BgpError {
     /// `vpc` or `vpcattachment` of the stanza is invalid (code 7).
     #[error(transparent)]
     Stanza(#[from] IdentError),
+    /// The stanza's `egress` block is not one galactic-bgp accepts (code 7).
+    #[error(transparent)]
+    Egress(#[from] crate::conf::EgressStanzaError),
     /// The stanza names another attachment than this chain's master created (code 7).
     #[error(transparent)]
     Chain(#[from] galactic_core::attachment::ChainMismatch),
@@ -88,7 +91,7 @@ pub enum BgpError {
     /// The router's SRv6 settings cannot give a uSID (code 7).
     #[error("compute SRv6 uSID: {0}")]
     Usid(#[from] galactic_core::bpf::usid::UsidError),
-    /// The eBPF datapath refused (code 11 when its lock is busy or no NAT66 shard SID resolves
+    /// The eBPF datapath refused (code 11 when its lock is busy or no egress shard SID resolves
     /// yet, else 999).
     #[error("{what}: {source}")]
     Datapath {
@@ -98,6 +101,13 @@ pub enum BgpError {
         #[source]
         source: BpfError,
     },
+    /// The network opted in to internet egress and the node config names no egress shard
+    /// (code 7).
+    #[error("this network opts in to internet egress (egress.internet.mode Enabled), but this node names no egress shard: set egress_shard_sids in the node config or GALACTIC_CNI_EGRESS_SHARD_SIDS")]
+    NoEgressShard,
+    /// A configured egress shard SID cannot carry a tenant Argument (code 7).
+    #[error("egress shard SID of egress_shard_sids: {0}")]
+    EgressSid(#[source] galactic_core::bpf::usid::UsidError),
     /// The VPC has no routing domain on this node: the master's ADD did not run here (code 999).
     #[error(
         "VPC {0} has no routing domain on this node; galactic-bgp must be chained after a master"
@@ -185,11 +195,14 @@ impl ErrorCode for BgpError {
     fn code(&self) -> Code {
         match self {
             Self::Stanza(_)
+            | Self::Egress(_)
             | Self::Chain(_)
             | Self::NoRouter { .. }
             | Self::AmbiguousRouter { .. }
             | Self::BadRouter(_)
-            | Self::Usid(_) => Code::INVALID_CONFIG,
+            | Self::Usid(_)
+            | Self::NoEgressShard
+            | Self::EgressSid(_) => Code::INVALID_CONFIG,
             Self::PrevResult(_) => Code::DECODE,
             Self::Protocol(e) => e.code,
             Self::NoPod { .. } | Self::NodeName(_) => Code::INVALID_ENVIRONMENT,

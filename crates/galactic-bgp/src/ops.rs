@@ -148,6 +148,7 @@ fn sid_of(router: &Router, vrf_id: u32) -> Result<Option<Ipv6Addr>, BgpError> {
 fn attachment<'a>(req: &'a Request, plan: &'a Plan, prefixes: &'a [String]) -> Attachment<'a> {
     Attachment {
         node: &req.node,
+        internet_egress: plan.stanza.internet_egress,
         vpc: &plan.stanza.vpc,
         facts: &plan.facts,
         prefixes,
@@ -275,8 +276,8 @@ impl<'a> Target<'a> {
             Some(usid) => {
                 let prefixes = annotations::own_prefixes(&self.plan.facts);
                 datapath::register(&attachment(self.req, self.plan, &prefixes), usid)?;
-                // Only this attachment's rows go; the shared node rows stay, and the VPC's NAT66
-                // default goes only when no other attachment of the VPC is registered.
+                // Only this attachment's rows go; the shared node rows stay, and the VPC's egress
+                // rows go only when no other attachment of the VPC is registered.
                 let state_dir = self.req.node.state_dir.clone();
                 let host = self.plan.facts.host_ifname.clone();
                 rollback.push(format!("unregister {host} from the eBPF datapath"), move || {

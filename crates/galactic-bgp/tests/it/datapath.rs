@@ -524,7 +524,7 @@ fn removal_keeps_shared_rerouted_and_reused_rows() {
                 host_ifname: host,
                 host_ifindex: ifindex,
                 prefixes,
-                nat66_default: None,
+                egress: &[],
             })
             .unwrap()
         };

@@ -238,7 +238,7 @@ impl Fixture {
 fn assert_carried(node: &NodeConfig, level: galactic_core::log::Level) {
     assert_eq!(node.log_level, level);
     assert_eq!(
-        node.nat66_shard_sids,
+        node.egress.shard_sids,
         ["2001:db8:ff01:9:e001::"
             .parse::<std::net::Ipv6Addr>()
             .unwrap()]
@@ -263,8 +263,12 @@ fn upstream_settings_by_their_upstream_names_land_in_the_node_config() {
         ("GALACTIC_CNI_NODE_NAME", "node-b"),
         ("GALACTIC_CNI_LOG_LEVEL", "Warning"),
         (
-            "GALACTIC_CNI_NAT66_SHARD_SIDS",
+            "GALACTIC_CNI_EGRESS_SHARD_SIDS",
             " 2001:db8:5::1, ,2001:db8:6::1",
+        ),
+        (
+            "GALACTIC_CNI_NAT64_PREFIX",
+            "64:ff9b::/96, 2001:db8:64::/96",
         ),
         ("GALACTIC_CNI_EBPF_INTERFACES", "eth1, eth1,eth2"),
         ("GALACTIC_CNI_EBPF_FILTER_PRIORITY", "7"),
@@ -278,10 +282,17 @@ fn upstream_settings_by_their_upstream_names_land_in_the_node_config() {
     );
     assert_eq!(node.log_level, galactic_core::log::Level::Warn);
     assert_eq!(
-        node.nat66_shard_sids,
+        node.egress.shard_sids,
         [
             "2001:db8:5::1".parse::<std::net::Ipv6Addr>().unwrap(),
             "2001:db8:6::1".parse().unwrap()
+        ]
+    );
+    assert_eq!(
+        node.egress.nat64_prefixes,
+        [
+            "64:ff9b::/96".parse::<ipnetwork::Ipv6Network>().unwrap(),
+            "2001:db8:64::/96".parse().unwrap()
         ]
     );
     assert_eq!(node.ebpf_interfaces, ["eth1", "eth2"]);
@@ -295,7 +306,8 @@ fn upstream_settings_by_their_upstream_names_land_in_the_node_config() {
     assert_eq!(entry["type"], "galactic-cni");
     assert_eq!(entry["node_name"], "node-b");
     assert_eq!(entry["namespace"], "galactic-system");
-    assert_eq!(entry["nat66_shard_sids"], "2001:db8:5::1,2001:db8:6::1");
+    assert_eq!(entry["egress_shard_sids"], "2001:db8:5::1,2001:db8:6::1");
+    assert_eq!(entry["nat64_prefix"], "64:ff9b::/96,2001:db8:64::/96");
     assert_eq!(entry["ebpf_interfaces"], "eth1,eth2");
     // An unknown level is upstream's info with a warning, not a failed node.
     let fx = Fixture::new();
@@ -308,7 +320,9 @@ fn upstream_settings_by_their_upstream_names_land_in_the_node_config() {
 #[test]
 fn a_bad_uplink_or_sid_fails_before_anything_is_written() {
     for (key, value) in [
+        ("GALACTIC_CNI_EGRESS_SHARD_SIDS", "2001:db8::1,10.0.0.1"),
         ("GALACTIC_CNI_NAT66_SHARD_SIDS", "2001:db8::1,10.0.0.1"),
+        ("GALACTIC_CNI_NAT64_PREFIX", "64:ff9b::/96,64:ff9b::/64"),
         ("GALACTIC_CNI_EBPF_INTERFACES", "eth0,a-name-far-too-long"),
         ("GALACTIC_CNI_EBPF_INTERFACES", "eth0:1"),
     ] {
@@ -324,6 +338,30 @@ fn a_bad_uplink_or_sid_fails_before_anything_is_written() {
             "{key}"
         );
     }
+}
+
+#[test]
+fn the_old_shard_sid_name_is_carried_and_a_different_new_one_fails_naming_both() {
+    let fx = Fixture::new();
+    let out = fx.run(&[("GALACTIC_CNI_NAT66_SHARD_SIDS", "2001:db8:5::")]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        node_config(&fx).egress.shard_sids,
+        ["2001:db8:5::".parse::<std::net::Ipv6Addr>().unwrap()]
+    );
+    let fx = Fixture::new();
+    let out = fx.run(&[
+        ("GALACTIC_CNI_EGRESS_SHARD_SIDS", "2001:db8:5::"),
+        ("GALACTIC_CNI_NAT66_SHARD_SIDS", "2001:db8:6::"),
+    ]);
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("GALACTIC_CNI_EGRESS_SHARD_SIDS")
+            && err.contains("GALACTIC_CNI_NAT66_SHARD_SIDS"),
+        "{err}"
+    );
+    assert!(!fx.host("etc").exists() && !fx.host("opt").exists());
 }
 
 #[test]
@@ -527,7 +565,7 @@ fn the_daemonset_environment_installs_and_each_upstream_setting_reaches_the_node
     assert_eq!(node.node_name.as_deref(), Some("node-ds"));
     assert_eq!(node.publisher, Publisher::Kubernetes);
     assert_eq!(node.routing_domain, RoutingDomainMode::Auto);
-    assert!(node.nat66_shard_sids.is_empty(), "empty means unset");
+    assert!(node.egress.shard_sids.is_empty(), "empty means unset");
     assert!(node.ebpf_interfaces.is_empty(), "empty means auto-detect");
     assert_eq!(node.ebpf_filter_priority, 1);
     // Each upstream setting, edited in the DaemonSet, arrives.
@@ -539,7 +577,7 @@ fn the_daemonset_environment_installs_and_each_upstream_setting_reaches_the_node
         env
     };
     let (_fx, node) = run(&edit("GALACTIC_CNI_NAT66_SHARD_SIDS", "2001:db8:5::1"));
-    assert_eq!(node.nat66_shard_sids.len(), 1);
+    assert_eq!(node.egress.shard_sids.len(), 1);
     let (_fx, node) = run(&edit("GALACTIC_CNI_EBPF_INTERFACES", "eth1"));
     assert_eq!(node.ebpf_interfaces, ["eth1"]);
     let (_fx, node) = run(&edit("GALACTIC_CNI_LOG_LEVEL", "debug"));
@@ -751,6 +789,7 @@ fn rollback_writes_the_markers_then_the_go_conflist_with_the_current_settings() 
     for setting in [
         "\"ebpf_interfaces\": \"eth7\"",
         "\"nat66_shard_sids\": \"2001:db8:ff01:9:e001::\"",
+        "\"egress_shard_sids\": \"2001:db8:ff01:9:e001::\"",
         "\"log_level\": \"debug\"",
         "\"node_name\": \"node-a\"",
     ] {

@@ -1,5 +1,7 @@
-//! The NAT66 default egress and the node rows of the eBPF datapath (upstream §6.7 steps 6, 12
-//! and 13) on real BPF maps, with the real galactic-bgp binary.
+//! The internet egress rows (`::/0` and each NAT64 prefix, toward the tenant's shard SID) and
+//! the node rows of the eBPF datapath (upstream §6.7 steps 6, 12 and 13) on real BPF maps, with
+//! the real galactic-bgp binary. Egress is opt-in per network: these nodes' stanzas opt in
+//! unless a test says otherwise.
 //!
 //! The plugins' host is a throwaway namespace with an uplink `up0`: a veth into a second
 //! "fabric" namespace, an IPv6 address, routes towards shard SIDs and a permanent neighbour for
@@ -19,12 +21,23 @@ use std::net::Ipv6Addr;
 
 const UP_MAC: [u8; 6] = [2, 0, 0, 0, 0x0a, 1];
 const FABRIC_MAC: [u8; 6] = [2, 0, 0, 0, 0x0b, 1];
-/// Routed via the fabric gateway, whose neighbour entry is known: resolvable.
-const SID_OK: &str = "2001:db8:5::1";
+/// Routed via the fabric gateway, whose neighbour entry is known: resolvable. Shard SIDs are
+/// uSIDs as the operator configures them (Argument 0); a tenant's has its VRF id there.
+const SID_OK: &str = "2001:db8:5:0:e000::";
 /// Routed via a gateway nobody has a neighbour entry for: not resolvable.
-const SID_NO_NEIGH: &str = "2001:db8:6::1";
+const SID_NO_NEIGH: &str = "2001:db8:6:0:e000::";
 /// No route at all (the hosts here have no default route unless a test adds one).
-const SID_NO_ROUTE: &str = "2001:db8:99::1";
+const SID_NO_ROUTE: &str = "2001:db8:99:0:e000::";
+/// The VRF id (uSID Argument) of the first VPC on the router: every test here has one VPC.
+const VRF_ID: u16 = 1;
+
+/// `sid` as the tenant's: Argument = the VRF id.
+fn tenant(sid: &str) -> String {
+    let arg = galactic_core::bpf::usid::Argument::new(i64::from(VRF_ID)).unwrap();
+    galactic_core::bpf::usid::with_argument(sid.parse().unwrap(), arg)
+        .unwrap()
+        .to_string()
+}
 
 /// A node with an uplink into a fabric namespace; `node_extra` goes into node.json (with the
 /// pin dir).
@@ -48,6 +61,7 @@ fn node(tag: &str, node_extra: Value) -> Node {
         "up0",
     ]);
     node.fabric = Some(fabric);
+    node.internet_egress(Some("Enabled"));
     node
 }
 
@@ -128,7 +142,7 @@ fn the_first_resolvable_shard_sid_wins_and_the_node_rows_are_written() {
     // Keys from node.json: shard SIDs, pin dir; interfaces auto-detected.
     let node = with_default_route(node(
         "n66win",
-        json!({"nat66_shard_sids": format!("{SID_NO_NEIGH}, {SID_OK}")}),
+        json!({"egress_shard_sids": format!("{SID_NO_NEIGH}, {SID_OK}")}),
     ));
     let pod = Pod::new("n66w");
     let result = node.add(&pod, "G");
@@ -136,8 +150,12 @@ fn the_first_resolvable_shard_sid_wins_and_the_node_rows_are_written() {
 
     assert_eq!(
         node.nat66_row(table),
-        Some(egress_bytes(SID_OK, up0, FABRIC_MAC, UP_MAC)),
+        Some(egress_bytes(&tenant(SID_OK), up0, FABRIC_MAC, UP_MAC)),
         "the first SID has no neighbour for its gateway; the second wins"
+    );
+    assert_eq!(
+        node.ifindex_rows().values().next().unwrap().argument,
+        VRF_ID
     );
     let mut src = vec![];
     src.extend_from_slice(&"2001:db8:f::2".parse::<Ipv6Addr>().unwrap().octets());
@@ -174,7 +192,7 @@ fn the_first_resolvable_shard_sid_wins_and_the_node_rows_are_written() {
 fn no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing() {
     galactic_testkit::privileged!();
     let mut node = node("n66none", json!({}));
-    // Keys from the environment (the name the datapath settings always had).
+    // Keys from the environment, by the Go chain's older name (read as egress_shard_sids).
     node.env.push((
         "GALACTIC_CNI_NAT66_SHARD_SIDS".into(),
         format!("{SID_NO_NEIGH},{SID_NO_ROUTE}"),
@@ -183,11 +201,12 @@ fn no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing() {
     let prev = node.master_add(&pod, "G");
     let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(11);
     assert!(
-        msg.contains("no NAT66 shard SID is resolvable yet, out of 2 configured")
+        msg.contains("no egress shard SID is resolvable yet, out of 2 configured")
             && msg.contains(&format!(
-                "{SID_NO_NEIGH}: no neighbour entry with a MAC for next hop 2001:db8:f::99 on up0"
+                "{}: no neighbour entry with a MAC for next hop 2001:db8:f::99 on up0",
+                tenant(SID_NO_NEIGH)
             ))
-            && msg.contains(&format!("{SID_NO_ROUTE}: no route")),
+            && msg.contains(&format!("{}: no route", tenant(SID_NO_ROUTE))),
         "{msg}"
     );
     assert!(node.egress_rows().is_empty(), "{:?}", node.egress_rows());
@@ -220,7 +239,7 @@ fn no_resolvable_shard_sid_fails_the_add_with_code_11_and_leaves_nothing() {
     assert_eq!(
         node.nat66_row(node.table()),
         Some(egress_bytes(
-            SID_NO_NEIGH,
+            &tenant(SID_NO_NEIGH),
             node.ifindex("up0"),
             [2, 0, 0, 0, 0x0b, 0x99],
             UP_MAC
@@ -236,12 +255,12 @@ fn the_nat66_default_lives_while_its_vpc_has_attachments() {
     // Keys from the node config, set once the node exists.
     node.host
         .node
-        .merge_config(json!({"nat66_shard_sids": SID_OK}));
+        .merge_config(json!({"egress_shard_sids": SID_OK}));
     let (a, b, c) = (Pod::new("n66a"), Pod::new("n66b"), Pod::new("n66c"));
     let ra = node.add(&a, "G");
     let rb = node.add(&b, "H");
     let table = node.table();
-    let row = egress_bytes(SID_OK, node.ifindex("up0"), FABRIC_MAC, UP_MAC);
+    let row = egress_bytes(&tenant(SID_OK), node.ifindex("up0"), FABRIC_MAC, UP_MAC);
     assert_eq!(node.nat66_row(table), Some(row.clone()));
     assert_eq!(
         node.egress_rows().len(),
@@ -273,7 +292,7 @@ fn the_nat66_default_lives_while_its_vpc_has_attachments() {
 #[test]
 fn a_failed_add_rolls_back_only_what_it_created() {
     galactic_testkit::privileged!();
-    let node = with_default_route(node("n66rb", json!({"nat66_shard_sids": SID_OK})));
+    let node = with_default_route(node("n66rb", json!({"egress_shard_sids": SID_OK})));
     let fail = [("GALACTIC_FAILPOINTS", "bgp-after-datapath")];
     let (a, b, c) = (Pod::new("n66ra"), Pod::new("n66rb"), Pod::new("n66rc"));
     let ra = node.add(&a, "G");
@@ -305,6 +324,7 @@ fn a_failed_add_rolls_back_only_what_it_created() {
 fn a_missing_uplink_fails_open_with_a_warning() {
     galactic_testkit::privileged!();
     let node = node("n66up", json!({}));
+    node.internet_egress(None);
     node.host
         .node
         .merge_config(json!({"ebpf_interfaces": "nosuch0, up0"}));
@@ -347,7 +367,7 @@ fn the_datapath_switched_off_in_node_json_registers_nothing() {
     galactic_testkit::privileged!();
     let node = node(
         "n66off",
-        json!({"ebpf_datapath": "off", "nat66_shard_sids": SID_NO_ROUTE}),
+        json!({"ebpf_datapath": "off", "egress_shard_sids": SID_NO_ROUTE}),
     );
     let pod = Pod::new("n66o");
     let result = node.add(&pod, "G");
@@ -365,10 +385,28 @@ fn an_invalid_shard_sid_is_a_config_error_naming_it() {
     let prev = node.master_add(&pod, "G");
     node.host
         .node
-        .merge_config(json!({"nat66_shard_sids": format!("{SID_OK}, 2001:db8::xyz")}));
+        .merge_config(json!({"egress_shard_sids": format!("{SID_OK}, 2001:db8::xyz")}));
     let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(7);
     assert!(
-        msg.contains("nat66_shard_sids") && msg.contains("\"2001:db8::xyz\""),
+        msg.contains("egress_shard_sids") && msg.contains("\"2001:db8::xyz\""),
+        "{msg}"
+    );
+    // An address that is not a uSID cannot carry the tenant's Argument.
+    node.host
+        .node
+        .merge_config(json!({"egress_shard_sids": "2001:db8:5::1"}));
+    let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(7);
+    assert!(
+        msg.contains("egress_shard_sids") && msg.contains("2001:db8:5::1 is not a uSID"),
+        "{msg}"
+    );
+    // A NAT64 prefix must be a /96.
+    node.host
+        .node
+        .merge_config(json!({"egress_shard_sids": SID_OK, "nat64_prefix": "64:ff9b::/64"}));
+    let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(7);
+    assert!(
+        msg.contains("nat64_prefix") && msg.contains("\"64:ff9b::/64\"") && msg.contains("/96"),
         "{msg}"
     );
     assert!(node.egress_rows().is_empty());
@@ -483,7 +521,7 @@ impl Registry {
             host_ifname: host,
             host_ifindex: ifindex,
             prefixes: &[],
-            nat66_default: Some(nat66),
+            egress: &[(galactic_core::bpf::registry::DEFAULT_ROUTE, nat66)],
         })
         .unwrap();
     }
@@ -497,4 +535,164 @@ fn registry_value() -> EgressRouteValue {
         dmac: FABRIC_MAC,
         smac: UP_MAC,
     }
+}
+
+/// The key of `table`'s egress row for `prefix`, as `egress_rows` lists it.
+fn row_key(table: u32, prefix: &str) -> (u32, u32, u8, [u8; 16]) {
+    let net: ipnetwork::Ipv6Network = prefix.parse().unwrap();
+    (
+        40 + u32::from(net.prefix()),
+        table,
+        FAMILY_IPV6,
+        net.network().octets(),
+    )
+}
+
+#[test]
+fn an_opted_in_vpc_routes_default_and_each_nat64_prefix_toward_its_tenant_sid() {
+    galactic_testkit::privileged!();
+    let node = with_default_route(node(
+        "egin",
+        json!({"egress_shard_sids": SID_OK, "nat64_prefix": "64:ff9b::/96, 2001:db8:64::/96"}),
+    ));
+    let (a, b) = (Pod::new("egina"), Pod::new("eginb"));
+    let ra = node.add(&a, "G");
+    let table = node.table();
+    // The shard SID with the VPC's VRF id (1) as its Argument; Block, Node-ID, Function kept.
+    assert_eq!(tenant(SID_OK), "2001:db8:5:0:e001::");
+    let row = egress_bytes(
+        "2001:db8:5:0:e001::",
+        node.ifindex("up0"),
+        FABRIC_MAC,
+        UP_MAC,
+    );
+    let rows = node.egress_rows();
+    for prefix in ["::/0", "64:ff9b::/96", "2001:db8:64::/96"] {
+        assert_eq!(rows.get(&row_key(table, prefix)), Some(&row), "{prefix}");
+    }
+    assert_eq!(rows.len(), 5, "three egress rows, the pod's /96 and /32");
+    node.check(&a, "G", &ra).expect_quiet_success();
+
+    // CHECK names a NAT64 row that encapsulates elsewhere.
+    let mut egress: maps::EgressRouteTable = node.map(maps::EGRESS_ROUTE_TABLE);
+    let key = galactic_core::bpf::registry::egress_key(table, "64:ff9b::/96".parse().unwrap());
+    let right = egress.get(&key, 0).unwrap();
+    let mut wrong = right;
+    wrong.sid_be = SID_OK.parse::<Ipv6Addr>().unwrap().octets();
+    egress.insert(&key, wrong, 0).unwrap();
+    let msg = node.check(&a, "G", &ra).expect_error(999);
+    assert!(
+        msg.contains("64:ff9b::/96") && msg.contains("2001:db8:5:0:e001::"),
+        "{msg}"
+    );
+    egress.insert(&key, right, 0).unwrap();
+
+    // Another attachment of the VPC whose network no longer opts in: the ADD withdraws them.
+    node.internet_egress(Some("Disabled"));
+    let rb = node.add(&b, "H");
+    let rows = node.egress_rows();
+    for prefix in ["::/0", "64:ff9b::/96", "2001:db8:64::/96"] {
+        assert!(
+            !rows.contains_key(&row_key(table, prefix)),
+            "{prefix} withdrawn"
+        );
+    }
+    assert!(node.state_files("nat66").is_empty());
+    node.check(&b, "H", &rb).expect_quiet_success();
+    // A CHECK by the opted-in stanza reports each missing row.
+    node.internet_egress(Some("Enabled"));
+    let msg = node.check(&a, "G", &ra).expect_error(999);
+    assert!(
+        msg.contains("no egress row ::/0") && msg.contains("no egress row 2001:db8:64::/96"),
+        "{msg}"
+    );
+    // Opted out, CHECK reports a row that is still there.
+    node.add(&a, "G");
+    node.internet_egress(None);
+    let msg = node.check(&b, "H", &rb).expect_error(999);
+    assert!(msg.contains("has no internet egress"), "{msg}");
+    node.del(&b, "H", &rb);
+    node.del(&a, "G", &ra);
+    assert!(node.egress_rows().is_empty(), "{:?}", node.egress_rows());
+    assert!(node.state_files("nat66").is_empty());
+}
+
+#[test]
+fn a_vpc_that_does_not_opt_in_gets_no_egress_on_a_node_with_shards() {
+    galactic_testkit::privileged!();
+    let node = with_default_route(node(
+        "egout",
+        json!({"egress_shard_sids": SID_OK, "nat64_prefix": "64:ff9b::/96"}),
+    ));
+    for (i, mode) in [None, Some("Disabled")].into_iter().enumerate() {
+        node.internet_egress(mode);
+        let pod = Pod::new(&format!("egout{i}"));
+        let result = node.add(&pod, "G");
+        let rows = node.egress_rows();
+        assert_eq!(rows.len(), 2, "only the pod's own /96 and /32: {rows:?}");
+        assert!(!rows.contains_key(&row_key(node.table(), "::/0")));
+        assert!(node.state_files("nat66").is_empty());
+        node.check(&pod, "G", &result).expect_quiet_success();
+        node.del(&pod, "G", &result);
+    }
+}
+
+#[test]
+fn a_misspelt_egress_stanza_is_refused_naming_the_key() {
+    galactic_testkit::privileged!();
+    let node = with_default_route(node("egbad", json!({"egress_shard_sids": SID_OK})));
+    let pod = Pod::new("egbad");
+    let prev = node.master_add(&pod, "G");
+    for (egress, want) in [
+        (
+            json!({"internett": {"mode": "Enabled"}}),
+            "unknown key \"internett\" in egress (accepted: \"internet\")",
+        ),
+        (
+            json!({"internet": {"mode": "Enabled", "shardSIDs": [SID_NO_NEIGH]}}),
+            "unknown key \"shardSIDs\" in egress.internet (accepted: \"mode\")",
+        ),
+        (
+            json!({"internet": {"mode": "enabled"}}),
+            "egress.internet.mode is \"enabled\"; accepted: \"Enabled\", \"Disabled\"",
+        ),
+    ] {
+        *node.egress.borrow_mut() = Some(egress);
+        let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(7);
+        assert_eq!(msg, want);
+        assert!(node.egress_rows().is_empty() && node.ifindex_rows().is_empty());
+    }
+    // DEL never fails on it.
+    node.bgp("DEL", &pod, "G", &prev, &[])
+        .expect_quiet_success();
+    node.master_del(&pod, "G", &prev);
+}
+
+#[test]
+fn opting_in_without_a_node_shard_or_with_conflicting_names_is_a_config_error() {
+    galactic_testkit::privileged!();
+    let mut node = with_default_route(node("egcfg", json!({})));
+    let pod = Pod::new("egcfg");
+    let prev = node.master_add(&pod, "G");
+    let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(7);
+    assert!(
+        msg.contains("opts in to internet egress") && msg.contains("egress_shard_sids"),
+        "{msg}"
+    );
+    // The old name in the environment, the new one in node.json, different: both named.
+    node.host
+        .node
+        .merge_config(json!({"egress_shard_sids": SID_OK}));
+    node.env
+        .push(("GALACTIC_CNI_NAT66_SHARD_SIDS".into(), SID_NO_NEIGH.into()));
+    let msg = node.bgp("ADD", &pod, "G", &prev, &[]).expect_error(7);
+    assert!(
+        msg.contains("egress_shard_sids")
+            && msg.contains("nat66_shard_sids")
+            && msg.contains("GALACTIC_CNI_NAT66_SHARD_SIDS"),
+        "{msg}"
+    );
+    assert!(node.egress_rows().is_empty() && node.ifindex_rows().is_empty());
+    node.env.clear();
+    node.master_del(&pod, "G", &prev);
 }

@@ -76,7 +76,7 @@ pub enum BpfError {
     Busy(crate::lockfile::LockError),
     /// NAT66 shard SIDs are configured and none has a route, link and next-hop MAC yet
     /// (retryable: the fabric route or neighbour may appear).
-    #[error("no NAT66 shard SID is resolvable yet, out of {configured} configured: {}", reasons.join("; "))]
+    #[error("no egress shard SID is resolvable yet, out of {configured} configured: {}", reasons.join("; "))]
     NoShardSidResolvable {
         /// How many SIDs are configured.
         configured: usize,

@@ -107,7 +107,7 @@ pub fn resolve_sid(nl: &Netlink, sid: Ipv6Addr) -> Result<EgressRouteValue, Unre
     })
 }
 
-/// The NAT66 default egress: the first of `sids` that resolves. None resolving is
+/// The egress row value: the first of `sids` (shard SIDs) that resolves. None resolving is
 /// [`BpfError::NoShardSidResolvable`] listing each SID and why.
 pub fn resolve_nat66(nl: &Netlink, sids: &[Ipv6Addr]) -> Result<EgressRouteValue, BpfError> {
     let mut reasons = Vec::with_capacity(sids.len());

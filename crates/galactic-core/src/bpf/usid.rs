@@ -194,9 +194,45 @@ impl Usid {
     }
 }
 
+/// `sid` with its Argument (the low nibble of byte 8 and byte 9) replaced by `argument`: an
+/// egress shard SID addressed to one tenant VRF of this node. Block, Node-ID and Function stay as
+/// the operator configured them (a shard's function is its own), and whatever Argument was
+/// configured is overwritten: one configured value is shared by every VRF, so it names no
+/// tenant. Refused when bytes 10-15 are not zero: such an address is not a uSID, and writing an
+/// Argument into it would address nothing.
+pub fn with_argument(sid: Ipv6Addr, argument: Argument) -> Result<Ipv6Addr, UsidError> {
+    let mut b = sid.octets();
+    if b[10..].iter().any(|x| *x != 0) {
+        return Err(UsidError::Tail(sid));
+    }
+    let [arg_hi, arg_lo] = argument.0.to_be_bytes();
+    b[8] = (b[8] & 0xF0) | (arg_hi & 0x0F);
+    b[9] = arg_lo;
+    Ok(Ipv6Addr::from(b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_egress_sid_gets_the_tenant_argument_and_keeps_the_rest() {
+        let arg = |a| Argument::new(a).unwrap();
+        let sid = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+        assert_eq!(
+            with_argument(sid("2001:db8:ff01:9:e000::"), arg(0x2a)),
+            Ok(sid("2001:db8:ff01:9:e02a::"))
+        );
+        // A configured Argument is overwritten; a function other than End.DT46 is kept.
+        assert_eq!(
+            with_argument(sid("2001:db8:ff01:9:7fff::"), arg(0xabc)),
+            Ok(sid("2001:db8:ff01:9:7abc::"))
+        );
+        assert_eq!(
+            with_argument(sid("2001:db8:5::1"), arg(1)),
+            Err(UsidError::Tail(sid("2001:db8:5::1")))
+        );
+    }
 
     #[test]
     fn compute_table() {

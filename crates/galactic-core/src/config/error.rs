@@ -72,6 +72,18 @@ pub enum ConfigError {
         /// What is accepted.
         why: &'static str,
     },
+    /// A key and its old name are both set, to different values.
+    #[error("{key} (from {key_origin}) and its old name {alias} (from {alias_origin}) are both set and differ; keep {key} and remove {alias}")]
+    AliasConflict {
+        /// The current name.
+        key: &'static str,
+        /// The old name.
+        alias: &'static str,
+        /// Where the current name's value came from.
+        key_origin: Source,
+        /// Where the old name's value came from.
+        alias_origin: Source,
+    },
 }
 
 /// Where a value came from, for error messages.

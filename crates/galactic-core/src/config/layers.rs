@@ -30,7 +30,7 @@ impl<L: Fn(&str) -> Option<String>> Layers<'_, L> {
     }
 
     /// `err`, or in lenient mode `default` with the error noted.
-    fn refuse<T>(&self, err: ConfigError, default: T) -> Result<T, ConfigError> {
+    pub(super) fn refuse<T>(&self, err: ConfigError, default: T) -> Result<T, ConfigError> {
         if !self.lenient {
             return Err(err);
         }

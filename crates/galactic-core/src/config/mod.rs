@@ -16,15 +16,16 @@
 
 use crate::log::Level;
 use serde_json::{Map, Value};
-use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod egress;
 mod error;
 mod layers;
 pub mod stanza;
 mod values;
 
+pub use egress::EgressConfig;
 pub use error::{ConfigError, Source};
 use layers::{non_empty, scalar, Layers};
 pub use stanza::{node_config_keys, Strictness, IPAM_NODE_KEYS, NAMESPACE_KEY, NODE_KEYS};
@@ -94,9 +95,9 @@ pub struct NodeConfig {
     pub ebpf_datapath: bool,
     /// tc priority of the uSID egress filter (`ebpf_filter_priority`: 1–65535).
     pub ebpf_filter_priority: u16,
-    /// NAT66 shard SIDs in order of preference (`nat66_shard_sids`, comma-separated); empty
-    /// means no NAT66 default egress.
-    pub nat66_shard_sids: Vec<Ipv6Addr>,
+    /// Where a VPC that opts in to internet egress goes (`egress_shard_sids`, old name
+    /// `nat66_shard_sids`; `nat64_prefix`).
+    pub egress: EgressConfig,
     /// The datapath's uplink interfaces (`ebpf_interfaces`, comma-separated, deduplicated);
     /// empty means auto-detect (the interfaces of the host's IPv6 default routes).
     pub ebpf_interfaces: Vec<String>,
@@ -130,7 +131,7 @@ impl NodeConfig {
             bpf_pin_dir: PathBuf::from(DEFAULT_BPF_PIN_DIR),
             ebpf_datapath: true,
             ebpf_filter_priority: DEFAULT_EBPF_FILTER_PRIORITY,
-            nat66_shard_sids: Vec::new(),
+            egress: EgressConfig::default(),
             ebpf_interfaces: Vec::new(),
             ipam_data_dir: PathBuf::from("/var/lib/galactic/ipam"),
             ipam_legacy_dir: PathBuf::from(DEFAULT_IPAM_LEGACY_DIR),
@@ -308,11 +309,7 @@ impl NodeConfig {
                 "an integer 1-65535 (0 would let the kernel pick a new slot on every ADD)",
                 values::filter_priority,
             )?,
-            nat66_shard_sids: layers.list(
-                "nat66_shard_sids",
-                "not a NAT66 shard SID (an IPv6 unicast address)",
-                values::shard_sid,
-            )?,
+            egress: EgressConfig::resolve(layers)?,
             ebpf_interfaces: values::dedup(layers.list(
                 "ebpf_interfaces",
                 "not an interface name (1-15 bytes, no '/', ':' or whitespace)",

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use std::path::{Component, Path, PathBuf};
 
 /// Top-level node-level keys: set in the node config (or `GALACTIC_CNI_<KEY>`), never in a stanza.
-pub const NODE_KEYS: [&str; 15] = [
+pub const NODE_KEYS: [&str; 17] = [
     "node_name",
     "kubeconfig",
     "log_file",
@@ -28,7 +28,9 @@ pub const NODE_KEYS: [&str; 15] = [
     "bpf_pin_dir",
     "ebpf_datapath",
     "ebpf_filter_priority",
+    "egress_shard_sids",
     "nat66_shard_sids",
+    "nat64_prefix",
     "ebpf_interfaces",
     "allow_stanza_overrides",
     "stanza_override_dirs",

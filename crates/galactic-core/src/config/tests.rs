@@ -1,6 +1,7 @@
 use super::*;
 use serde_json::json;
 use std::collections::HashMap;
+use std::net::Ipv6Addr;
 
 fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
     let map: HashMap<String, String> = pairs
@@ -232,20 +233,21 @@ fn ebpf_keys_resolve_from_env_and_file() {
     assert_eq!(d.bpf_pin_dir, PathBuf::from("/sys/fs/bpf/galactic"));
     assert!(d.ebpf_datapath);
     assert_eq!(d.ebpf_filter_priority, 1);
-    assert!(d.nat66_shard_sids.is_empty() && d.ebpf_interfaces.is_empty());
+    assert!(d.egress.shard_sids.is_empty() && d.egress.nat64_prefixes.is_empty());
+    assert!(d.ebpf_interfaces.is_empty());
 
     let file = write(
         dir.path(),
         "node.json",
         r#"{"bpf_pin_dir":"/file/bpf","ebpf_datapath":"off","ebpf_filter_priority":7,
-            "nat66_shard_sids":"2001:db8:5::1","ebpf_interfaces":"eth9"}"#,
+            "egress_shard_sids":"2001:db8:5::1","ebpf_interfaces":"eth9"}"#,
     );
     let from_file = NodeConfig::resolve_from(&json!({}), &env_of(&[]), &file, None).unwrap();
     assert_eq!(from_file.bpf_pin_dir, PathBuf::from("/file/bpf"));
     assert!(!from_file.ebpf_datapath);
     assert_eq!(from_file.ebpf_filter_priority, 7);
     assert_eq!(
-        from_file.nat66_shard_sids,
+        from_file.egress.shard_sids,
         vec!["2001:db8:5::1".parse::<Ipv6Addr>().unwrap()]
     );
     assert_eq!(from_file.ebpf_interfaces, vec!["eth9"]);
@@ -256,7 +258,7 @@ fn ebpf_keys_resolve_from_env_and_file() {
         ("GALACTIC_CNI_EBPF_DATAPATH", "ON"),
         ("GALACTIC_CNI_EBPF_FILTER_PRIORITY", "9"),
         (
-            "GALACTIC_CNI_NAT66_SHARD_SIDS",
+            "GALACTIC_CNI_EGRESS_SHARD_SIDS",
             " 2001:db8:6::1 ,, 2001:db8:5::1 ,",
         ),
         ("GALACTIC_CNI_EBPF_INTERFACES", " eth1, eth0 ,eth1,, "),
@@ -266,7 +268,7 @@ fn ebpf_keys_resolve_from_env_and_file() {
     assert!(from_env.ebpf_datapath);
     assert_eq!(from_env.ebpf_filter_priority, 9);
     assert_eq!(
-        from_env.nat66_shard_sids,
+        from_env.egress.shard_sids,
         vec![
             "2001:db8:6::1".parse::<Ipv6Addr>().unwrap(),
             "2001:db8:5::1".parse().unwrap()
@@ -290,13 +292,13 @@ fn invalid_ebpf_values_are_errors_naming_key_entry_and_source() {
             .to_string()
     };
     let text = err(&[(
-        "GALACTIC_CNI_NAT66_SHARD_SIDS",
+        "GALACTIC_CNI_EGRESS_SHARD_SIDS",
         "2001:db8:5::1, 10.0.0.1 ,2001:db8:6::1",
     )]);
     assert!(
-        text.contains("nat66_shard_sids")
+        text.contains("egress_shard_sids")
             && text.contains("\"10.0.0.1\"")
-            && text.contains("GALACTIC_CNI_NAT66_SHARD_SIDS"),
+            && text.contains("GALACTIC_CNI_EGRESS_SHARD_SIDS"),
         "{text}"
     );
     for bad in ["ff02::1", "::", "2001:db8::zz"] {
@@ -339,7 +341,7 @@ fn del_keeps_the_node_when_one_value_is_bad() {
     let file = write(
         dir.path(),
         "node.json",
-        r#"{"state_dir":"/node/state","nat66_shard_sids":"2001:db8::xyz","ebpf_filter_priority":0}"#,
+        r#"{"state_dir":"/node/state","egress_shard_sids":"2001:db8::xyz","ebpf_filter_priority":0}"#,
     );
     let env = env_of(&[(NODE_CONFIG_ENV, &file.display().to_string())]);
     assert!(
@@ -349,7 +351,7 @@ fn del_keeps_the_node_when_one_value_is_bad() {
     // DEL resolves the rest: it must find this node's state, not the default's.
     let del = NodeConfig::resolve_with(&json!({}), &env, Strictness::Ignore).unwrap();
     assert_eq!(del.state_dir, PathBuf::from("/node/state"));
-    assert!(del.nat66_shard_sids.is_empty());
+    assert!(del.egress.shard_sids.is_empty());
     assert_eq!(del.ebpf_filter_priority, DEFAULT_EBPF_FILTER_PRIORITY);
     assert_eq!(del.warnings.len(), 2, "{:?}", del.warnings);
 }
@@ -380,4 +382,92 @@ fn resolution_reads_exactly_the_listed_node_config_keys() {
     let listed: std::collections::BTreeSet<String> =
         node_config_keys().map(str::to_owned).collect();
     assert_eq!(read, listed);
+}
+
+#[test]
+fn the_old_shard_sid_name_is_an_alias_and_a_conflict_names_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = dir.path().join("none.json");
+    let resolve = |env: &[(&str, &str)], file: &Path| {
+        NodeConfig::resolve_from(&json!({}), &env_of(env), file, None)
+    };
+    let sid = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+    // The Go chain's conflist key and environment name alone: taken as the new key.
+    let go = write(
+        dir.path(),
+        "go.json",
+        r#"{"nat66_shard_sids":"2001:db8:5::"}"#,
+    );
+    assert_eq!(
+        resolve(&[], &go).unwrap().egress.shard_sids,
+        vec![sid("2001:db8:5::")]
+    );
+    let old_env = [("GALACTIC_CNI_NAT66_SHARD_SIDS", "2001:db8:6::")];
+    assert_eq!(
+        resolve(&old_env, &none).unwrap().egress.shard_sids,
+        vec![sid("2001:db8:6::")]
+    );
+    // Both, the same list: fine. Both, different: an error naming both and their sources.
+    let same = [("GALACTIC_CNI_EGRESS_SHARD_SIDS", "2001:db8:5::")];
+    assert_eq!(
+        resolve(&same, &go).unwrap().egress.shard_sids,
+        vec![sid("2001:db8:5::")]
+    );
+    let text = resolve(
+        &old_env,
+        &write(
+            dir.path(),
+            "n.json",
+            r#"{"egress_shard_sids":"2001:db8:5::"}"#,
+        ),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        text.contains("egress_shard_sids")
+            && text.contains("nat66_shard_sids")
+            && text.contains("GALACTIC_CNI_NAT66_SHARD_SIDS")
+            && text.contains("n.json"),
+        "{text}"
+    );
+    // DEL never fails on it.
+    let env = env_of(&[
+        ("GALACTIC_CNI_EGRESS_SHARD_SIDS", "2001:db8:5::"),
+        ("GALACTIC_CNI_NAT66_SHARD_SIDS", "2001:db8:6::"),
+    ]);
+    let del = NodeConfig::resolve_with(&json!({}), &env, Strictness::Ignore).unwrap();
+    assert!(del.egress.shard_sids.is_empty(), "{:?}", del.egress);
+}
+
+#[test]
+fn nat64_prefixes_are_a_list_of_ipv6_96_networks() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = dir.path().join("none.json");
+    let resolve = |v: &str| {
+        NodeConfig::resolve_from(
+            &json!({}),
+            &env_of(&[("GALACTIC_CNI_NAT64_PREFIX", v)]),
+            &none,
+            None,
+        )
+    };
+    let got = resolve(" 64:ff9b::/96, 2001:db8:64::/96 ").unwrap();
+    assert_eq!(
+        got.egress.nat64_prefixes,
+        vec![
+            "64:ff9b::/96".parse().unwrap(),
+            "2001:db8:64::/96".parse().unwrap()
+        ]
+    );
+    for bad in ["64:ff9b::/64", "64:ff9b::", "64:ff9b::1/96", "10.0.0.0/8"] {
+        let text = resolve(&format!("64:ff9b::/96,{bad}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("nat64_prefix")
+                && text.contains(&format!("{bad:?}"))
+                && text.contains("/96"),
+            "{text}"
+        );
+    }
 }

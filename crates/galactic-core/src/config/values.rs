@@ -1,5 +1,5 @@
 //! Value syntax of node keys (paths; the eBPF datapath's `ebpf_datapath`,
-//! `ebpf_filter_priority`, `nat66_shard_sids`, `ebpf_interfaces`). Each parser returns `None`
+//! `ebpf_filter_priority`, the egress shard SIDs, `ebpf_interfaces`). Each parser returns `None`
 //! for a value it refuses; the resolver turns that into an error naming key, value and source.
 
 use std::net::Ipv6Addr;

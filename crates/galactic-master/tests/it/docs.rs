@@ -302,7 +302,13 @@ fn every_key_the_parsers_read_is_documented() {
             &["route", "termination"],
             &[],
         ),
-        ("crates/galactic-bgp/src/conf.rs", &["bgp"], &[]),
+        (
+            "crates/galactic-bgp/src/conf.rs",
+            &["bgp"],
+            // `internet` and `mode`: the keys inside `egress` (its row); `missing`: a word of
+            // an error message.
+            &["internet", "mode", "missing"],
+        ),
         (
             "crates/galactic-ipam/src/config/written.rs",
             &["ipam", "addresses"],

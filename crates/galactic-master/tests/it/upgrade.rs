@@ -316,7 +316,7 @@ fn a_node_running_the_go_chain_switches_with_its_pods_alive() {
         None,
     )
     .unwrap();
-    assert_eq!(carried.nat66_shard_sids.len(), 2, "{carried:?}");
+    assert_eq!(carried.egress.shard_sids.len(), 2, "{carried:?}");
     assert_eq!(carried.ebpf_interfaces, ["eth1"]);
     assert_eq!(carried.log_level, galactic_core::log::Level::Debug);
     assert!(!root

@@ -28,6 +28,8 @@ pub struct Node {
     /// A namespace behind the host's uplink, when a test wires one.
     pub fabric: Option<TestNetns>,
     pub env: Vec<(String, String)>,
+    /// galactic-bgp's `egress` block, when its stanza has one.
+    pub egress: std::cell::RefCell<Option<Value>>,
 }
 
 impl Node {
@@ -58,6 +60,7 @@ impl Node {
             bpffs,
             fabric: None,
             env: Vec::new(),
+            egress: std::cell::RefCell::new(None),
         }
     }
 
@@ -77,7 +80,10 @@ impl Node {
 
     /// The chain of attachment `att`: the master, then galactic-bgp.
     pub fn list(&self, att: &str) -> Conflist {
-        let bgp = json!({"type": "galactic-bgp", "vpc": "jU", "vpcattachment": att});
+        let mut bgp = json!({"type": "galactic-bgp", "vpc": "jU", "vpcattachment": att});
+        if let Some(egress) = self.egress.borrow().clone() {
+            bgp["egress"] = egress;
+        }
         Conflist::new("1.1.0", "tenant", vec![self.master_conf(att), bgp])
     }
 
@@ -143,6 +149,11 @@ impl Node {
             .unwrap()
             .expect("the master created the routing domain")
             .table
+    }
+
+    /// The stanza's internet egress from now on: `Some(mode)` or no `egress` block.
+    pub fn internet_egress(&self, mode: Option<&str>) {
+        *self.egress.borrow_mut() = mode.map(|m| json!({"internet": {"mode": m}}));
     }
 
     /// The index of link `name` on the host.

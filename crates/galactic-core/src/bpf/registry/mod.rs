@@ -4,37 +4,40 @@
 //! Node-level rows (`locator_table`, `function_table`, `vrf_table`, `node_src_addr_table`,
 //! `public_uplink_table`) are shared by every attachment of a Block / VRF / node and are never
 //! removed here (`vrf_table` has the datapath's GC). Attachment rows (`ifindex_vrf_table`,
-//! pass-through entries of `egress_route_table`) and the per-VPC NAT66 default
-//! (`egress_route_table[(table, ::/0)]`) are recorded before they are written, so DEL and GC
-//! remove exactly them:
+//! pass-through entries of `egress_route_table`) and the per-VPC egress rows of a VPC that opted
+//! in (`egress_route_table[(table, ::/0)]` and one per NAT64 prefix) are recorded before they are
+//! written, so DEL and GC remove exactly them:
 //!
 //! ```text
 //! <state_dir>/bpf/
 //!   lock                         flock: one registration/removal at a time on the node
 //!   attachments/G{vpc}{att}H.json {"hostIfname","ifindex","block","argument","vrfTableId",
 //!                                  "prefixes":[canonical CIDR…],"pinDir"}
-//!   nat66/{table}.json           {"vrfTableId","pinDir","sid","linkIfindex","dmac","smac",
-//!                                  "replaces"?:{"sid",…}}: the ::/0 row last written in that
-//!                                  table, and the row it replaced
+//!   nat66/{table}.json           {"vrfTableId","prefix","pinDir","sid","linkIfindex","dmac",
+//!                                  "smac","replaces"?:{"sid",…}}: the ::/0 row last written in
+//!                                  that table, and the row it replaced ("prefix" absent in
+//!                                  records written before NAT64: ::/0)
+//!   nat66/{table}-{addr}-{len}.json  the same for a NAT64 prefix (':' written '_')
 //! ```
 //! A pass-through key (VRF table, prefix) can be shared: masked /96 pool prefixes are the same
 //! for every pod of a pool. Removal keeps a key that another record still lists, and never
 //! deletes a key whose value is no longer the pass-through (someone routed it since).
 //!
-//! The ::/0 row serves every attachment of the VPC on the node: it goes when the last
-//! attachment record of its table goes, and only while it still holds what was written or what
-//! that replaced (a route someone else put at ::/0 since is left alone).
+//! The egress rows serve every attachment of the VPC on the node: they go when the last
+//! attachment record of their table goes, or when an ADD of the VPC no longer writes them (it
+//! opted out, a prefix left the node config), each only while it still holds what was written or
+//! what that replaced (a route someone else put at that prefix since is left alone).
 
 mod records;
 mod removal;
 mod verify;
 
 pub use records::{
-    all_nat66_records, all_records, nat66_key, read_nat66_record, read_record, AttachmentRecord,
-    Nat66Record, Nat66Row,
+    all_nat66_records, all_records, egress_records, nat66_key, read_nat66_record, read_record,
+    AttachmentRecord, Nat66Record, Nat66Row, DEFAULT_ROUTE,
 };
 pub use removal::{exact_egress, sweep_attachments, unregister_attachment, unregister_or_defer};
-pub use verify::{verify, Expected};
+pub use verify::{verify, Egress, Expected};
 
 use records::*;
 use removal::*;
@@ -50,7 +53,7 @@ use crate::lockfile;
 use crate::net::netlink::{format_mac, parse_mac};
 use crate::state;
 use aya::maps::MapError;
-use ipnetwork::IpNetwork;
+use ipnetwork::{IpNetwork, Ipv6Network};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -78,8 +81,9 @@ pub struct Registration<'a> {
     pub host_ifindex: u32,
     /// The attachment's prefixes (masked on registration).
     pub prefixes: &'a [IpNetwork],
-    /// The VPC's NAT66 default egress (`::/0` in its table), when shard SIDs are configured.
-    pub nat66_default: Option<EgressRouteValue>,
+    /// The VPC's egress rows (`::/0` and each NAT64 prefix in its table) when it opted in to
+    /// internet egress, else empty. Recorded rows of the table not listed are withdrawn.
+    pub egress: &'a [(Ipv6Network, EgressRouteValue)],
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the datapath's clock (`bpf_ktime_get_ns`), which the GC
@@ -158,7 +162,7 @@ impl NodeMaps {
     }
 }
 
-/// Registers the VPC's NAT66 default (when given), the VRF's uSID (locator, function, VRF
+/// Registers the VPC's egress rows (withdrawing the ones it no longer has), the VRF's uSID (locator, function, VRF
 /// rows) and this attachment's rows (ifindex → VRF, pass-through prefixes). Idempotent;
 /// `vrf_table` counters survive. A failed write undoes this registration before returning.
 pub fn register_attachment(r: &Registration<'_>) -> Result<AttachmentRecord, BpfError> {
@@ -193,26 +197,7 @@ pub(super) fn write_rows(
     r: &Registration<'_>,
     record: &AttachmentRecord,
 ) -> Result<(), BpfError> {
-    if let Some(value) = r.nat66_default {
-        // Per VPC, not per attachment: recorded before the write (with the row it replaces) so
-        // that the removal of the table's last attachment, or GC, finds what to remove whichever
-        // of the two the map holds if the write below fails or is interrupted.
-        let path = nat66_path(r.state_dir, r.vrf_table_id);
-        let previous = read_nat66_record(r.state_dir, r.vrf_table_id)?;
-        let row = Nat66Row::new(&value);
-        if previous.as_ref().map(|p| &p.row) != Some(&row) {
-            let record = Nat66Record {
-                vrf_table_id: r.vrf_table_id,
-                pin_dir: r.pin_dir.to_owned(),
-                row,
-                replaces: previous.map(|p| p.row),
-            };
-            write_json(&path, &record)?;
-        }
-        m.egress
-            .insert(&nat66_key(r.vrf_table_id), value, 0)
-            .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
-    }
+    write_egress(m, r)?;
     let now = monotonic_ns();
     m.locator
         .insert(r.usid.locator_key(), LocatorValue { generation_ns: now }, 0)
@@ -243,6 +228,38 @@ pub(super) fn write_rows(
                 0,
             )
             .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
+    }
+    Ok(())
+}
+
+/// The VPC's egress rows. Per VPC, not per attachment: each is recorded before the write (with
+/// the row it replaces) so that the removal of the table's last attachment, or GC, finds what
+/// to remove whichever of the two the map holds if the write fails or is interrupted. Recorded
+/// rows this registration does not list (the network opted out, a NAT64 prefix left the node
+/// config) are withdrawn.
+fn write_egress(m: &mut NodeMaps, r: &Registration<'_>) -> Result<(), BpfError> {
+    for (prefix, value) in r.egress {
+        let path = nat66_path(r.state_dir, r.vrf_table_id, *prefix);
+        let previous: Option<Nat66Record> = read_json(&path)?;
+        let row = Nat66Row::new(value);
+        if previous.as_ref().map(|p| &p.row) != Some(&row) {
+            let record = Nat66Record {
+                vrf_table_id: r.vrf_table_id,
+                prefix: *prefix,
+                pin_dir: r.pin_dir.to_owned(),
+                row,
+                replaces: previous.map(|p| p.row),
+            };
+            write_json(&path, &record)?;
+        }
+        m.egress
+            .insert(&egress_key(r.vrf_table_id, (*prefix).into()), *value, 0)
+            .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
+    }
+    for stale in egress_records(r.state_dir, r.vrf_table_id)? {
+        if !r.egress.iter().any(|(p, _)| *p == stale.prefix) {
+            release_row(r.state_dir, &stale)?;
+        }
     }
     Ok(())
 }

@@ -21,12 +21,15 @@ pub struct AttachmentRecord {
     pub pin_dir: PathBuf,
 }
 
-/// The record of the NAT66 default row last written in one VPC table.
+/// The record of one egress row last written in a VPC table: `::/0` (NAT66) or a NAT64 prefix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Nat66Record {
     /// The VPC's table.
     pub vrf_table_id: u32,
+    /// The routed prefix (absent in records written before NAT64: `::/0`).
+    #[serde(default = "default_route")]
+    pub prefix: Ipv6Network,
     /// Where the maps were.
     pub pin_dir: PathBuf,
     /// The row written.
@@ -38,7 +41,18 @@ pub struct Nat66Record {
     pub replaces: Option<Nat66Row>,
 }
 
-/// One NAT66 default row, as recorded.
+/// `::/0`.
+pub const DEFAULT_ROUTE: Ipv6Network =
+    match Ipv6Network::new_checked(std::net::Ipv6Addr::UNSPECIFIED, 0) {
+        Some(net) => net,
+        None => panic!("::/0 is a valid network"),
+    };
+
+fn default_route() -> Ipv6Network {
+    DEFAULT_ROUTE
+}
+
+/// One egress row, as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Nat66Row {
@@ -89,8 +103,14 @@ pub(super) fn nat66_dir(state_dir: &Path) -> PathBuf {
     state_dir.join("bpf").join("nat66")
 }
 
-pub(super) fn nat66_path(state_dir: &Path, table_id: u32) -> PathBuf {
-    nat66_dir(state_dir).join(format!("{table_id}.json"))
+/// `{table}.json` for `::/0` (the name records had before NAT64), `{table}-{addr}-{len}.json`
+/// for another prefix.
+pub(super) fn nat66_path(state_dir: &Path, table_id: u32, prefix: Ipv6Network) -> PathBuf {
+    let name = match prefix.prefix() {
+        0 => format!("{table_id}.json"),
+        len => format!("{table_id}-{}-{len}.json", prefix.network()).replace(':', "_"),
+    };
+    nat66_dir(state_dir).join(name)
 }
 
 pub(super) fn records_dir(state_dir: &Path) -> PathBuf {
@@ -117,9 +137,17 @@ pub fn read_record(
     read_json(&record_path(state_dir, host_ifname))
 }
 
-/// The NAT66 record of `table_id`, if one exists.
+/// The record of `table_id`'s `::/0` row, if one exists.
 pub fn read_nat66_record(state_dir: &Path, table_id: u32) -> Result<Option<Nat66Record>, BpfError> {
-    read_json(&nat66_path(state_dir, table_id))
+    read_json(&nat66_path(state_dir, table_id, DEFAULT_ROUTE))
+}
+
+/// The records of every egress row of `table_id`.
+pub fn egress_records(state_dir: &Path, table_id: u32) -> Result<Vec<Nat66Record>, BpfError> {
+    Ok(all_nat66_records(state_dir)?
+        .into_iter()
+        .filter(|r| r.vrf_table_id == table_id)
+        .collect())
 }
 
 pub(super) fn read_json<T: serde::de::DeserializeOwned>(
@@ -161,7 +189,7 @@ pub fn all_records(state_dir: &Path) -> Result<Vec<AttachmentRecord>, BpfError> 
     Ok(out)
 }
 
-/// Every NAT66 record (unparseable ones are skipped: they must not stop GC).
+/// Every egress record (unparseable ones are skipped: they must not stop GC).
 pub fn all_nat66_records(state_dir: &Path) -> Result<Vec<Nat66Record>, BpfError> {
     let dir = nat66_dir(state_dir);
     let entries = match std::fs::read_dir(&dir) {
@@ -171,10 +199,7 @@ pub fn all_nat66_records(state_dir: &Path) -> Result<Vec<Nat66Record>, BpfError>
     };
     Ok(entries
         .flatten()
-        .filter_map(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let table = name.strip_suffix(".json")?.parse::<u32>().ok()?;
-            read_nat66_record(state_dir, table).ok().flatten()
-        })
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".json"))
+        .filter_map(|entry| read_json(&entry.path()).ok().flatten())
         .collect())
 }

@@ -30,7 +30,7 @@ pub(super) fn unregister_locked(state_dir: &Path, host_ifname: &str) -> Result<b
         other => other?,
     }
     remove_record(state_dir, host_ifname)?;
-    // The NAT66 default serves the whole VPC: it stays while another attachment of the table
+    // The egress rows serve the whole VPC: it stays while another attachment of the table
     // is registered. A failure here leaves its record for GC's orphan sweep.
     if !others.iter().any(|o| o.vrf_table_id == record.vrf_table_id) {
         release_nat66(state_dir, record.vrf_table_id)?;
@@ -38,25 +38,31 @@ pub(super) fn unregister_locked(state_dir: &Path, host_ifname: &str) -> Result<b
     Ok(true)
 }
 
-/// Removes the NAT66 default of `table_id` (when it still holds what its record says was
-/// written) and the record.
+/// Removes every egress row of `table_id` (each while it still holds what its record says was
+/// written) and their records.
 pub(super) fn release_nat66(state_dir: &Path, table_id: u32) -> Result<(), BpfError> {
-    let Some(record) = read_nat66_record(state_dir, table_id)? else {
-        return Ok(());
-    };
-    match remove_nat66_row(&record) {
+    for record in egress_records(state_dir, table_id)? {
+        release_row(state_dir, &record)?;
+    }
+    Ok(())
+}
+
+/// Removes one recorded egress row and its record.
+pub(super) fn release_row(state_dir: &Path, record: &Nat66Record) -> Result<(), BpfError> {
+    match remove_nat66_row(record) {
         // No maps: the row cannot remain.
         Err(BpfError::NotLoaded { .. }) => {}
         other => other?,
     }
-    Ok(state::remove(&nat66_path(state_dir, table_id))?)
+    let path = nat66_path(state_dir, record.vrf_table_id, record.prefix);
+    Ok(state::remove(&path)?)
 }
 
 pub(super) fn remove_nat66_row(record: &Nat66Record) -> Result<(), BpfError> {
     let mut egress: EgressRouteTable = maps::open_typed(&record.pin_dir, maps::EGRESS_ROUTE_TABLE)?;
-    let key = nat66_key(record.vrf_table_id);
+    let key = egress_key(record.vrf_table_id, record.prefix.into());
     let current = exact_egress(&egress, &key)?;
-    // Someone else (a routing daemon) may own ::/0 in this table since: leave theirs.
+    // Someone else (a routing daemon) may own the prefix in this table since: leave theirs.
     let ours =
         |row: Option<&Nat66Row>| current.is_some() && row.and_then(Nat66Row::value) == current;
     if ours(Some(&record.row)) || ours(record.replaces.as_ref()) {
@@ -130,7 +136,7 @@ pub fn sweep_attachments(
             }
         }
     }
-    // NAT66 defaults whose table has no registration left: a removal that failed half-way, or
+    // Egress rows whose table has no registration left: a removal that failed half-way, or
     // a crash between the record and the first attachment's.
     let tables: HashSet<u32> = all_records(state_dir)?
         .iter()

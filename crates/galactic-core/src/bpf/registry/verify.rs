@@ -15,8 +15,21 @@ pub struct Expected<'a> {
     pub host_ifindex: u32,
     /// The attachment's prefixes.
     pub prefixes: &'a [IpNetwork],
-    /// The node's NAT66 shard SIDs; when any, the VPC's `::/0` row must encapsulate to one.
-    pub nat66_sids: &'a [std::net::Ipv6Addr],
+    /// The node state directory (where the egress rows are recorded).
+    pub state_dir: &'a Path,
+    /// When the network opted in to internet egress: the VPC's egress prefixes (`::/0`, each
+    /// NAT64 prefix) and the shard SIDs, Argument rewritten, they may encapsulate to. `None`
+    /// when it did not: then no egress row recorded in the table may remain.
+    pub egress: Option<Egress<'a>>,
+}
+
+/// The egress rows CHECK expects of an opted-in VPC.
+#[derive(Debug, Clone, Copy)]
+pub struct Egress<'a> {
+    /// `::/0` and each NAT64 prefix.
+    pub prefixes: &'a [Ipv6Network],
+    /// The tenant's shard SIDs (any one may win).
+    pub sids: &'a [std::net::Ipv6Addr],
 }
 
 /// Compares the maps with `e`; returns every difference found (empty = consistent).
@@ -67,7 +80,7 @@ fn usid_rows(m: &NodeMaps, e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
     Ok(problems)
 }
 
-/// The attachment's own rows: its interface's uSID, the VPC's NAT66 default, its prefixes.
+/// The attachment's own rows: its interface's uSID, the VPC's egress rows, its prefixes.
 fn attachment_rows(m: &NodeMaps, e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
     let mut problems = Vec::new();
     let u = e.usid;
@@ -89,23 +102,7 @@ fn attachment_rows(m: &NodeMaps, e: &Expected<'_>) -> Result<Vec<String>, BpfErr
             e.host_ifindex
         )),
     }
-    if !e.nat66_sids.is_empty() {
-        match exact_egress(&m.egress, &nat66_key(e.vrf_table_id))? {
-            Some(v)
-                if v.link_ifindex != 0
-                    && e.nat66_sids.contains(&std::net::Ipv6Addr::from(v.sid_be)) => {}
-            Some(v) => problems.push(format!(
-                "egress_route_table's NAT66 default (::/0) in table {} encapsulates to {} via link {}, not to a configured shard SID",
-                e.vrf_table_id,
-                std::net::Ipv6Addr::from(v.sid_be),
-                v.link_ifindex
-            )),
-            None => problems.push(format!(
-                "egress_route_table has no NAT66 default (::/0) in table {}",
-                e.vrf_table_id
-            )),
-        }
-    }
+    problems.extend(egress_rows(m, e)?);
     for prefix in e.prefixes {
         let key = egress_key(e.vrf_table_id, *prefix);
         if exact_egress(&m.egress, &key)?.is_none() {
@@ -114,6 +111,41 @@ fn attachment_rows(m: &NodeMaps, e: &Expected<'_>) -> Result<Vec<String>, BpfErr
                 crate::net::netlink::masked(*prefix),
                 e.vrf_table_id
             ));
+        }
+    }
+    Ok(problems)
+}
+
+/// The VPC's egress rows: each expected prefix encapsulates to one of the tenant's shard SIDs;
+/// opted out, none of ours remains.
+fn egress_rows(m: &NodeMaps, e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
+    let table = e.vrf_table_id;
+    let Some(want) = e.egress else {
+        return Ok(egress_records(e.state_dir, table)?
+            .iter()
+            .map(|r| {
+                format!(
+                    "egress_route_table still routes {} in table {table} toward {}, but the network has no internet egress",
+                    r.prefix, r.row.sid
+                )
+            })
+            .collect());
+    };
+    let mut problems = Vec::new();
+    for prefix in want.prefixes {
+        match exact_egress(&m.egress, &egress_key(table, (*prefix).into()))? {
+            Some(v)
+                if v.link_ifindex != 0
+                    && want.sids.contains(&std::net::Ipv6Addr::from(v.sid_be)) => {}
+            Some(v) => problems.push(format!(
+                "egress_route_table's egress row {prefix} in table {table} encapsulates to {} via link {}, not to one of the tenant's shard SIDs ({})",
+                std::net::Ipv6Addr::from(v.sid_be),
+                v.link_ifindex,
+                want.sids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            )),
+            None => problems.push(format!(
+                "egress_route_table has no egress row {prefix} in table {table}"
+            )),
         }
     }
     Ok(problems)

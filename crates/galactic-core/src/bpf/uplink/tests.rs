@@ -85,7 +85,7 @@ fn shard_sids_resolve_via_gateway_or_on_link_and_say_why_not() {
     ));
     assert!(
         none.to_string()
-            .starts_with("no NAT66 shard SID is resolvable yet, out of 2 configured: 2001:db8:99::1: no route; 2001:db8:f::5: "),
+            .starts_with("no egress shard SID is resolvable yet, out of 2 configured: 2001:db8:99::1: no route; 2001:db8:f::5: "),
         "{none}"
     );
 }

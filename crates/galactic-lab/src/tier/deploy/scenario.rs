@@ -890,7 +890,7 @@ fn expect_actionable(stderr: &str) -> Result<()> {
 /// conflist's level (docs/operations.md, "Carry the settings").
 fn carried_settings() -> Vec<(&'static str, Value)> {
     vec![
-        ("nat66_shard_sids", json!(GO_SHARD_SIDS)),
+        ("egress_shard_sids", json!(GO_SHARD_SIDS)),
         ("ebpf_interfaces", json!(GO_UPLINKS)),
     ]
 }
