@@ -15,10 +15,11 @@
 use serde_json::Value;
 
 /// Upstream installer settings (its environment names) the installer must be given.
-pub const UPSTREAM_SETTINGS: [&str; 4] = [
+pub const UPSTREAM_SETTINGS: [&str; 5] = [
     "NODE_NAME",
     "GALACTIC_CNI_LOG_LEVEL",
-    "GALACTIC_CNI_NAT66_SHARD_SIDS",
+    "GALACTIC_CNI_EGRESS_SHARD_SIDS",
+    "GALACTIC_CNI_NAT64_PREFIX",
     "GALACTIC_CNI_EBPF_INTERFACES",
 ];
 /// The capabilities of the datapath container, exactly.

@@ -406,9 +406,9 @@ fn a_daemonset_without_what_the_node_needs_fails_naming_it() {
                 install["env"]
                     .as_array_mut()
                     .unwrap()
-                    .retain(|e| e["name"] != "GALACTIC_CNI_NAT66_SHARD_SIDS");
+                    .retain(|e| e["name"] != "GALACTIC_CNI_EGRESS_SHARD_SIDS");
             },
-            "GALACTIC_CNI_NAT66_SHARD_SIDS",
+            "GALACTIC_CNI_EGRESS_SHARD_SIDS",
         ),
     ];
     for (what, edit, named) in cases {

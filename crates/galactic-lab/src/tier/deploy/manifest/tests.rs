@@ -42,7 +42,7 @@ fn the_init_container_runs_as_the_manifest_says() {
         "--env=NODE_NAME=node-t",
         "--env=GALACTIC_NAMESPACE=galactic-system",
         "--env=GALACTIC_PUBLISHER=kubernetes",
-        "--env=GALACTIC_CNI_NAT66_SHARD_SIDS=",
+        "--env=GALACTIC_CNI_EGRESS_SHARD_SIDS=",
         "--volume=/sim/host/opt/cni/bin:/host/opt/cni/bin:rbind",
         "--volume=/sim/host/var/log/galactic:/host/var/log/galactic:rbind",
         "--volume=/sim/sa:/var/run/secrets/kubernetes.io/serviceaccount:rbind,ro",
