@@ -1,10 +1,11 @@
 //! CHECK for both masters: the live state against `prevResult` and the attachment record, both
-//! families, then the IPAM delegate's CHECK. Every difference is named.
+//! families, and the kind's published state; then the IPAM delegate's CHECK. Every difference is
+//! named.
 
 use super::addressing;
 use super::conf::MasterConf;
 use crate::delegate::Delegate;
-use crate::device::{Container, Device};
+use crate::device::{Attached, Container, Device};
 use crate::error::MasterError;
 use crate::gateway;
 use galactic_core::attachment::Records;
@@ -32,7 +33,16 @@ pub fn check<D: Device>(req: &Request) -> Result<(), MasterError> {
         .map_err(MasterError::node("look up the host interface"))?
     {
         None => problems.push(format!("host interface {host_ifname} does not exist")),
-        Some(link) => problems.extend(host_side::<D>(req, &conf, &host, &link, &prev)?),
+        Some(link) => {
+            problems.extend(host_side::<D>(req, &conf, &host, &link, &prev)?);
+            problems.extend(D::published_differences(&Attached {
+                node: &req.node,
+                container_id: req.env.container_id()?.as_str(),
+                host: &link,
+                addresses: &addressing::from_result(&prev),
+                options: &conf.options,
+            })?);
+        }
     }
     if let Some(side) = D::CONTAINER {
         problems.extend(container_side(side, req, &prev)?);
