@@ -26,6 +26,7 @@ pub fn check<D: Device>(req: &Request) -> Result<(), MasterError> {
     // other.
     if super::legacy::adopt::<D>(req, &Records::new(&req.node.state_dir), true)?.is_some() {
         join_adopted::<D>(req, &conf, &host, &prev)?;
+        publish_adopted::<D>(req, &conf, &host, &prev)?;
     }
     let mut problems = Vec::new();
     match host
@@ -88,6 +89,27 @@ fn join_adopted<D: Device>(
     // The neighbours the Go chain made stay; none are added without the guest's MAC.
     gateway::configure(host, D::V4_GATEWAY_PREFIX, &link, d.table, &assigned, None)
         .map_err(MasterError::node("configure the host gateway"))
+}
+
+/// Writes the kind's published state for an attachment just adopted, as ADD would have: a Go
+/// chain older than upstream's RA records wrote none, and the adopted attachment is checked like
+/// one of ours.
+fn publish_adopted<D: Device>(
+    req: &Request,
+    conf: &MasterConf<D::Options>,
+    host: &Netlink,
+    prev: &CniResult,
+) -> Result<(), MasterError> {
+    let link = host
+        .require_link(&conf.host_ifname())
+        .map_err(MasterError::node("read the host interface"))?;
+    D::publish(&Attached {
+        node: &req.node,
+        container_id: req.env.container_id()?.as_str(),
+        host: &link,
+        addresses: &addressing::from_result(prev),
+        options: &conf.options,
+    })
 }
 
 /// The host side: the record, the host interface as the result describes it, its forward
