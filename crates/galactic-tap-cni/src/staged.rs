@@ -12,7 +12,7 @@
 //! reader sees the old file or the new one. A killed writer's temporary is swept by GC once its
 //! process is gone ([`sweep`]).
 
-use galactic_core::net::NetError;
+use galactic_core::state::StateError;
 use std::fs::{DirBuilder, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -21,13 +21,15 @@ use std::path::Path;
 /// The temporaries' subdirectory.
 pub const STAGING: &str = ".galactic-tmp";
 
+/// A failed `op` on `path` (a full disk is told apart by the caller: "try again later").
+fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StateError {
+    let path = path.to_owned();
+    move |source| StateError::Io { op, path, source }
+}
+
 /// Writes `bytes` to `<dir>/<name>` through a temporary and a rename.
-pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), NetError> {
+pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StateError> {
     let staging = dir.join(STAGING);
-    let io = |what: &str, path: &Path| {
-        let what = format!("{what} {}", path.display());
-        move |source| NetError::Io { what, source }
-    };
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -44,7 +46,7 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), NetError> {
     let path = dir.join(name);
     let renamed = written
         .map_err(io("write", &tmp))
-        .and_then(|()| std::fs::rename(&tmp, &path).map_err(io("rename into", &path)));
+        .and_then(|()| std::fs::rename(&tmp, &path).map_err(io("write", &path)));
     if renamed.is_err() {
         // Best effort: one that cannot be removed now is GC's.
         let _ = std::fs::remove_file(&tmp);
@@ -53,20 +55,17 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), NetError> {
 }
 
 /// Removes `<dir>/<name>`; a missing file is success.
-pub fn remove(dir: &Path, name: &str) -> Result<(), NetError> {
+pub fn remove(dir: &Path, name: &str) -> Result<(), StateError> {
     let path = dir.join(name);
     match std::fs::remove_file(&path) {
-        Err(e) if e.kind() != ErrorKind::NotFound => Err(NetError::Io {
-            what: format!("remove {}", path.display()),
-            source: e,
-        }),
+        Err(e) if e.kind() != ErrorKind::NotFound => Err(io("remove", &path)(e)),
         _ => Ok(()),
     }
 }
 
 /// Removes the temporaries of `dir` whose writer is gone (GC).
-pub fn sweep(dir: &Path) -> Result<usize, NetError> {
-    Ok(galactic_core::state::sweep_temporaries(&dir.join(STAGING))?)
+pub fn sweep(dir: &Path) -> Result<usize, StateError> {
+    galactic_core::state::sweep_temporaries(&dir.join(STAGING))
 }
 
 #[cfg(test)]

@@ -310,3 +310,29 @@ fn a_dan_stanza_that_cannot_work_is_refused_before_anything_changes() {
         assert!(!h.netns.try_ip(&["link", "show", &hname("B", "1")]).0);
     }
 }
+
+/// A record that cannot be written fails the ADD ("try again later" on a full disk, rolled
+/// back), where upstream logs it and the guest never gets an IPv6 default route.
+#[test]
+fn a_full_disk_under_the_ra_records_fails_the_add_for_a_retry() {
+    galactic_testkit::privileged!();
+    let host = host("kfull", json!({}));
+    let rt = runtime(&host);
+    let vm = Pod::new("kfullvm");
+    let conf = conf("H", json!({"dan": true}));
+    let disk = galactic_testkit::disk::SmallDisk::mount(&host.path("ra"), "64k");
+    disk.fill();
+    let err = rt
+        .add(&conf, &vm.attachment())
+        .unwrap_err()
+        .expect_error(11);
+    assert!(err.contains("router-advertisement record"), "{err}");
+    assert!(!host.netns.try_ip(&["link", "show", &hname("H", "1")]).0);
+    assert!(entries(&host.path("dans")).is_empty());
+    disk.free();
+    rt.add(&conf, &vm.attachment()).unwrap();
+    rt.del(&conf, &vm.attachment()).unwrap();
+    assert!(entries(&host.path("ra"))
+        .iter()
+        .all(|n| n == "filler" || n.is_empty()));
+}
