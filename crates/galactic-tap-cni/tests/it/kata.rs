@@ -297,6 +297,9 @@ fn a_dan_stanza_that_cannot_work_is_refused_before_anything_changes() {
     for (list, want) in cases {
         let err = rt.add(&list, &vm.attachment()).unwrap_err().expect_error(7);
         assert!(err.contains(want), "{err}");
+        // DEL of the same stanza never fails.
+        rt.plugin(&list, 0, "DEL", &vm.attachment(), None)
+            .expect_quiet_success();
     }
     // A node whose dan_dir is the Go shim's directory (which fails every sandbox of the node on
     // a host-tap file): refused, and nothing is written there.
