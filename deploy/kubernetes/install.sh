@@ -44,6 +44,8 @@
 #   GALACTIC_CNI_NAT64_PREFIX (none; comma-separated IPv6 /96 prefixes),
 #   GALACTIC_CNI_EBPF_INTERFACES (auto-detect; comma-separated interface names),
 #   GALACTIC_CNI_EBPF_FILTER_PRIORITY (1; 1-65535, anything else is the default with a warning),
+#   GALACTIC_CNI_DAN_DIR (Kata runtime-rs's /run/kata-containers/dans-rs; an absolute path, not
+#     the Go shim's /run/kata-containers/dans),
 #   KUBERNETES_SERVICE_HOST / KUBERNETES_SERVICE_PORT (set by the kubelet),
 #   SA_DIR (/var/run/secrets/kubernetes.io/serviceaccount);
 # and this project's: GALACTIC_NAMESPACE (galactic-system), GALACTIC_PUBLISHER (kubernetes),
@@ -195,6 +197,15 @@ check_settings() {
     uplinks=$(first_set GALACTIC_CNI_EBPF_INTERFACES)
     [ -n "$uplinks" ] || uplinks=$(go_setting ebpf_interfaces)
     uplinks=$(clean_list GALACTIC_CNI_EBPF_INTERFACES ifname "$uplinks")
+    dan_dir=$(first_set GALACTIC_CNI_DAN_DIR)
+    [ -n "$dan_dir" ] || dan_dir=$(go_setting dan_dir)
+    case "$dan_dir" in
+        "") ;;
+        /run/kata-containers/dans | /run/kata-containers/dans/ | /var/run/kata-containers/dans | /var/run/kata-containers/dans/)
+            die "GALACTIC_CNI_DAN_DIR '$dan_dir' is the Kata Go shim's directory, which fails every sandbox on a host-tap file; use runtime-rs's /run/kata-containers/dans-rs" ;;
+        /*) token GALACTIC_CNI_DAN_DIR "$dan_dir" ;;
+        *) die "GALACTIC_CNI_DAN_DIR must be an absolute path, got '$dan_dir'" ;;
+    esac
     priority=$(first_set GALACTIC_CNI_EBPF_FILTER_PRIORITY | tr -d ' \t')
     case "$priority" in
         "") ;;
@@ -300,6 +311,7 @@ node_config_json() {
     [ -z "$nat64" ] || printf '  "nat64_prefix": "%s",\n' "$nat64"
     [ -z "$uplinks" ] || printf '  "ebpf_interfaces": "%s",\n' "$uplinks"
     [ -z "$priority" ] || printf '  "ebpf_filter_priority": "%s",\n' "$priority"
+    [ -z "$dan_dir" ] || printf '  "dan_dir": "%s",\n' "$dan_dir"
     printf '  "kubeconfig": "/var/lib/galactic/kubeconfig",\n'
     printf '  "state_dir": "/var/lib/galactic",\n'
     printf '  "log_file": "/var/log/galactic/galactic-cni.log"\n'
@@ -329,7 +341,8 @@ stage_datapath_conflist() {
       "egress_shard_sids": "$sids",
       "nat66_shard_sids": "$sids",
       "nat64_prefix": "$nat64",
-      "ebpf_interfaces": "$uplinks"
+      "ebpf_interfaces": "$uplinks",
+      "dan_dir": "$dan_dir"
     }
   ]
 }

@@ -16,7 +16,8 @@
 //!    node as it found it.
 //! 4. [`Add::configure`]: the container end's addresses and routes, the VPC gateways in the
 //!    domain, the host gateway (gateway address, pod route in the VPC table, permanent
-//!    neighbour); then the result.
+//!    neighbour); [`Add::publish`]: the kind's own node state for other components (a tap's
+//!    Kata DAN file and router-advertisement record); then the result.
 
 mod ipam;
 mod routing;
@@ -25,7 +26,7 @@ use super::conf::MasterConf;
 use super::mac::{self, Mac};
 use super::nad::Nad;
 use crate::delegate::{self, Delegate};
-use crate::device::{Device, NewInterface};
+use crate::device::{Attached, Device, NewInterface};
 use crate::error::MasterError;
 use crate::gateway;
 use galactic_core::attachment::{Record, Records};
@@ -87,6 +88,7 @@ pub fn add<D: Device>(req: &Request) -> Result<CniResult, MasterError> {
         return Err(MasterError::Delegated);
     }
     let conf = MasterConf::<D::Options>::parse(&req.conf.raw)?;
+    D::validate(&req.node, &conf)?;
     if req.conf.raw.get("prevResult").is_some_and(|v| !v.is_null()) {
         return Err(MasterError::NotFirst);
     }
@@ -174,6 +176,7 @@ impl<'a, D: Device> Add<'a, D> {
         let built = self.build(record, choice, rb)?;
         let (assigned, domain) = self.addresses(early, choice, &built, rb)?;
         self.configure(&built, &domain, &assigned, rb)?;
+        self.publish(record, &built, &assigned, rb)?;
         log::debug(
             "ADD: attachment configured",
             json!({"hostIfname": self.host_ifname, "table": domain.table}),
@@ -285,6 +288,44 @@ impl<'a, D: Device> Add<'a, D> {
         Ok(())
     }
 
+    /// Phase 4, last: the kind's own node state ([`Device::publish`]). Its undo is pushed
+    /// first, so a write that fails halfway is removed too.
+    fn publish(
+        &'a self,
+        record: &Record,
+        built: &Built,
+        assigned: &[Assignment],
+        rb: &mut Rollback<'a>,
+    ) -> Result<(), MasterError> {
+        let owned = record.clone();
+        rb.push("published state", move || {
+            let failures = D::release(&self.req.node, &owned);
+            match failures.is_empty() {
+                true => Ok(()),
+                false => Err(MasterError::Incomplete {
+                    what: "remove the published state",
+                    failures,
+                }),
+            }
+        });
+        let addresses: Vec<Assignment> = assigned
+            .iter()
+            .map(|a| Assignment {
+                address: D::reported(a),
+                gateway: a.gateway,
+            })
+            .collect();
+        D::publish(&Attached {
+            node: &self.req.node,
+            container_id: &record.container_id,
+            host: &built.host,
+            addresses: &addresses,
+            options: &self.conf.options,
+        })?;
+        failpoint::hit("after-publish")?;
+        Ok(())
+    }
+
     /// The VPC's routing domain, created, adopted or repaired, with the host interface in it
     /// and up.
     fn join_domain(
@@ -334,7 +375,12 @@ impl<'a, D: Device> Add<'a, D> {
                     "ADD: removing a stale attachment whose namespace is gone",
                     json!({"hostIfname": self.host_ifname, "staleContainerID": stale.container_id}),
                 );
-                let failures = super::del::teardown_host(&self.host, &self.domains, &stale);
+                let failures = super::del::teardown_host::<D>(
+                    &self.req.node,
+                    &self.host,
+                    &self.domains,
+                    &stale,
+                );
                 if !failures.is_empty() {
                     return Err(MasterError::Incomplete {
                         what: "remove the stale attachment",

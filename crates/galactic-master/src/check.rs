@@ -1,10 +1,11 @@
 //! CHECK for both masters: the live state against `prevResult` and the attachment record, both
-//! families, then the IPAM delegate's CHECK. Every difference is named.
+//! families, and the kind's published state; then the IPAM delegate's CHECK. Every difference is
+//! named.
 
 use super::addressing;
 use super::conf::MasterConf;
 use crate::delegate::Delegate;
-use crate::device::{Container, Device};
+use crate::device::{Attached, Container, Device};
 use crate::error::MasterError;
 use crate::gateway;
 use galactic_core::attachment::Records;
@@ -25,6 +26,7 @@ pub fn check<D: Device>(req: &Request) -> Result<(), MasterError> {
     // other.
     if super::legacy::adopt::<D>(req, &Records::new(&req.node.state_dir), true)?.is_some() {
         join_adopted::<D>(req, &conf, &host, &prev)?;
+        publish_adopted::<D>(req, &conf, &host, &prev)?;
     }
     let mut problems = Vec::new();
     match host
@@ -32,7 +34,16 @@ pub fn check<D: Device>(req: &Request) -> Result<(), MasterError> {
         .map_err(MasterError::node("look up the host interface"))?
     {
         None => problems.push(format!("host interface {host_ifname} does not exist")),
-        Some(link) => problems.extend(host_side::<D>(req, &conf, &host, &link, &prev)?),
+        Some(link) => {
+            problems.extend(host_side::<D>(req, &conf, &host, &link, &prev)?);
+            problems.extend(D::published_differences(&Attached {
+                node: &req.node,
+                container_id: req.env.container_id()?.as_str(),
+                host: &link,
+                addresses: &addressing::from_result(&prev),
+                options: &conf.options,
+            })?);
+        }
     }
     if let Some(side) = D::CONTAINER {
         problems.extend(container_side(side, req, &prev)?);
@@ -78,6 +89,27 @@ fn join_adopted<D: Device>(
     // The neighbours the Go chain made stay; none are added without the guest's MAC.
     gateway::configure(host, D::V4_GATEWAY_PREFIX, &link, d.table, &assigned, None)
         .map_err(MasterError::node("configure the host gateway"))
+}
+
+/// Writes the kind's published state for an attachment just adopted, as ADD would have: a Go
+/// chain older than upstream's RA records wrote none, and the adopted attachment is checked like
+/// one of ours.
+fn publish_adopted<D: Device>(
+    req: &Request,
+    conf: &MasterConf<D::Options>,
+    host: &Netlink,
+    prev: &CniResult,
+) -> Result<(), MasterError> {
+    let link = host
+        .require_link(&conf.host_ifname())
+        .map_err(MasterError::node("read the host interface"))?;
+    D::publish(&Attached {
+        node: &req.node,
+        container_id: req.env.container_id()?.as_str(),
+        host: &link,
+        addresses: &addressing::from_result(prev),
+        options: &conf.options,
+    })
 }
 
 /// The host side: the record, the host interface as the result describes it, its forward

@@ -21,6 +21,7 @@ use crate::device::Device;
 use crate::error::MasterError;
 use galactic_core::attachment::{Record, Records};
 use galactic_core::cni::{Command, Request};
+use galactic_core::config::NodeConfig;
 use galactic_core::failpoint;
 use galactic_core::ident::VpcId;
 use galactic_core::lockfile::{LockError, LockGuard};
@@ -130,7 +131,10 @@ fn tear_down<D: Device>(
     {
         release = held.take().map(|h| feed(h, req));
     }
-    let host_failures = take_down(req, guest, record);
+    // A tap's Kata DAN file and RA record go before the tap they name, so no reader adopts a
+    // device that is being deleted.
+    let mut host_failures = D::release(&req.node, record);
+    host_failures.extend(take_down(req, guest, record));
     let host_removed = host_failures.is_empty();
     failures.extend(host_failures);
     if release.is_none() {
@@ -222,10 +226,17 @@ fn remove_guest(nl: &Netlink, record: &Record) {
     }
 }
 
-/// Removes the host interface, its forward rules and its routing-domain membership. Every step
-/// runs; the failures are returned (none when everything is gone).
-pub fn teardown_host(host: &Netlink, domains: &Domains, record: &Record) -> Vec<MasterError> {
-    let mut failures = leave_host(host, domains, record);
+/// Removes the kind's published state, the host interface, its forward rules and its
+/// routing-domain membership. Every step runs; the failures are returned (none when everything
+/// is gone).
+pub fn teardown_host<D: Device>(
+    node: &NodeConfig,
+    host: &Netlink,
+    domains: &Domains,
+    record: &Record,
+) -> Vec<MasterError> {
+    let mut failures = D::release(node, record);
+    failures.extend(leave_host(host, domains, record));
     failures.extend(delete_host_interface(host, record));
     failures
 }

@@ -6,15 +6,18 @@
 //! flow in this library calls it at fixed points of ADD, CHECK, DEL and STATUS and knows nothing
 //! else of either kind.
 
+use crate::conf::MasterConf;
 use crate::error::{MasterError, NotReady};
-use galactic_core::attachment::Kind;
+use galactic_core::attachment::{Kind, Record};
 use galactic_core::cni::Request;
+use galactic_core::config::NodeConfig;
 use galactic_core::ip::Assignment;
 use galactic_core::net::netlink::{Link, Netlink};
 use galactic_core::net::netns::Netns;
 use galactic_core::net::NetError;
 use ipnetwork::IpNetwork;
 use serde::de::DeserializeOwned;
+use std::collections::HashSet;
 
 /// One master's interface kind.
 pub trait Device: Sync + 'static {
@@ -55,6 +58,52 @@ pub trait Device: Sync + 'static {
 
     /// The workload's own interface inside its network namespace, for a kind that has one.
     const CONTAINER: Option<&'static dyn Container> = None;
+
+    /// ADD, right after the stanza is read and before anything changes: what this kind refuses
+    /// in the stanza and the node config together.
+    fn validate(_node: &NodeConfig, _conf: &MasterConf<Self::Options>) -> Result<(), MasterError> {
+        Ok(())
+    }
+
+    /// ADD, last: the node state of this kind's own that other components read (a tap's Kata
+    /// DAN file and router-advertisement record). A failure rolls the ADD back, and the
+    /// rollback runs [`Device::release`].
+    fn publish(_attached: &Attached<'_, Self::Options>) -> Result<(), MasterError> {
+        Ok(())
+    }
+
+    /// CHECK: what is missing or wrong in [`Device::publish`]'s state.
+    fn published_differences(
+        _attached: &Attached<'_, Self::Options>,
+    ) -> Result<Vec<String>, MasterError> {
+        Ok(Vec::new())
+    }
+
+    /// DEL, GC, a failed ADD: removes what [`Device::publish`] wrote for `record`'s attachment
+    /// and nothing of anyone else's; the failures (none when everything is gone).
+    fn release(_node: &NodeConfig, _record: &Record) -> Vec<MasterError> {
+        Vec::new()
+    }
+
+    /// GC: removes [`Device::publish`]'s state of attachments that are gone; `live` holds the
+    /// host interfaces that still have a record. The failures are returned.
+    fn sweep(_node: &NodeConfig, _live: &HashSet<String>) -> Vec<MasterError> {
+        Vec::new()
+    }
+}
+
+/// An attachment as ADD configured it or as CHECK finds it: what [`Device::publish`] describes.
+pub struct Attached<'a, O> {
+    /// The node config.
+    pub node: &'a NodeConfig,
+    /// `CNI_CONTAINERID` (for Kata, the sandbox's id).
+    pub container_id: &'a str,
+    /// The host interface.
+    pub host: &'a Link,
+    /// The addresses and gateways as the result reports them.
+    pub addresses: &'a [Assignment],
+    /// The kind's own stanza options.
+    pub options: &'a O,
 }
 
 /// Where a host interface is created.

@@ -152,6 +152,10 @@ pub enum MasterError {
     /// A failure point armed by a test (debug builds only; code 999).
     #[error(transparent)]
     Injected(#[from] Injected),
+    /// The device kind refuses the request as configured (code 7): its own typed error, e.g. a
+    /// tap's `dan` without addresses.
+    #[error("{0}")]
+    Refused(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Why STATUS says the plugin cannot service ADD.
@@ -209,7 +213,8 @@ impl ErrorCode for MasterError {
             | Self::Claimed { .. }
             | Self::Unrecorded { .. }
             | Self::GuestExists(_)
-            | Self::ForeignDevice { .. } => Code::INVALID_CONFIG,
+            | Self::ForeignDevice { .. }
+            | Self::Refused(_) => Code::INVALID_CONFIG,
             Self::Protocol(e) => e.code,
             Self::Netns { .. } => Code::INVALID_ENVIRONMENT,
             Self::Node { source, .. } => node_code(source),

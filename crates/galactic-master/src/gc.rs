@@ -1,11 +1,12 @@
 //! GC for both masters.
 //!
 //! GC removes the host side of every attachment of this network that the runtime no longer
-//! lists, delegates GC to IPAM, then removes routing domains no attachment uses. Ownership comes
-//! from the attachment records, never from interface names; the one attachment without a record
-//! it removes is the upstream chain's of this network, once no listed attachment can be it
-//! ([`super::legacy::collect`]). Without a valid-attachments list GC removes nothing
-//! (`docs/decisions/0002`).
+//! lists (with its kind's published state, e.g. a tap's RA record), sweeps published state of
+//! attachments that are gone, delegates GC to IPAM, then removes routing domains no attachment
+//! uses. Ownership comes from the attachment records, never from interface names; the one
+//! attachment without a record it removes is the upstream chain's of this network, once no listed
+//! attachment can be it ([`super::legacy::collect`]). Without a valid-attachments list GC removes
+//! nothing (`docs/decisions/0002`).
 
 use super::conf::MasterConf;
 use super::del::teardown_host;
@@ -38,10 +39,11 @@ pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
     let domains = Domains::new(&req.node.state_dir);
     // 1. The attachments of this network the runtime no longer lists: ours by their records,
     //    the upstream chain's when no listed attachment can be it (decision 0061).
-    let mut failures = remove_stale(req, &valid, &host, &records, &domains)?;
+    let mut failures = remove_stale::<D>(req, &valid, &host, &records, &domains)?;
     if let Err(e) = super::legacy::collect::<D>(req, &records, &valid) {
         failures.push(e.part("the upstream chain's attachment"));
     }
+    failures.extend(sweep_published::<D>(req, &records));
     // 2. What no record owns any more, IPAM's allocations, then the routing domains no
     //    attachment uses and temporary state files of writers that died.
     if let Err(e) = sweep_datapath(&req.node.state_dir, &records) {
@@ -75,7 +77,7 @@ pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
 
 /// Tears down every attachment of this network whose (container, ifname) is not in `valid`;
 /// returns what could not be removed.
-fn remove_stale(
+fn remove_stale<D: Device>(
     req: &Request,
     valid: &HashSet<(String, String)>,
     host: &Netlink,
@@ -104,7 +106,7 @@ fn remove_stale(
         if records.get(&record.host_ifname).ok().flatten().as_ref() != Some(&record) {
             continue;
         }
-        let mut removed = teardown_host(host, domains, &record);
+        let mut removed = teardown_host::<D>(&req.node, host, domains, &record);
         if removed.is_empty() {
             if let Err(e) = records.remove(&record.host_ifname) {
                 removed.push(MasterError::node("remove the attachment record")(e));
@@ -119,6 +121,17 @@ fn remove_stale(
         }
     }
     Ok(failures)
+}
+
+/// The kind's published state of attachments that are gone ([`Device::sweep`]).
+fn sweep_published<D: Device>(req: &Request, records: &Records) -> Vec<MasterError> {
+    match records.all() {
+        Ok(all) => {
+            let live: HashSet<String> = all.into_iter().map(|r| r.host_ifname).collect();
+            D::sweep(&req.node, &live)
+        }
+        Err(e) => vec![MasterError::node("list attachment records")(e)],
+    }
 }
 
 fn delegate_gc<D: Device>(req: &Request) -> Result<(), MasterError> {

@@ -23,7 +23,7 @@ mod mac;
 mod nad;
 mod status;
 
-pub use device::{Container, Device, NewInterface};
+pub use device::{Attached, Container, Device, NewInterface};
 pub use error::{MasterError, NotReady};
 use galactic_core::cni::{CniResult, Plugin, Request};
 use std::marker::PhantomData;

@@ -1,9 +1,13 @@
 //! `galactic-tap-cni`: the tap master plugin for VM workloads. Creates a persistent tap in the
 //! host namespace ([`tun`], with the stanza's [`options`]), joins it to the VPC's routing domain
-//! and configures the host gateway; the VM configures itself from the result ([`tap`]). The flow
-//! is `galactic_master`'s.
+//! and configures the host gateway; the VM configures itself from the result ([`tap`]), a Kata
+//! guest from its DAN file ([`kata`]); the tap is recorded for the datapath container's router
+//! advertisements ([`radv`]). The flow is `galactic_master`'s.
 
+mod kata;
 mod options;
+mod radv;
+mod staged;
 mod tap;
 mod tun;
 

@@ -1,6 +1,8 @@
 //! The tap's own stanza keys: `owner` and `group` (numeric ids of an unprivileged VMM),
-//! `multi_queue` and `vnet_hdr` (upstream's defaults, off, when absent). Each refuses a bad value
-//! with a message naming the key and what it accepts.
+//! `multi_queue` and `vnet_hdr` (upstream's defaults, off, when absent), and `dan` (hand the tap
+//! to a Kata runtime-rs shim, [`crate::kata`]). Each refuses a bad value with a message naming
+//! the key and what it accepts: upstream reads `"dan": "true"` as no DAN file at all, and the VM
+//! comes up on the wrong network looking healthy.
 
 use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
@@ -18,6 +20,8 @@ pub struct TapOptions {
     pub multi_queue: bool,
     /// `IFF_VNET_HDR`: virtio-net header offloads.
     pub vnet_hdr: bool,
+    /// `dan`: write the Kata sandbox's DAN file naming this tap.
+    pub dan: bool,
 }
 
 /// The keys as serde reads them from the stanza object.
@@ -28,6 +32,7 @@ struct Written {
     group: Option<NumericId<Group>>,
     multi_queue: Option<Flag<MultiQueue>>,
     vnet_hdr: Option<Flag<VnetHdr>>,
+    dan: Option<Flag<Dan>>,
 }
 
 impl<'de> Deserialize<'de> for TapOptions {
@@ -38,6 +43,7 @@ impl<'de> Deserialize<'de> for TapOptions {
             group: written.group.map(|g| g.value),
             multi_queue: written.multi_queue.is_some_and(|f| f.value),
             vnet_hdr: written.vnet_hdr.is_some_and(|f| f.value),
+            dan: written.dan.is_some_and(|f| f.value),
         })
     }
 }
@@ -61,6 +67,10 @@ impl Key for MultiQueue {
 struct VnetHdr;
 impl Key for VnetHdr {
     const NAME: &'static str = "vnet_hdr";
+}
+struct Dan;
+impl Key for Dan {
+    const NAME: &'static str = "dan";
 }
 
 /// A numeric user or group id (tap owner/group).
@@ -132,6 +142,10 @@ mod tests {
                 json!({"vnet_hdr": 1}),
                 "vnet_hdr must be true or false, got 1",
             ),
+            (
+                json!({"dan": "true"}),
+                "dan must be true or false, got \"true\"",
+            ),
         ];
         for (extra, want) in cases {
             let err = parse(extra.clone()).unwrap_err();
@@ -148,6 +162,9 @@ mod tests {
             (Some(1000), true)
         );
         assert_eq!(parse(json!({})).unwrap().options, TapOptions::default());
+        // Absent and null are upstream's "no DAN file".
+        assert!(parse(json!({"dan": true})).unwrap().options.dan);
+        assert!(!parse(json!({"dan": null})).unwrap().options.dan);
     }
 
     use galactic_core::cni::ErrorCode;
@@ -158,7 +175,7 @@ mod tests {
         /// message naming the key; nothing panics.
         #[test]
         fn any_value_of_a_tap_key_is_read_or_refused_by_name(
-            key in proptest::sample::select(vec!["owner", "group", "multi_queue", "vnet_hdr"]),
+            key in proptest::sample::select(vec!["owner", "group", "multi_queue", "vnet_hdr", "dan"]),
             value in galactic_testkit::fuzz::any_json(),
         ) {
             let raw = json!({"type": "galactic-tap-cni", "vpc": "A", "vpcattachment": "1", key: value});

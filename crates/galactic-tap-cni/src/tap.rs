@@ -1,14 +1,19 @@
 //! The tap master's device kind: a persistent tap in the host namespace, joined to the VPC's
-//! routing domain; the VM configures itself from the result (no container end).
+//! routing domain; the VM configures itself from the result (no container end), or a Kata
+//! guest from its sandbox's DAN file ([`crate::kata`]). Every tap with an IPv6 gateway is
+//! recorded for the datapath container's router advertisements ([`crate::radv`]).
 
 use crate::options::TapOptions;
-use crate::tun;
-use galactic_core::attachment::Kind;
+use crate::{kata, radv, tun};
+use galactic_core::attachment::{Kind, Record};
 use galactic_core::cni::Request;
+use galactic_core::config::NodeConfig;
 use galactic_core::ip::Assignment;
 use galactic_core::net::netlink::Link;
-use galactic_master::{Device, MasterError, NewInterface, NotReady};
+use galactic_master::conf::MasterConf;
+use galactic_master::{Attached, Device, MasterError, NewInterface, NotReady};
 use ipnetwork::IpNetwork;
+use std::collections::HashSet;
 use std::path::Path;
 
 /// The tap master's device kind.
@@ -67,5 +72,37 @@ impl Device for Tap {
             IpNetwork::V4(v4) => IpNetwork::new(v4.ip().into(), 32).unwrap_or(a.address),
             IpNetwork::V6(_) => a.address,
         }
+    }
+
+    fn validate(node: &NodeConfig, conf: &MasterConf<TapOptions>) -> Result<(), MasterError> {
+        kata::validate(node, conf).map_err(|e| MasterError::Refused(Box::new(e)))
+    }
+
+    /// The RA record first, the DAN file last (as upstream): the file appears only once the tap
+    /// behind it is complete.
+    fn publish(a: &Attached<'_, TapOptions>) -> Result<(), MasterError> {
+        radv::publish(a)?;
+        kata::publish(a)
+    }
+
+    fn published_differences(a: &Attached<'_, TapOptions>) -> Result<Vec<String>, MasterError> {
+        let mut problems = radv::differences(a);
+        problems.extend(kata::differences(a));
+        Ok(problems)
+    }
+
+    fn release(node: &NodeConfig, record: &Record) -> Vec<MasterError> {
+        kata::release(node, record)
+            .into_iter()
+            .chain(radv::release(node, record))
+            .collect()
+    }
+
+    fn sweep(node: &NodeConfig, live: &HashSet<String>) -> Vec<MasterError> {
+        let mut failures = radv::sweep(node, live);
+        if let Err(e) = crate::staged::sweep(&node.dan_dir) {
+            failures.push(MasterError::node("sweep the Kata DAN temporaries")(e));
+        }
+        failures
     }
 }

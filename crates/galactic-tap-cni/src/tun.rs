@@ -93,6 +93,7 @@ mod tests {
             group: None,
             multi_queue: true,
             vnet_hdr: true,
+            dan: false,
         };
         run_in(&ns, || create("G000000001001H", &opts))
             .unwrap()

@@ -33,14 +33,17 @@ impl TestNode {
     /// A node config with `extra` keys merged over the test defaults.
     pub fn new(extra: Value) -> Self {
         let dir = tempfile::tempdir().expect("create a temporary directory");
-        // The IPAM store and the upstream marker root live in the node's directory too: tests
-        // never read the machine's /var/lib/cni/galactic-ipam.
+        // The IPAM store, the upstream marker root, the Kata DAN files and the tap RA records
+        // live in the node's directory too: tests never touch the machine's /var/lib/cni or
+        // /run/kata-containers.
         let mut config = json!({
             "log_file": dir.path().join("galactic.log"),
             "log_level": "debug",
             "state_dir": dir.path().join("state"),
             "ipam_data_dir": dir.path().join("ipam"),
             "ipam_legacy_dir": dir.path().join("legacy"),
+            "dan_dir": dir.path().join("dans"),
+            "radv_state_dir": dir.path().join("ra"),
             "publisher": "local",
         });
         if let (Some(map), Value::Object(extra)) = (config.as_object_mut(), extra) {

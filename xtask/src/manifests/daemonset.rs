@@ -9,7 +9,7 @@
 //!   carries every upstream installer setting under its upstream name;
 //! - the `datapath` container: the host's bpffs at `/sys/fs/bpf` (`hostPath` type `Directory`),
 //!   its host conflist read-only, capabilities `BPF` and `NET_ADMIN` and no others, its gRPC
-//!   health probes;
+//!   health probes, the tap RA records writable at their host path (`/var/lib/cni/ra`);
 //! - no container is privileged, escalates privileges or adds a capability beyond that.
 
 use serde_json::Value;
@@ -220,6 +220,7 @@ fn installer(c: &Value) -> Vec<String> {
 /// The datapath container: its host mounts, capabilities, uplinks and probes.
 fn datapath_container(pod: &Value, c: &Value) -> Vec<String> {
     let mut problems = datapath_mounts(pod, c);
+    problems.extend(datapath_radv_mount(pod, c));
     problems.extend(datapath_privileges(c));
     problems.extend(datapath_probes(c));
     problems
@@ -273,6 +274,21 @@ fn datapath_mounts(pod: &Value, c: &Value) -> Vec<String> {
         }
     }
     problems
+}
+
+/// The records galactic-tap-cni writes for the datapath's router advertisements: read at the
+/// host path the plugin writes (upstream's reader has no prefix for it), writable (the reader
+/// removes a record whose tap has stayed missing), and only that directory of `/var/lib/cni`.
+fn datapath_radv_mount(pod: &Value, c: &Value) -> Vec<String> {
+    const RADV: &str = galactic_core::config::DEFAULT_RADV_STATE_DIR;
+    let found = mounts(c).into_iter().find(|(_, p, _)| *p == RADV);
+    let holds = found.is_some_and(|(name, _, read_only)| {
+        !read_only && volume(pod, name)["hostPath"]["path"] == RADV
+    });
+    match holds {
+        true => Vec::new(),
+        false => vec![format!("the datapath container must mount the tap RA records writable at {RADV} (hostPath {RADV}): without them no VM on a tap gets router advertisements")],
+    }
 }
 
 /// The capabilities it needs and the uplinks it is given.

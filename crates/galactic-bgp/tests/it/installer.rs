@@ -818,3 +818,56 @@ fn a_rollback_whose_markers_are_incomplete_fails_and_leaves_the_conf_dir_alone()
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("never installed"));
 }
+
+/// `dan_dir` (Kata DAN files, upstream's key) lands in node.json and, as upstream's installer
+/// writes it, in the datapath's host conflist: from `GALACTIC_CNI_DAN_DIR`, else from the Go
+/// conflist; unset, the plugins use runtime-rs's directory. The Go shim's directory and a
+/// relative path are refused before anything is written.
+#[test]
+fn the_kata_dan_dir_reaches_the_node_config_and_the_datapath_conflist() {
+    let datapath_dan_dir = |fx: &Fixture| {
+        let text =
+            std::fs::read_to_string(fx.host("etc/galactic/datapath/10-galactic.conflist")).unwrap();
+        let conflist: serde_json::Value = serde_json::from_str(&text).unwrap();
+        conflist["plugins"][0]["dan_dir"].clone()
+    };
+    let fx = Fixture::new();
+    let out = fx.run(&[("GALACTIC_CNI_DAN_DIR", "/run/kata-dans")]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(node_config(&fx).dan_dir, Path::new("/run/kata-dans"));
+    assert_eq!(datapath_dan_dir(&fx), "/run/kata-dans");
+
+    let fx = Fixture::new();
+    assert!(fx.run(&[]).status.success());
+    assert_eq!(
+        node_config(&fx).dan_dir,
+        Path::new("/run/kata-containers/dans-rs")
+    );
+    assert_eq!(
+        datapath_dan_dir(&fx),
+        "",
+        "upstream writes an unset one empty"
+    );
+
+    let fx = Fixture::new();
+    let go = fx.plant_go_conflist("info", "", "");
+    let text = std::fs::read_to_string(&go).unwrap().replace(
+        r#""ebpf_interfaces": """#,
+        "\"ebpf_interfaces\": \"\",\n      \"dan_dir\": \"/run/go-dans\"",
+    );
+    std::fs::write(&go, text).unwrap();
+    assert!(fx.run(&[]).status.success());
+    assert_eq!(node_config(&fx).dan_dir, Path::new("/run/go-dans"));
+
+    for bad in ["/run/kata-containers/dans", "dans"] {
+        let fx = Fixture::new();
+        let out = fx.run(&[("GALACTIC_CNI_DAN_DIR", bad)]);
+        assert!(!out.status.success(), "{bad} must fail");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("GALACTIC_CNI_DAN_DIR"), "{bad}: {stderr}");
+        assert!(
+            !fx.host("opt").exists() && !fx.host("etc").exists(),
+            "{bad}: nothing staged"
+        );
+    }
+}

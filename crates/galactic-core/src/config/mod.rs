@@ -44,6 +44,11 @@ pub const DEFAULT_EBPF_FILTER_PRIORITY: u16 = 1;
 pub const DEFAULT_IPAM_LEGACY_DIR: &str = "/var/lib/cni/galactic-ipam";
 /// Default bound on waiting for the IPAM store lock (`ipam_lock_timeout_ms`).
 pub const DEFAULT_IPAM_LOCK_TIMEOUT: Duration = Duration::from_millis(5000);
+/// Default directory of the Kata DAN files (`dan_dir`): where Kata's runtime-rs shim reads them.
+pub const DEFAULT_DAN_DIR: &str = "/run/kata-containers/dans-rs";
+/// Default directory of the tap router-advertisement records (`radv_state_dir`): where the
+/// upstream datapath container reads them.
+pub const DEFAULT_RADV_STATE_DIR: &str = "/var/lib/cni/ra";
 /// Longest `namespace` (a Kubernetes namespace is an RFC 1123 label).
 const MAX_NAMESPACE_LEN: usize = 63;
 
@@ -107,6 +112,12 @@ pub struct NodeConfig {
     pub ipam_legacy_dir: PathBuf,
     /// Bound on waiting for the IPAM store lock (`ipam_lock_timeout_ms`: 1–600000).
     pub ipam_lock_timeout: Duration,
+    /// Where the tap master writes a Kata sandbox's DAN file (`dan_dir`), for stanzas with
+    /// `"dan": true`.
+    pub dan_dir: PathBuf,
+    /// Where the tap master records each tap for the datapath container's router
+    /// advertisements (`radv_state_dir`).
+    pub radv_state_dir: PathBuf,
     /// Lab nodes only: the directories a stanza's path may point into when the node config
     /// allows stanza overrides (`allow_stanza_overrides`, `stanza_override_dirs`); `None`
     /// (the default) refuses every node key in a stanza.
@@ -136,6 +147,8 @@ impl NodeConfig {
             ipam_data_dir: PathBuf::from("/var/lib/galactic/ipam"),
             ipam_legacy_dir: PathBuf::from(DEFAULT_IPAM_LEGACY_DIR),
             ipam_lock_timeout: DEFAULT_IPAM_LOCK_TIMEOUT,
+            dan_dir: PathBuf::from(DEFAULT_DAN_DIR),
+            radv_state_dir: PathBuf::from(DEFAULT_RADV_STATE_DIR),
             stanza_overrides: None,
             warnings: Vec::new(),
         }
@@ -337,6 +350,18 @@ impl NodeConfig {
                         .filter(|ms| (1..=600_000).contains(ms))
                         .map(Duration::from_millis)
                 },
+            )?,
+            dan_dir: layers.parsed(
+                "dan_dir",
+                d.dan_dir,
+                "an absolute path",
+                values::absolute_path,
+            )?,
+            radv_state_dir: layers.parsed(
+                "radv_state_dir",
+                d.radv_state_dir,
+                "an absolute path",
+                values::absolute_path,
             )?,
             state_dir,
             stanza_overrides: None,

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use std::path::{Component, Path, PathBuf};
 
 /// Top-level node-level keys: set in the node config (or `GALACTIC_CNI_<KEY>`), never in a stanza.
-pub const NODE_KEYS: [&str; 17] = [
+pub const NODE_KEYS: [&str; 19] = [
     "node_name",
     "kubeconfig",
     "log_file",
@@ -32,6 +32,8 @@ pub const NODE_KEYS: [&str; 17] = [
     "nat66_shard_sids",
     "nat64_prefix",
     "ebpf_interfaces",
+    "dan_dir",
+    "radv_state_dir",
     "allow_stanza_overrides",
     "stanza_override_dirs",
 ];
@@ -58,8 +60,10 @@ pub fn node_config_keys() -> impl Iterator<Item = &'static str> {
 }
 
 /// Node-level keys whose value is a path: with overrides, it must lie inside an override dir.
-const PATH_KEYS: [&str; 6] = [
+const PATH_KEYS: [&str; 8] = [
     "kubeconfig",
+    "dan_dir",
+    "radv_state_dir",
     "log_file",
     "state_dir",
     "bpf_pin_dir",

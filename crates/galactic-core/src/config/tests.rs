@@ -471,3 +471,39 @@ fn nat64_prefixes_are_a_list_of_ipv6_96_networks() {
         );
     }
 }
+
+/// `dan_dir` is upstream's key and `GALACTIC_CNI_DAN_DIR` its variable; a Go node's conflist
+/// carries it (empty when the Go installer had none: the default), and a tenant's stanza may not
+/// point it (or the RA records) anywhere.
+#[test]
+fn the_kata_keys_resolve_as_upstream_names_them_and_never_from_a_stanza() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = dir.path().join("none.json");
+    let d = NodeConfig::resolve_from(&json!({}), &env_of(&[]), &none, None).unwrap();
+    assert_eq!(d.dan_dir, PathBuf::from("/run/kata-containers/dans-rs"));
+    assert_eq!(d.radv_state_dir, PathBuf::from("/var/lib/cni/ra"));
+    let env = env_of(&[("GALACTIC_CNI_DAN_DIR", "/run/dans-env")]);
+    let cfg = NodeConfig::resolve_from(&json!({}), &env, &none, None).unwrap();
+    assert_eq!(cfg.dan_dir, PathBuf::from("/run/dans-env"));
+    let legacy = write(
+        dir.path(),
+        "10-galactic.conflist",
+        r#"{"plugins":[{"type":"galactic-cni","dan_dir":""}]}"#,
+    );
+    let cfg = NodeConfig::resolve_from(&json!({}), &env_of(&[]), &none, Some(&legacy)).unwrap();
+    assert_eq!(cfg.dan_dir, d.dan_dir, "an empty dan_dir is the default");
+    let file = write(dir.path(), "node.json", r#"{"radv_state_dir":"ra"}"#);
+    let err = NodeConfig::resolve_from(&json!({}), &env_of(&[]), &file, None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("radv_state_dir") && err.contains("absolute"),
+        "{err}"
+    );
+    for key in ["dan_dir", "radv_state_dir"] {
+        let err = NodeConfig::resolve_from(&json!({key: "/tmp/x"}), &env_of(&[]), &none, None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(key), "{err}");
+    }
+}

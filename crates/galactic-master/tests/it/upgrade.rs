@@ -908,6 +908,9 @@ pub(crate) fn go_attachments_pass_check_after_the_switch(host: &Host, vrf: bool)
             assert!(out.success, "CHECK of a Go-era attachment: {out:?}");
         }
     }
+    // Adopting the Go chain's tap records it for the datapath's router advertisements, as ADD
+    // would have (a Go chain before upstream's RA records wrote none).
+    assert!(host.path("ra").join(&tap_host).is_file());
     for i in 0..2 {
         let theirs = ip_of(&fresh_result, i);
         assert!(pod.reaches(&theirs), "Go pod → new pod {theirs}");

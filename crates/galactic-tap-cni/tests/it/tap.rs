@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 /// The host's runtime, with this test's own tap master binary.
-fn runtime(host: &Host) -> Runtime<'_> {
+pub fn runtime(host: &Host) -> Runtime<'_> {
     host.runtime().binary(
         "galactic-tap-cni",
         Path::new(env!("CARGO_BIN_EXE_galactic-tap-cni")),
@@ -17,7 +17,7 @@ fn runtime(host: &Host) -> Runtime<'_> {
 }
 
 /// A network config file with the tap master alone.
-fn conf(vpc: &str, extra: Value) -> Conflist {
+pub fn conf(vpc: &str, extra: Value) -> Conflist {
     let mut conf = json!({"cniVersion": "1.1.0", "name": "vms", "type": "galactic-tap-cni", "vpc": vpc,
         "vpcattachment": "1", "mtu": 9000,
         "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd80:1::/64", "ipv4_subnet": "10.80.0.0/24"}});

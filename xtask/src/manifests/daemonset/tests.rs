@@ -35,3 +35,39 @@ fn the_installer_reads_the_go_markers_through_a_read_only_mount() {
         ["install-cni must mount /host/var/lib/cni read-only"]
     );
 }
+
+fn datapath_mounts_of(doc: &mut Value) -> &mut Vec<Value> {
+    let containers = doc["spec"]["template"]["spec"]["containers"]
+        .as_array_mut()
+        .unwrap();
+    let datapath = containers
+        .iter_mut()
+        .find(|c| c["name"] == "datapath")
+        .unwrap();
+    datapath["volumeMounts"].as_array_mut().unwrap()
+}
+
+#[test]
+fn the_datapath_reads_the_tap_ra_records_writable_at_their_host_path() {
+    let want = ["the datapath container must mount the tap RA records writable at /var/lib/cni/ra (hostPath /var/lib/cni/ra): without them no VM on a tap gets router advertisements"];
+    let mut missing = shipped();
+    datapath_mounts_of(&mut missing).retain(|m| m["mountPath"] != "/var/lib/cni/ra");
+    assert_eq!(lint(&missing), want);
+    let mut read_only = shipped();
+    for m in datapath_mounts_of(&mut read_only) {
+        if m["mountPath"] == "/var/lib/cni/ra" {
+            m["readOnly"] = Value::Bool(true);
+        }
+    }
+    assert_eq!(lint(&read_only), want);
+    let mut elsewhere = shipped();
+    for v in elsewhere["spec"]["template"]["spec"]["volumes"]
+        .as_array_mut()
+        .unwrap()
+    {
+        if v["name"] == "radv-state" {
+            v["hostPath"]["path"] = "/var/lib/galactic/ra".into();
+        }
+    }
+    assert_eq!(lint(&elsewhere), want);
+}
