@@ -190,6 +190,41 @@ fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_r
 }
 
 #[test]
+fn a_vpc_row_keeps_the_tap_kind_while_a_tap_of_the_vpc_is_on_the_node() {
+    galactic_testkit::privileged!();
+    let node = node("bpfkind");
+    let (vm, a, b) = (Pod::new("kvm"), Pod::new("ka"), Pod::new("kb"));
+    let (tap, vm_list) = (node.tap_list("V"), node.tap_list("V"));
+    let rvm = node.add_list(&vm, &tap);
+    assert_eq!(vrf_value(&node).egress_kind, EGRESS_KIND_TAP);
+    // One more veth pod of the VPC: the VM's inbound traffic must still be redirected as into
+    // a tap (as into a veth, the kernel drops it).
+    let ra = node.add(&a, "G");
+    assert_eq!(
+        vrf_value(&node).egress_kind,
+        EGRESS_KIND_TAP,
+        "a veth ADD after the VM's keeps the tap kind"
+    );
+    node.check(&a, "G", &ra).expect_quiet_success();
+    // The last tap goes: the veth pods are served by the veth redirect again.
+    node.del_list(&vm, &vm_list, &rvm);
+    assert_eq!(vrf_value(&node).egress_kind, EGRESS_KIND_VETH);
+    // A VM again, then a veth pod's DEL: the tap stays.
+    let rvm = node.add_list(&vm, &tap);
+    let rb = node.add(&b, "H");
+    node.del(&a, "G", &ra);
+    assert_eq!(vrf_value(&node).egress_kind, EGRESS_KIND_TAP);
+    node.del(&b, "H", &rb);
+    assert_eq!(vrf_value(&node).egress_kind, EGRESS_KIND_TAP);
+    node.del_list(&vm, &vm_list, &rvm);
+    assert_eq!(
+        vrf_value(&node).egress_kind,
+        EGRESS_KIND_TAP,
+        "the VPC's last attachment leaves the row as it was (the datapath's GC owns it)"
+    );
+}
+
+#[test]
 fn missing_maps_fail_the_add_with_an_actionable_error_and_no_registration() {
     galactic_testkit::privileged!();
     let node = node("bpfmiss");

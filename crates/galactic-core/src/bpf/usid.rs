@@ -190,8 +190,13 @@ impl Usid {
 
     /// `vrf_table` key: `Block << 12 | Argument`.
     pub fn vrf_key(self) -> u64 {
-        (self.block.0 << 12) | u64::from(self.argument.0)
+        vrf_key(self.block.0, self.argument.0)
     }
+}
+
+/// `vrf_table` key of a recorded (Block, Argument): `Block << 12 | Argument`.
+pub fn vrf_key(block: u64, argument: u16) -> u64 {
+    (block << 12) | u64::from(argument)
 }
 
 #[cfg(test)]
