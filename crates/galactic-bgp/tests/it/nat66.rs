@@ -337,7 +337,7 @@ fn a_missing_uplink_fails_open_with_a_warning() {
     assert!(node
         .warnings()
         .iter()
-        .any(|w| w.contains("no IPv6 default route")));
+        .any(|w| w.contains("no table has an IPv6 default or BGP-learned route")));
     node.del(&other, "H", &r2);
     node.del(&pod, "G", &result);
 }
