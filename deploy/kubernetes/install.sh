@@ -288,8 +288,10 @@ stage_node_config() {
     node_config_json | write_atomic 644 "$HOST_ROOT/etc/galactic/node.json"
 }
 
-# Upstream's static conflist, for the datapath container only (it reads node_name and namespace
-# for its sweeps); outside the runtime's conf dir.
+# Upstream's static conflist, for the datapath container only (it reads node_name, namespace
+# and the node keys, and rewrites ebpf_interfaces when its uplinks change); outside the runtime's
+# conf dir. Written here only while the datapath is not running (this is the pod's init
+# container), so the file has one writer at a time (decision 0060).
 stage_datapath_conflist() {
     write_atomic 644 "$HOST_ROOT/etc/galactic/datapath/10-galactic.conflist" <<JSON
 {
