@@ -3,9 +3,10 @@
 //!
 //! - the NAT66 default egress of a VPC: the first configured shard SID that has a unicast route,
 //!   an output link with a MAC, and a neighbour entry with a MAC for the route's next hop;
-//! - the node rows: this node's SRv6 source address and its public uplink (link, next-hop MAC,
-//!   own MAC), from the first eBPF interface (configured, or auto-detected from every table's
-//!   IPv6 default and BGP-learned routes, as upstream's datapath detects its uplinks).
+//! - the node's public uplink (link, next-hop MAC, own MAC), from the first eBPF interface
+//!   (configured, or auto-detected from every table's IPv6 default and BGP-learned routes, as
+//!   upstream's datapath detects its uplinks). The node's source address is its SID base
+//!   (`Usid::node_sid_base`), not an interface's.
 //!
 //! Everything here only reads; the registry writes.
 
@@ -158,22 +159,19 @@ pub fn ebpf_interfaces(nl: &Netlink, configured: &[String]) -> Result<Vec<String
     Ok(out)
 }
 
-/// What the node rows would hold; each half resolves (or fails) on its own.
+/// What the public uplink row would hold, and where it came from.
 #[derive(Debug)]
 pub struct NodeRows {
-    /// The interface they came from, when one was found.
+    /// The interface it came from, when one was found.
     pub interface: Option<String>,
-    /// `node_src_addr_table[0]`: the interface's first global IPv6 address.
-    pub src_addr: Result<Ipv6Addr, String>,
     /// `public_uplink_table[0]`.
     pub uplink: Result<PublicUplinkValue, String>,
 }
 
-/// Resolves the node rows from the first eBPF interface (`configured`, else auto-detected).
+/// Resolves the public uplink from the first eBPF interface (`configured`, else auto-detected).
 pub fn resolve_node_rows(nl: &Netlink, configured: &[String]) -> NodeRows {
     let failed = |why: String| NodeRows {
         interface: None,
-        src_addr: Err(why.clone()),
         uplink: Err(why),
     };
     let first = match ebpf_interfaces(nl, configured) {
@@ -193,20 +191,8 @@ pub fn resolve_node_rows(nl: &Netlink, configured: &[String]) -> NodeRows {
     };
     NodeRows {
         interface: Some(name),
-        src_addr: src_addr(nl, &link),
         uplink: public_uplink(nl, &link),
     }
-}
-
-fn src_addr(nl: &Netlink, link: &Link) -> Result<Ipv6Addr, String> {
-    let addrs = nl.global_addresses(link.index).map_err(|e| e.to_string())?;
-    addrs
-        .iter()
-        .find_map(|a| match a.ip() {
-            IpAddr::V6(v6) => Some(v6),
-            IpAddr::V4(_) => None,
-        })
-        .ok_or_else(|| format!("{} has no global IPv6 address", link.name))
 }
 
 fn public_uplink(nl: &Netlink, link: &Link) -> Result<PublicUplinkValue, String> {

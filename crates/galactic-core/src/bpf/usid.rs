@@ -160,6 +160,16 @@ impl Usid {
         Ipv6Addr::from(b)
     }
 
+    /// The node's SID base (`node_src_addr_table[0]`): this uSID with Argument 0. Upstream's
+    /// newest datapath completes it with each packet's Argument and stamps it as the outer
+    /// source, so a shard's reply comes back to a SID the node decapsulates.
+    pub fn node_sid_base(self) -> Ipv6Addr {
+        let mut b = self.to_addr().octets();
+        b[8] &= 0xF0;
+        b[9] = 0;
+        Ipv6Addr::from(b)
+    }
+
     /// Decodes an address, validating the ranges, the function and the zero tail.
     pub fn parse(addr: Ipv6Addr) -> Result<Self, UsidError> {
         let b = addr.octets();

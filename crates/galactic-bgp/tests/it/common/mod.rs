@@ -86,6 +86,16 @@ impl Node {
         Conflist::new("1.1.0", "tenant", vec![self.master_conf(att), bgp])
     }
 
+    /// The chain of attachment `att` of `vpc` with the master `master`, then galactic-bgp.
+    pub fn chain(&self, vpc: &str, att: &str, master: &str) -> Conflist {
+        let mut list = self.list(att);
+        list.plugins[0]["type"] = json!(master);
+        for entry in &mut list.plugins {
+            entry["vpc"] = json!(vpc);
+        }
+        list
+    }
+
     /// The chain of a VM's attachment `att`: the tap master, then galactic-bgp.
     pub fn tap_list(&self, att: &str) -> Conflist {
         let mut list = self.list(att);
