@@ -322,9 +322,12 @@ stage_node_config() {
     node_config_json | write_atomic 644 "$HOST_ROOT/etc/galactic/node.json"
 }
 
-# Upstream's static conflist, for the datapath container only (it reads node_name and namespace
-# for its sweeps); outside the runtime's conf dir. The shard SIDs go under both names: the newest
-# Go chain reads egress_shard_sids, the c4c2d06 one a rollback returns to nat66_shard_sids.
+# Upstream's static conflist, for the datapath container only (it reads node_name, namespace
+# and the node keys, and rewrites ebpf_interfaces when its uplinks change); outside the runtime's
+# conf dir. Written here only while the datapath is not running (this is the pod's init
+# container), so the file has one writer at a time (decision 0060).
+# The shard SIDs go under both names: the newest Go chain reads egress_shard_sids, the c4c2d06
+# one a rollback returns to nat66_shard_sids.
 stage_datapath_conflist() {
     write_atomic 644 "$HOST_ROOT/etc/galactic/datapath/10-galactic.conflist" <<JSON
 {

@@ -191,6 +191,7 @@ mod tests {
             host_ifname: "G000000001001H".into(),
             v6: v6.map(|s| s.parse().unwrap()),
             v4: v4.map(|s| s.parse().unwrap()),
+            gateways: Vec::new(),
         }
     }
 

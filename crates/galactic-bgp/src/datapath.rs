@@ -42,14 +42,25 @@ fn resolve(state_dir: &Path, vpc: &VpcId, host_ifname: &str) -> Result<Local, Bg
     })
 }
 
-fn parse_prefixes(prefixes: &[String]) -> Result<Vec<IpNetwork>, BgpError> {
-    prefixes
+/// The attachment's local pass-through prefixes: its own prefixes and, as upstream's ADD and
+/// its datapath repair have them, each gateway as a host prefix (the host interface's own
+/// addresses, which the pod reaches directly).
+fn local_prefixes(a: &Attachment<'_>) -> Result<Vec<IpNetwork>, BgpError> {
+    let mut out: Vec<IpNetwork> = a
+        .prefixes
         .iter()
         .map(|p| {
             p.parse()
-                .map_err(|_| PrevResultError::Prefix(p.clone()).into())
+                .map_err(|_| BgpError::from(PrevResultError::Prefix(p.clone())))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    for gw in &a.facts.gateways {
+        let host = IpNetwork::from(*gw);
+        if !out.contains(&host) {
+            out.push(host);
+        }
+    }
+    Ok(out)
 }
 
 /// What a registration is about.
@@ -100,7 +111,7 @@ fn egress_plan(a: &Attachment<'_>, usid: Usid) -> Result<Option<EgressPlan>, Bgp
 pub fn register(a: &Attachment<'_>, usid: Usid) -> Result<AttachmentRecord, BgpError> {
     let (state_dir, pin_dir) = (a.node.state_dir.as_path(), a.node.bpf_pin_dir.as_path());
     let local = resolve(state_dir, a.vpc, &a.facts.host_ifname)?;
-    let prefixes = parse_prefixes(a.prefixes)?;
+    let prefixes = local_prefixes(a)?;
     // Resolved before anything is written: none resolvable fails the ADD with nothing changed.
     let egress: Vec<(Ipv6Network, _)> = match egress_plan(a, usid)? {
         None => Vec::new(),
@@ -143,38 +154,33 @@ pub fn register(a: &Attachment<'_>, usid: Usid) -> Result<AttachmentRecord, BgpE
                "egressSid": egress.first().map(|(_, v)| Ipv6Addr::from(v.sid_be).to_string()),
                "egressIfindex": egress.first().map(|(_, v)| v.link_ifindex)}),
     );
-    register_node_rows(a.node);
+    register_node_rows(a.node, usid);
     Ok(record)
 }
 
-/// §6.7 steps 12–13: the node's SRv6 source address and public uplink. They fail open: the
-/// datapath falls back to the kernel's path without them, so a failure is a warning and each
-/// row is written when it resolves.
-fn register_node_rows(node: &NodeConfig) {
+/// §6.7 steps 12–13: the node's SRv6 source address (its SID base, as upstream's newest ADD
+/// and repair write it) and public uplink. They fail open: the datapath falls back to the
+/// kernel's path without them, so a failure is a warning and each row is written when it can.
+fn register_node_rows(node: &NodeConfig, usid: Usid) {
+    let pin_dir = node.bpf_pin_dir.as_path();
+    let base = usid.node_sid_base();
+    match registry::write_node_src_addr(pin_dir, base) {
+        Ok(()) => log::debug(
+            "ADD: node SRv6 source address registered",
+            json!({"addr": base.to_string()}),
+        ),
+        Err(e) => log::warn(
+            "ADD: could not register this node's own SRv6 source address; egress routing will fail open until this succeeds",
+            json!({"addr": base.to_string(), "err": e.to_string()}),
+        ),
+    }
     let rows = match Netlink::current() {
         Ok(nl) => uplink::resolve_node_rows(&nl, &node.ebpf_interfaces),
         Err(e) => uplink::NodeRows {
             interface: None,
-            src_addr: Err(e.to_string()),
             uplink: Err(e.to_string()),
         },
     };
-    let pin_dir = node.bpf_pin_dir.as_path();
-    let src = rows.src_addr.and_then(|addr| {
-        registry::write_node_src_addr(pin_dir, addr)
-            .map(|()| addr)
-            .map_err(|e| e.to_string())
-    });
-    match src {
-        Ok(addr) => log::debug(
-            "ADD: node SRv6 source address registered",
-            json!({"interface": rows.interface, "addr": addr.to_string()}),
-        ),
-        Err(why) => log::warn(
-            "ADD: could not register this node's own SRv6 source address; egress routing will fail open until this succeeds",
-            json!({"interface": rows.interface, "err": why}),
-        ),
-    }
     let up = rows.uplink.and_then(|value| {
         registry::write_public_uplink(pin_dir, value)
             .map(|()| value)
@@ -216,7 +222,7 @@ fn attach(pin_dir: &Path, ifname: &str, priority: u16) -> Result<(), BgpError> {
 /// CHECK (upstream §6.9 step 5, plus this attachment's rows): every difference is reported.
 pub fn check(a: &Attachment<'_>, usid: Usid) -> Result<(), BgpError> {
     let local = resolve(&a.node.state_dir, a.vpc, &a.facts.host_ifname)?;
-    let prefixes = parse_prefixes(a.prefixes)?;
+    let prefixes = local_prefixes(a)?;
     let egress = egress_plan(a, usid)?;
     let problems = registry::verify(&Expected {
         pin_dir: &a.node.bpf_pin_dir,

@@ -4,7 +4,7 @@
 use crate::error::{BgpError, PrevResultError};
 use galactic_core::cni::CniResult;
 use ipnetwork::{IpNetwork, Ipv6Network};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 /// How the master attached the workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +26,8 @@ pub struct Facts {
     pub v6: Option<Ipv6Network>,
     /// The IPv4 address.
     pub v4: Option<Ipv4Addr>,
+    /// The gateways of those addresses (the host interface's own addresses).
+    pub gateways: Vec<IpAddr>,
 }
 
 /// Infers [`Facts`] from `prev` (code 6 when absent or inconsistent).
@@ -54,6 +56,7 @@ pub fn infer(prev: Option<&CniResult>) -> Result<Facts, BgpError> {
         .ok_or(PrevResultError::NoHostInterface)?;
     let mut v6 = None;
     let mut v4 = None;
+    let mut gateways = Vec::new();
     for ip in &prev.ips {
         if let Some(index) = ip.interface {
             if index >= prev.interfaces.len() {
@@ -65,18 +68,26 @@ pub fn infer(prev: Option<&CniResult>) -> Result<Facts, BgpError> {
                 .into());
             }
         }
-        match ip.address {
-            IpNetwork::V6(net) if v6.is_none() => v6 = Some(net),
-            IpNetwork::V4(net) if v4.is_none() => v4 = Some(net.ip()),
+        let first = match ip.address {
+            IpNetwork::V6(net) if v6.is_none() => {
+                v6 = Some(net);
+                true
+            }
+            IpNetwork::V4(net) if v4.is_none() => {
+                v4 = Some(net.ip());
+                true
+            }
             // Masters assign one address per family; a second one is not published.
-            _ => {}
-        }
+            _ => false,
+        };
+        gateways.extend(ip.gateway.filter(|_| first));
     }
     Ok(Facts {
         kind,
         host_ifname,
         v6,
         v4,
+        gateways,
     })
 }
 

@@ -30,7 +30,13 @@ pub fn pod_route(table: u32, host: &Link, a: &Assignment) -> RouteSpec {
         IpAddr::V6(_) => masked(a.address),
         ip @ IpAddr::V4(_) => IpNetwork::from(ip),
     };
-    RouteSpec::device(dst, table, host.index)
+    // Universe scope, as upstream's masters install it: upstream's datapath repair takes only a
+    // route of another scope than link for a pod-subnet route, and would rebuild no
+    // pass-through row for an IPv4 pod otherwise.
+    RouteSpec {
+        scope_link: false,
+        ..RouteSpec::device(dst, table, host.index)
+    }
 }
 
 /// Configures everything on the host side.

@@ -14,6 +14,7 @@ pub mod harness;
 pub mod host;
 pub mod inspect;
 pub mod process;
+pub mod repair;
 pub mod route_node;
 pub mod runtime;
 

@@ -8,8 +8,11 @@
 //!   IPAM markers it reads (`/var/lib/cni`, read-only), and
 //!   carries every upstream installer setting under its upstream name;
 //! - the `datapath` container: the host's bpffs at `/sys/fs/bpf` (`hostPath` type `Directory`),
-//!   its host conflist read-only, capabilities `BPF` and `NET_ADMIN` and no others, its gRPC
-//!   health probes, the tap RA records writable at their host path (`/var/lib/cni/ra`);
+//!   its host conflist's own directory (`/etc/galactic/datapath`) writable, since upstream's
+//!   newest `run` rewrites `ebpf_interfaces` there by rename, capabilities `BPF`, `NET_ADMIN`
+//!   and `PERFMON` and no others, its gRPC health probes, the tap RA records writable at their host path (`/var/lib/cni/ra`);
+//! - one writer of that conflist at a time: install-cni (an init container, done before any
+//!   container of the pod starts) and then the datapath; no other container may write there;
 //! - no container is privileged, escalates privileges or adds a capability beyond that.
 
 use serde_json::Value;
@@ -23,7 +26,9 @@ pub const UPSTREAM_SETTINGS: [&str; 5] = [
     "GALACTIC_CNI_EBPF_INTERFACES",
 ];
 /// The capabilities of the datapath container, exactly.
-const DATAPATH_CAPS: [&str; 2] = ["BPF", "NET_ADMIN"];
+const DATAPATH_CAPS: [&str; 3] = ["BPF", "NET_ADMIN", "PERFMON"];
+/// The datapath's host conflist directory on the host.
+const DATAPATH_CONF_DIR: &str = "/etc/galactic/datapath";
 /// Where the installer writes on the host.
 const INSTALL_MOUNTS: [&str; 4] = [
     "/host/opt/cni/bin",
@@ -50,6 +55,7 @@ pub fn lint(doc: &Value) -> Vec<String> {
     problems.extend(placement(pod));
     for container in containers(pod) {
         problems.extend(least_privilege(container));
+        problems.extend(datapath_conf_writer(pod, container));
     }
     match container(pod, "install-cni") {
         Some(install) => problems.extend(installer(install)),
@@ -237,8 +243,31 @@ fn volume(pod: &Value, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// The host's bpffs, its host conflist read-only out of the runtime's conf dir, a state dir of
-/// its own.
+/// Only install-cni (before the datapath starts) and the datapath write the datapath's host
+/// conflist: upstream's writer takes no lock, so a third writer could lose its rewrite.
+fn datapath_conf_writer(pod: &Value, c: &Value) -> Vec<String> {
+    let name = c["name"].as_str().unwrap_or("?");
+    if ["install-cni", "datapath"].contains(&name) {
+        return Vec::new();
+    }
+    mounts(c)
+        .into_iter()
+        .filter(|(volume_name, _, read_only)| {
+            let host = volume(pod, volume_name)["hostPath"]["path"].clone();
+            let host = host.as_str().unwrap_or("").trim_end_matches('/');
+            // The directory itself or any parent of it.
+            !read_only
+                && !host.is_empty()
+                && (DATAPATH_CONF_DIR == host || DATAPATH_CONF_DIR.starts_with(&format!("{host}/")))
+        })
+        .map(|(_, path, _)| {
+            format!("container {name} mounts {path} writable, which holds {DATAPATH_CONF_DIR}: only install-cni and the datapath may write the datapath's host conflist")
+        })
+        .collect()
+}
+
+/// The host's bpffs, its host conflist's directory out of the runtime's conf dir (writable: it
+/// rewrites the file), a state dir of its own.
 fn datapath_mounts(pod: &Value, c: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     let mounted = mounts(c);
@@ -257,8 +286,8 @@ fn datapath_mounts(pod: &Value, c: &Value) -> Vec<String> {
     }
     match mounted.iter().find(|(_, p, _)| *p == "/host/etc/cni/net.d") {
         Some((name, _, read_only)) => {
-            if !read_only || volume(pod, name)["hostPath"]["path"] != "/etc/galactic/datapath" {
-                problems.push("the datapath's /host/etc/cni/net.d must be /etc/galactic/datapath, read-only (its host conflist, out of the runtime's conf dir)".into());
+            if *read_only || volume(pod, name)["hostPath"]["path"] != DATAPATH_CONF_DIR {
+                problems.push(format!("the datapath's /host/etc/cni/net.d must be {DATAPATH_CONF_DIR}, writable (its host conflist, out of the runtime's conf dir, which it rewrites by rename)"));
             }
         }
         None => problems.push(

@@ -317,7 +317,7 @@ fn the_shipped_daemonset_has_the_placement_mounts_and_privileges_a_datapath_need
 #[test]
 fn a_daemonset_without_what_the_node_needs_fails_naming_it() {
     type Edit = fn(&mut Value);
-    let cases: [(&str, Edit, &str); 10] = [
+    let cases: [(&str, Edit, &str); 13] = [
         (
             "no hostNetwork",
             |d| d["spec"]["template"]["spec"]["hostNetwork"] = false.into(),
@@ -383,6 +383,36 @@ fn a_daemonset_without_what_the_node_needs_fails_naming_it() {
                     serde_json::json!(["NET_ADMIN"]);
             },
             "BPF",
+        ),
+        (
+            "no PERFMON capability",
+            |d| {
+                datapath_of(d)["securityContext"]["capabilities"]["add"] =
+                    serde_json::json!(["BPF", "NET_ADMIN"]);
+            },
+            "PERFMON",
+        ),
+        (
+            "the datapath cannot rewrite its conflist",
+            |d| {
+                for m in datapath_of(d)["volumeMounts"].as_array_mut().unwrap() {
+                    if m["mountPath"] == "/host/etc/cni/net.d" {
+                        m["readOnly"] = true.into();
+                    }
+                }
+            },
+            "writable",
+        ),
+        (
+            "a third writer of the datapath conflist",
+            |d| {
+                let refresh = d.pointer_mut("/spec/template/spec/containers/0").unwrap();
+                assert_eq!(refresh["name"], "refresh-credentials");
+                refresh["volumeMounts"].as_array_mut().unwrap().push(
+                    serde_json::json!({"name": "galactic-etc", "mountPath": "/host/etc/galactic"}),
+                );
+            },
+            "only install-cni and the datapath may write",
         ),
         (
             "privileged",

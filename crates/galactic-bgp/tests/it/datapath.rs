@@ -64,6 +64,15 @@ fn v6_key(table: u32, result: &Value) -> (u32, u32, u8, [u8; 16]) {
     )
 }
 
+/// The pass-through keys of a result's gateways (host prefixes: /128 and /32).
+fn gateway_keys(table: u32, result: &Value) -> Vec<(u32, u32, u8, [u8; 16])> {
+    let gateways = result["ips"].as_array().unwrap().iter();
+    gateways
+        .filter_map(|ip| ip["gateway"].as_str()?.parse::<std::net::IpAddr>().ok())
+        .map(|gw| galactic_testkit::repair::egress_key(table, gw.into()))
+        .collect()
+}
+
 #[test]
 fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_rows() {
     galactic_testkit::privileged!();
@@ -106,14 +115,17 @@ fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_r
     assert_eq!(ifrows.len(), 1);
     assert_eq!(bytes_of(&ifrows[&ia]), want_row.as_slice());
     let egress = node.egress_rows();
-    let want: BTreeMap<_, _> = [
+    let gateways = gateway_keys(table, &ra);
+    assert_eq!(gateways.len(), 2, "a gateway per family");
+    let mut want: BTreeMap<_, _> = [
         (v6_key(table, &ra), zero.clone()),
         (v4_key(table, &ra), zero.clone()),
     ]
     .into();
+    want.extend(gateways.iter().map(|k| (*k, zero.clone())));
     assert_eq!(
         egress, want,
-        "pass-through entries of the masked prefixes, all-zero values"
+        "pass-through entries of the masked prefixes and the gateways, all-zero values"
     );
     node.check(&a, "G", &ra).expect_quiet_success();
 
@@ -145,7 +157,11 @@ fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_r
         "generation stamped again"
     );
     assert_eq!(node.ifindex_rows().len(), 2);
-    assert_eq!(node.egress_rows().len(), 4, "each pod's masked /96 and /32");
+    assert_eq!(
+        node.egress_rows().len(),
+        6,
+        "each pod's masked /96 and /32, and the VPC's two gateways once"
+    );
 
     // CHECK names a VRF row that no longer points at the VPC's table.
     m.insert(
@@ -169,12 +185,17 @@ fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_r
     node.del(&a, "G", &ra);
     let ifrows = node.ifindex_rows();
     assert_eq!(ifrows.keys().copied().collect::<Vec<_>>(), vec![ib]);
-    let want: BTreeMap<_, _> = [
+    let mut want: BTreeMap<_, _> = [
         (v6_key(table, &rb), zero.clone()),
         (v4_key(table, &rb), zero.clone()),
     ]
     .into();
-    assert_eq!(node.egress_rows(), want);
+    want.extend(gateway_keys(table, &rb).iter().map(|k| (*k, zero.clone())));
+    assert_eq!(
+        node.egress_rows(),
+        want,
+        "B still lists the shared gateways"
+    );
     assert_eq!(vrf_value(&node), vrf, "node-level rows stay");
 
     // GC with B no longer valid: B's rows go.
@@ -186,6 +207,41 @@ fn registration_writes_every_row_and_del_and_gc_remove_exactly_the_attachments_r
         locator.iter().count(),
         1,
         "locator rows are never removed by the CNI"
+    );
+}
+
+#[test]
+fn a_vpc_row_keeps_the_tap_kind_while_a_tap_of_the_vpc_is_on_the_node() {
+    galactic_testkit::privileged!();
+    let node = node("bpfkind");
+    let (vm, a, b) = (Pod::new("kvm"), Pod::new("ka"), Pod::new("kb"));
+    let (tap, vm_list) = (node.tap_list("V"), node.tap_list("V"));
+    let rvm = node.add_list(&vm, &tap);
+    assert_eq!(vrf_value(&node).egress_kind, EGRESS_KIND_TAP);
+    // One more veth pod of the VPC: the VM's inbound traffic must still be redirected as into
+    // a tap (as into a veth, the kernel drops it).
+    let ra = node.add(&a, "G");
+    assert_eq!(
+        vrf_value(&node).egress_kind,
+        EGRESS_KIND_TAP,
+        "a veth ADD after the VM's keeps the tap kind"
+    );
+    node.check(&a, "G", &ra).expect_quiet_success();
+    // The last tap goes: the veth pods are served by the veth redirect again.
+    node.del_list(&vm, &vm_list, &rvm);
+    assert_eq!(vrf_value(&node).egress_kind, EGRESS_KIND_VETH);
+    // A VM again, then a veth pod's DEL: the tap stays.
+    let rvm = node.add_list(&vm, &tap);
+    let rb = node.add(&b, "H");
+    node.del(&a, "G", &ra);
+    assert_eq!(vrf_value(&node).egress_kind, EGRESS_KIND_TAP);
+    node.del(&b, "H", &rb);
+    assert_eq!(vrf_value(&node).egress_kind, EGRESS_KIND_TAP);
+    node.del_list(&vm, &vm_list, &rvm);
+    assert_eq!(
+        vrf_value(&node).egress_kind,
+        EGRESS_KIND_TAP,
+        "the VPC's last attachment leaves the row as it was (the datapath's GC owns it)"
     );
 }
 

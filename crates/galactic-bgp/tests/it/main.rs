@@ -17,4 +17,5 @@ mod node_identity;
 mod protocol;
 mod publish;
 mod refusals;
+mod repair;
 mod retract;

@@ -157,8 +157,14 @@ fn the_first_resolvable_shard_sid_wins_and_the_node_rows_are_written() {
         node.ifindex_rows().values().next().unwrap().argument,
         VRF_ID
     );
+    // The node's SID base (Block, Node-ID 1, End.DT46, Argument 0), not up0's address.
     let mut src = vec![];
-    src.extend_from_slice(&"2001:db8:f::2".parse::<Ipv6Addr>().unwrap().octets());
+    src.extend_from_slice(
+        &"2001:db8:ff03:1:e000::"
+            .parse::<Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
     assert_eq!(node.node_src_addr(), src);
     let mut uplink = up0.to_ne_bytes().to_vec();
     uplink.extend_from_slice(&FABRIC_MAC);
@@ -264,13 +270,13 @@ fn the_nat66_default_lives_while_its_vpc_has_attachments() {
     assert_eq!(node.nat66_row(table), Some(row.clone()));
     assert_eq!(
         node.egress_rows().len(),
-        5,
-        "::/0 and each pod's /96 and /32"
+        7,
+        "::/0, each pod's /96 and /32, the VPC's two gateways"
     );
 
     node.del(&a, "G", &ra);
     assert_eq!(node.nat66_row(table), Some(row.clone()), "H still uses it");
-    assert_eq!(node.egress_rows().len(), 3);
+    assert_eq!(node.egress_rows().len(), 5);
     node.del(&b, "H", &rb);
     assert_eq!(
         node.nat66_row(table),
@@ -330,14 +336,18 @@ fn a_missing_uplink_fails_open_with_a_warning() {
         .merge_config(json!({"ebpf_interfaces": "nosuch0, up0"}));
     let pod = Pod::new("n66u");
     let result = node.add(&pod, "G");
-    assert_eq!(node.node_src_addr(), vec![0; 16], "not written");
+    let base = "2001:db8:ff03:1:e000::".parse::<Ipv6Addr>().unwrap();
+    assert_eq!(
+        node.node_src_addr(),
+        base.octets().to_vec(),
+        "the SID base needs no uplink"
+    );
     assert_eq!(node.public_uplink(), vec![0; 16], "not written");
     let warnings = node.warnings();
     assert!(
         warnings
             .iter()
-            .any(|w| w.contains("own SRv6 source address") && w.contains("nosuch0"))
-            && warnings.iter().any(|w| w.contains("own public uplink")),
+            .any(|w| w.contains("own public uplink") && w.contains("nosuch0")),
         "{warnings:?}"
     );
     assert_eq!(
@@ -357,7 +367,7 @@ fn a_missing_uplink_fails_open_with_a_warning() {
     assert!(node
         .warnings()
         .iter()
-        .any(|w| w.contains("no IPv6 default route")));
+        .any(|w| w.contains("no table has an IPv6 default or BGP-learned route")));
     node.del(&other, "H", &r2);
     node.del(&pod, "G", &result);
 }

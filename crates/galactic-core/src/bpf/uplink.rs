@@ -3,9 +3,10 @@
 //!
 //! - the NAT66 default egress of a VPC: the first configured shard SID that has a unicast route,
 //!   an output link with a MAC, and a neighbour entry with a MAC for the route's next hop;
-//! - the node rows: this node's SRv6 source address and its public uplink (link, next-hop MAC,
-//!   own MAC), from the first eBPF interface (configured, or the first link of an IPv6 default
-//!   route in the main table).
+//! - the node's public uplink (link, next-hop MAC, own MAC), from the first eBPF interface
+//!   (configured, or auto-detected from every table's IPv6 default and BGP-learned routes, as
+//!   upstream's datapath detects its uplinks). The node's source address is its SID base
+//!   (`Usid::node_sid_base`), not an interface's.
 //!
 //! Everything here only reads; the registry writes.
 
@@ -15,9 +16,6 @@ use crate::net::netlink::{parse_mac, Link, Netlink, RouteKind};
 use crate::net::NetError;
 use std::fmt;
 use std::net::{IpAddr, Ipv6Addr};
-
-/// The main routing table, where auto-detection looks for IPv6 default routes.
-const MAIN_TABLE: u32 = 254;
 
 /// Why a shard SID (or the uplink) does not resolve.
 #[derive(Debug)]
@@ -124,45 +122,56 @@ pub fn resolve_nat66(nl: &Netlink, sids: &[Ipv6Addr]) -> Result<EgressRouteValue
 }
 
 /// The eBPF interfaces: `configured` as given (missing ones included, so the first one is the
-/// one the node config names), else the links of the main table's IPv6 default routes in the
-/// kernel's order.
+/// one the node config names), else auto-detected as upstream's newest datapath does, from the
+/// IPv6 routes of **every** table (an underlay whose default lives in a table of its own is
+/// found): first the devices of default routes, then those of BGP-learned routes (where a
+/// fabric peer's SRv6 traffic arrives when locators travel over another segment), each in the
+/// kernel's order, every next hop of a multipath route counted. Never a candidate: a route
+/// that does not forward, a WireGuard link (a mesh's own default would make the outer source
+/// a mesh address), a VRF member (tenant and sidecar interfaces pick up defaults in their
+/// VRF's table) and the loopback.
 pub fn ebpf_interfaces(nl: &Netlink, configured: &[String]) -> Result<Vec<String>, NetError> {
     if !configured.is_empty() {
         return Ok(configured.to_vec());
     }
     let links = nl.links()?;
+    let routes = nl.uplink_routes(crate::ip::Family::V6)?;
+    let candidate = |index: &u32| -> Option<&Link> {
+        let link = links.iter().find(|l| l.index == *index)?;
+        let in_vrf = link.controller.is_some_and(|c| {
+            links
+                .iter()
+                .any(|m| m.index == c && m.kind.as_deref() == Some("vrf"))
+        });
+        let excluded = link.loopback || in_vrf || link.kind.as_deref() == Some("wireguard");
+        (!excluded).then_some(link)
+    };
     let mut out: Vec<String> = Vec::new();
-    for route in nl.routes(crate::ip::Family::V6, MAIN_TABLE)? {
-        if route.dst.prefix() != 0 || route.kind != RouteKind::Unicast {
-            continue;
-        }
-        let name = route
-            .dev
-            .and_then(|dev| links.iter().find(|l| l.index == dev))
-            .map(|l| l.name.clone());
-        if let Some(name) = name.filter(|n| !out.contains(n)) {
-            out.push(name);
+    let defaults = routes.iter().filter(|r| r.default);
+    let learned = routes.iter().filter(|r| r.bgp && !r.default);
+    for route in defaults.chain(learned).filter(|r| r.forwards) {
+        for link in route.devs.iter().filter_map(candidate) {
+            if !out.contains(&link.name) {
+                out.push(link.name.clone());
+            }
         }
     }
     Ok(out)
 }
 
-/// What the node rows would hold; each half resolves (or fails) on its own.
+/// What the public uplink row would hold, and where it came from.
 #[derive(Debug)]
 pub struct NodeRows {
-    /// The interface they came from, when one was found.
+    /// The interface it came from, when one was found.
     pub interface: Option<String>,
-    /// `node_src_addr_table[0]`: the interface's first global IPv6 address.
-    pub src_addr: Result<Ipv6Addr, String>,
     /// `public_uplink_table[0]`.
     pub uplink: Result<PublicUplinkValue, String>,
 }
 
-/// Resolves the node rows from the first eBPF interface (`configured`, else auto-detected).
+/// Resolves the public uplink from the first eBPF interface (`configured`, else auto-detected).
 pub fn resolve_node_rows(nl: &Netlink, configured: &[String]) -> NodeRows {
     let failed = |why: String| NodeRows {
         interface: None,
-        src_addr: Err(why.clone()),
         uplink: Err(why),
     };
     let first = match ebpf_interfaces(nl, configured) {
@@ -171,7 +180,7 @@ pub fn resolve_node_rows(nl: &Netlink, configured: &[String]) -> NodeRows {
     };
     let Some(name) = first else {
         return failed(
-            "no eBPF interface: ebpf_interfaces is empty and the main table has no IPv6 default route"
+            "no eBPF interface: ebpf_interfaces is empty and no table has an IPv6 default or BGP-learned route"
                 .into(),
         );
     };
@@ -182,20 +191,8 @@ pub fn resolve_node_rows(nl: &Netlink, configured: &[String]) -> NodeRows {
     };
     NodeRows {
         interface: Some(name),
-        src_addr: src_addr(nl, &link),
         uplink: public_uplink(nl, &link),
     }
-}
-
-fn src_addr(nl: &Netlink, link: &Link) -> Result<Ipv6Addr, String> {
-    let addrs = nl.global_addresses(link.index).map_err(|e| e.to_string())?;
-    addrs
-        .iter()
-        .find_map(|a| match a.ip() {
-            IpAddr::V6(v6) => Some(v6),
-            IpAddr::V4(_) => None,
-        })
-        .ok_or_else(|| format!("{} has no global IPv6 address", link.name))
 }
 
 fn public_uplink(nl: &Netlink, link: &Link) -> Result<PublicUplinkValue, String> {

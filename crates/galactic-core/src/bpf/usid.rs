@@ -160,6 +160,16 @@ impl Usid {
         Ipv6Addr::from(b)
     }
 
+    /// The node's SID base (`node_src_addr_table[0]`): this uSID with Argument 0. Upstream's
+    /// newest datapath completes it with each packet's Argument and stamps it as the outer
+    /// source, so a shard's reply comes back to a SID the node decapsulates.
+    pub fn node_sid_base(self) -> Ipv6Addr {
+        let mut b = self.to_addr().octets();
+        b[8] &= 0xF0;
+        b[9] = 0;
+        Ipv6Addr::from(b)
+    }
+
     /// Decodes an address, validating the ranges, the function and the zero tail.
     pub fn parse(addr: Ipv6Addr) -> Result<Self, UsidError> {
         let b = addr.octets();
@@ -190,7 +200,7 @@ impl Usid {
 
     /// `vrf_table` key: `Block << 12 | Argument`.
     pub fn vrf_key(self) -> u64 {
-        (self.block.0 << 12) | u64::from(self.argument.0)
+        vrf_key(self.block.0, self.argument.0)
     }
 }
 
@@ -209,6 +219,11 @@ pub fn with_argument(sid: Ipv6Addr, argument: Argument) -> Result<Ipv6Addr, Usid
     b[8] = (b[8] & 0xF0) | (arg_hi & 0x0F);
     b[9] = arg_lo;
     Ok(Ipv6Addr::from(b))
+}
+
+/// `vrf_table` key of a recorded (Block, Argument): `Block << 12 | Argument`.
+pub fn vrf_key(block: u64, argument: u16) -> u64 {
+    (block << 12) | u64::from(argument)
 }
 
 #[cfg(test)]

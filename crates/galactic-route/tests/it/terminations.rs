@@ -68,11 +68,13 @@ fn add_check_retry_del_for_both_families_with_and_without_via() {
         .cloned()
         .collect();
     // Exactly these, canonical destinations, the device on every route, `onlink` only where the
-    // next hop is not covered by a device route of this interface.
+    // next hop is not covered by a device route of this interface the kernel accepts for a
+    // gateway (IPv4: link scope; the pod's own /32 is universe-scoped, as upstream's masters
+    // install it, so a termination via the pod is onlink).
     let mut expected = vec![
         format!("198.51.100.0/24 dev {HOST} scope link"),
         format!("2001:db8:77::/64 dev {HOST}"),
-        format!("203.0.113.0/24 via {pod4} dev {HOST}"),
+        format!("203.0.113.0/24 via {pod4} dev {HOST} onlink"),
         format!("2001:db8:78::/48 via {pod6} dev {HOST}"),
         format!("192.0.2.0/24 via 169.254.1.1 dev {HOST} onlink"),
         format!("2001:db8:79::/64 via fe80::1 dev {HOST}"),
@@ -101,7 +103,7 @@ fn add_check_retry_del_for_both_families_with_and_without_via() {
     let msg = route("CHECK").expect_error(100);
     assert!(
         msg.contains(&format!(
-            "termination 203.0.113.0/24 via {pod4} dev {HOST} table {table} is missing"
+            "termination 203.0.113.0/24 via {pod4} dev {HOST} onlink table {table} is missing"
         )),
         "{msg}"
     );
@@ -162,7 +164,7 @@ fn check_names_a_route_that_points_elsewhere_and_canonicalises() {
     let msg = route("CHECK").expect_error(100);
     assert!(
         msg.contains(&format!(
-            "termination 198.51.100.0/24 via {pod4} dev {HOST} table {t} is missing: the table routes 198.51.100.0/24 via 169.254.9.9 dev {HOST} onlink table {t} instead"
+            "termination 198.51.100.0/24 via {pod4} dev {HOST} onlink table {t} is missing: the table routes 198.51.100.0/24 via 169.254.9.9 dev {HOST} onlink table {t} instead"
         )),
         "{msg}"
     );

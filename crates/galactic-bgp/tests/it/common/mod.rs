@@ -44,7 +44,12 @@ impl Node {
         let host = Host::new(
             tag,
             config,
-            &["galactic-cni", "galactic-ipam", "galactic-bgp"],
+            &[
+                "galactic-cni",
+                "galactic-tap-cni",
+                "galactic-ipam",
+                "galactic-bgp",
+            ],
         );
         let dir = host.path("state").join("bgp").join(NS).join("bgprouters");
         std::fs::create_dir_all(&dir).unwrap();
@@ -87,18 +92,45 @@ impl Node {
         Conflist::new("1.1.0", "tenant", vec![self.master_conf(att), bgp])
     }
 
+    /// The chain of attachment `att` of `vpc` with the master `master`, then galactic-bgp.
+    pub fn chain(&self, vpc: &str, att: &str, master: &str) -> Conflist {
+        let mut list = self.list(att);
+        list.plugins[0]["type"] = json!(master);
+        for entry in &mut list.plugins {
+            entry["vpc"] = json!(vpc);
+        }
+        list
+    }
+
+    /// The chain of a VM's attachment `att`: the tap master, then galactic-bgp.
+    pub fn tap_list(&self, att: &str) -> Conflist {
+        let mut list = self.list(att);
+        list.plugins[0]["type"] = json!("galactic-tap-cni");
+        list
+    }
+
     /// ADD through the chain, which must succeed; the final result.
     pub fn add(&self, pod: &Pod, att: &str) -> Value {
+        self.add_list(pod, &self.list(att))
+    }
+
+    /// ADD through `list`, which must succeed; the final result.
+    pub fn add_list(&self, pod: &Pod, list: &Conflist) -> Value {
         self.runtime()
-            .add(&self.list(att), &pod.attachment())
+            .add(list, &pod.attachment())
             .unwrap_or_else(|e| panic!("chain ADD: {e}"))
     }
 
     /// DEL through the chain, in reverse, by a runtime holding `result`.
     pub fn del(&self, pod: &Pod, att: &str, result: &Value) {
-        let (rt, list, pod) = (self.runtime(), self.list(att), pod.attachment());
-        rt.remember(&list, &pod, result);
-        rt.del(&list, &pod)
+        self.del_list(pod, &self.list(att), result)
+    }
+
+    /// DEL through `list`, in reverse, by a runtime holding `result`.
+    pub fn del_list(&self, pod: &Pod, list: &Conflist, result: &Value) {
+        let (rt, pod) = (self.runtime(), pod.attachment());
+        rt.remember(list, &pod, result);
+        rt.del(list, &pod)
             .unwrap_or_else(|e| panic!("chain DEL: {e}"));
     }
 

@@ -3,7 +3,8 @@
 //!
 //! Node-level rows (`locator_table`, `function_table`, `vrf_table`, `node_src_addr_table`,
 //! `public_uplink_table`) are shared by every attachment of a Block / VRF / node and are never
-//! removed here (`vrf_table` has the datapath's GC). Attachment rows (`ifindex_vrf_table`,
+//! removed here (`vrf_table` has the datapath's GC; its egress kind is the VPC's, from the
+//! records: `kind.rs`). Attachment rows (`ifindex_vrf_table`,
 //! pass-through entries of `egress_route_table`) and the per-VPC egress rows of a VPC that opted
 //! in (`egress_route_table[(table, ::/0)]` and one per NAT64 prefix) are recorded before they are
 //! written, so DEL and GC remove exactly them:
@@ -12,7 +13,7 @@
 //! <state_dir>/bpf/
 //!   lock                         flock: one registration/removal at a time on the node
 //!   attachments/G{vpc}{att}H.json {"hostIfname","ifindex","block","argument","vrfTableId",
-//!                                  "prefixes":[canonical CIDR…],"pinDir"}
+//!                                  "prefixes":[canonical CIDR…],"pinDir","egressKind"}
 //!   nat66/{table}.json           {"vrfTableId","prefix","pinDir","sid","linkIfindex","dmac",
 //!                                  "smac","replaces"?:{"sid",…}}: the ::/0 row last written in
 //!                                  that table, and the row it replaced ("prefix" absent in
@@ -28,6 +29,7 @@
 //! opted out, a prefix left the node config), each only while it still holds what was written or
 //! what that replaced (a route someone else put at that prefix since is left alone).
 
+mod kind;
 mod records;
 mod removal;
 mod verify;
@@ -180,6 +182,7 @@ pub fn register_attachment(r: &Registration<'_>) -> Result<AttachmentRecord, Bpf
             .map(|p| crate::net::netlink::masked(*p))
             .collect(),
         pin_dir: r.pin_dir.to_owned(),
+        egress_kind: Some(r.egress_kind),
     };
     // Intent first: a crash after this leaves a record DEL and GC can remove rows by.
     write_record(r.state_dir, &record)?;
@@ -211,7 +214,7 @@ pub(super) fn write_rows(
             0,
         )
         .map_err(map_err(maps::FUNCTION_TABLE, "insert"))?;
-    register_vrf(&mut m.vrf, r, now)?;
+    register_vrf(&mut m.vrf, r, &all_records(r.state_dir)?, now)?;
     let row = IfindexVrfValue {
         block: record.block,
         argument: record.argument,
@@ -264,12 +267,14 @@ fn write_egress(m: &mut NodeMaps, r: &Registration<'_>) -> Result<(), BpfError> 
     Ok(())
 }
 
-/// `vrf_table` read-modify-write: table and kind set, generation stamped, counters kept.
+/// `vrf_table` read-modify-write: table set, kind the VPC's (tap while any of its `records` is,
+/// [`kind::vpc_egress_kind`]), generation stamped, counters kept.
 // The datapath may bump counters between our read and write; that window loses at most those
 // increments (upstream has the same window; the map has no compare-and-swap).
 pub(super) fn register_vrf(
     vrf: &mut VrfTable,
     r: &Registration<'_>,
+    records: &[AttachmentRecord],
     now: u64,
 ) -> Result<(), BpfError> {
     let key = r.usid.vrf_key();
@@ -278,7 +283,12 @@ pub(super) fn register_vrf(
         .unwrap_or_default();
     let value = VrfValue {
         vrf_table_id: r.vrf_table_id,
-        egress_kind: r.egress_kind,
+        egress_kind: kind::vpc_egress_kind(
+            records,
+            r.usid.block.value(),
+            r.usid.argument.get(),
+            old.egress_kind,
+        ),
         generation_ns: now,
         ..old
     };

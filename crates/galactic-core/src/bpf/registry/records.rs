@@ -19,6 +19,10 @@ pub struct AttachmentRecord {
     pub prefixes: Vec<IpNetwork>,
     /// Where the maps were.
     pub pin_dir: PathBuf,
+    /// The interface's egress kind ([`EGRESS_KIND_VETH`] or [`EGRESS_KIND_TAP`]); absent in
+    /// records of releases before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress_kind: Option<u32>,
 }
 
 /// The record of one egress row last written in a VPC table: `::/0` (NAT66) or a NAT64 prefix.

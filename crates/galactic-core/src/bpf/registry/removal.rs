@@ -30,6 +30,11 @@ pub(super) fn unregister_locked(state_dir: &Path, host_ifname: &str) -> Result<b
         other => other?,
     }
     remove_record(state_dir, host_ifname)?;
+    // A VPC whose last tap went serves its veth attachments with the veth redirect again.
+    match kind::settle_after_removal(&record, &others) {
+        Err(BpfError::NotLoaded { .. }) => {}
+        other => other?,
+    }
     // The egress rows serve the whole VPC: it stays while another attachment of the table
     // is registered. A failure here leaves its record for GC's orphan sweep.
     if !others.iter().any(|o| o.vrf_table_id == record.vrf_table_id) {

@@ -97,9 +97,10 @@ fn node_rows_come_from_the_first_configured_or_detected_interface() {
     let up0 = nl.require_link("up0").unwrap().index;
     let none = resolve_node_rows(&nl, &[]);
     assert!(none.interface.is_none());
+    let why = none.uplink.unwrap_err();
     assert!(
-        none.uplink.unwrap_err().contains("no IPv6 default route"),
-        "nothing to detect"
+        why.contains("no table has an IPv6 default or BGP-learned route"),
+        "nothing to detect: {why}"
     );
     host.ip(&[
         "-6",
@@ -114,7 +115,6 @@ fn node_rows_come_from_the_first_configured_or_detected_interface() {
     assert_eq!(ebpf_interfaces(&nl, &[]).unwrap(), vec!["up0"]);
     let rows = resolve_node_rows(&nl, &[]);
     assert_eq!(rows.interface.as_deref(), Some("up0"));
-    assert_eq!(rows.src_addr.unwrap().to_string(), "2001:db8:f::2");
     assert_eq!(
         rows.uplink.unwrap(),
         PublicUplinkValue {
@@ -125,9 +125,66 @@ fn node_rows_come_from_the_first_configured_or_detected_interface() {
     );
     // Configured interfaces win over detection, in the configured order.
     let rows = resolve_node_rows(&nl, &["nosuch0".into(), "up0".into()]);
-    assert!(rows.src_addr.unwrap_err().contains("nosuch0"));
-    // An interface without a global IPv6 address or neighbours.
+    assert!(rows.uplink.unwrap_err().contains("nosuch0"));
+    // An interface without neighbours.
     let rows = resolve_node_rows(&nl, &["lo".into()]);
-    assert!(rows.src_addr.is_err(), "::1 is host scope, not global");
     assert!(rows.uplink.is_err());
+}
+
+#[test]
+fn detection_reads_every_table_defaults_first_then_bgp_routes() {
+    galactic_testns::privileged!();
+    let (host, _peer, nl) = uplinked("upall");
+    for cmd in [
+        "link add up1 type veth peer name up1p",
+        "link set up1 up",
+        "link add fab1 type veth peer name fab1p",
+        "link set fab1 up",
+        // A BGP-learned locator route, listed first by the kernel (table 90 < 100).
+        "-6 route add 2001:db8:77::/48 dev fab1 proto bgp table 90",
+        // The underlay's default lives in a table of its own, not in main.
+        "-6 route add default dev up1 table 100",
+        // A discard route learned over BGP is no path to a peer.
+        "-6 route add blackhole 2001:db8:78::/48 proto bgp table 90",
+        "-6 route add unreachable default table 101",
+    ] {
+        host.ip(&cmd.split_whitespace().collect::<Vec<_>>());
+    }
+    assert_eq!(
+        ebpf_interfaces(&nl, &[]).unwrap(),
+        vec!["up1", "fab1"],
+        "the default route's device first, then the BGP route's, none from a discard route"
+    );
+    // A default in main joins the defaults, in the kernel's order (main is 254 > 100).
+    host.ip(&[
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "2001:db8:f::1",
+        "dev",
+        "up0",
+    ]);
+    assert_eq!(
+        ebpf_interfaces(&nl, &[]).unwrap(),
+        vec!["up1", "up0", "fab1"]
+    );
+    // The loopback never is an uplink, whatever routes through it.
+    host.ip(&[
+        "-6",
+        "route",
+        "add",
+        "2001:db8:79::/48",
+        "dev",
+        "lo",
+        "proto",
+        "bgp",
+    ]);
+    assert_eq!(
+        ebpf_interfaces(&nl, &[]).unwrap(),
+        vec!["up1", "up0", "fab1"]
+    );
+    let rows = resolve_node_rows(&nl, &[]);
+    assert_eq!(rows.interface.as_deref(), Some("up1"));
 }

@@ -26,6 +26,8 @@ pub struct Link {
     pub controller: Option<u32>,
     /// Administratively up.
     pub up: bool,
+    /// The loopback device (`IFF_LOOPBACK`).
+    pub loopback: bool,
     /// For a VRF device: the table it is bound to.
     pub vrf_table: Option<u32>,
     /// `IFLA_LINK`: for a veth end, the index of its peer (in the peer's namespace).
@@ -168,6 +170,7 @@ fn link_from(msg: LinkMessage) -> Link {
         kind: None,
         controller: None,
         up: msg.header.flags.contains(LinkFlags::Up),
+        loopback: msg.header.flags.contains(LinkFlags::Loopback),
         vrf_table: None,
         peer: None,
     };

@@ -14,7 +14,7 @@ mod rule;
 pub use address::AddrFlags;
 pub use link::Link;
 pub use neighbour::{format_mac, parse_mac, NeighState, Neighbour};
-pub use route::{masked, RouteKind, RouteLookup, RouteSpec};
+pub use route::{masked, RouteKind, RouteLookup, RouteSpec, UplinkRoute};
 pub use rule::RuleSpec;
 
 use super::netns::{run_in, Netns};

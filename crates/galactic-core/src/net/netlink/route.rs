@@ -61,6 +61,19 @@ pub fn masked(net: IpNetwork) -> IpNetwork {
     IpNetwork::new(net.network(), net.prefix()).unwrap_or(net)
 }
 
+/// A route of any table as uplink detection reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UplinkRoute {
+    /// The destination is the default (`::/0`, `0.0.0.0/0`).
+    pub default: bool,
+    /// Installed by a BGP daemon (`RTPROT_BGP`).
+    pub bgp: bool,
+    /// Forwards (not blackhole, unreachable, prohibit or local).
+    pub forwards: bool,
+    /// The output devices: the route's own, or each next hop's of a multipath route.
+    pub devs: Vec<u32>,
+}
+
 /// Where the kernel sends a packet for one destination (`ip route get`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteLookup {
@@ -118,6 +131,19 @@ impl Netlink {
             .block_on(request.try_collect())
             .map_err(nl("list routes"))?;
         Ok(counted(msgs).iter().filter_map(route_from).collect())
+    }
+
+    /// Routes of one family in every table, with the protocol and every next hop's device
+    /// (an ECMP route names its devices only in its next hops).
+    pub fn uplink_routes(&self, family: Family) -> Result<Vec<UplinkRoute>, NetError> {
+        let mut filter = RouteMessage::default();
+        filter.header.address_family = address_family(family);
+        let request = self.handle.route().get(filter).execute();
+        let msgs: Vec<RouteMessage> = self
+            .runtime
+            .block_on(request.try_collect())
+            .map_err(nl("list routes"))?;
+        Ok(counted(msgs).iter().map(uplink_route_from).collect())
     }
 
     /// The route the kernel would use for a packet this host sends to `dst` (`RTM_GETROUTE`
@@ -240,6 +266,24 @@ fn route_from(msg: &RouteMessage) -> Option<RouteSpec> {
         }
     }
     Some(spec)
+}
+
+fn uplink_route_from(msg: &RouteMessage) -> UplinkRoute {
+    let mut devs = Vec::new();
+    for attr in &msg.attributes {
+        match attr {
+            RouteAttribute::Oif(index) => devs.push(*index),
+            RouteAttribute::MultiPath(hops) => devs.extend(hops.iter().map(|h| h.interface_index)),
+            _ => {}
+        }
+    }
+    UplinkRoute {
+        default: msg.header.destination_prefix_length == 0,
+        bgp: msg.header.protocol == RouteProtocol::Bgp,
+        // Some kernels report a plain unicast route as unspecified.
+        forwards: matches!(msg.header.kind, RouteType::Unicast | RouteType::Unspec),
+        devs: devs.into_iter().filter(|d| *d > 0).collect(),
+    }
 }
 
 fn route_message(spec: &RouteSpec) -> RouteMessage {

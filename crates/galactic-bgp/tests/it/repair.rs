@@ -1,0 +1,126 @@
+//! The rows our plugins write are the rows upstream's datapath repair pass would write from the
+//! same CRDs and kernel state (the test kit's `repair` computation): veth pods and a VM's tap,
+//! two VPCs, both families, every map of the ABI dumped and compared.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
+
+use crate::common::{Node, NS};
+use galactic_core::bpf::maps::{self, PIN_DIR_ENV};
+use galactic_core::ident::VpcId;
+use galactic_core::net::domain::Domains;
+use galactic_core::net::netlink::Netlink;
+use galactic_core::net::netns::Netns;
+use galactic_testkit::host::Pod;
+use galactic_testkit::repair::{self, Crds, Rows};
+use serde_json::{json, Value};
+
+fn node(tag: &str) -> Node {
+    let mut node = Node::new(tag, json!({}));
+    let pin_dir = node.bpffs.pin_dir().display().to_string();
+    node.env.push((PIN_DIR_ENV.into(), pin_dir));
+    node
+}
+
+/// Every object of `kind` in the local store.
+fn objects(node: &Node, kind: &str) -> Vec<Value> {
+    let dir = node.host.path("state").join("bgp").join(NS).join(kind);
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What the pinned maps hold, in the computation's shape; counters and timestamps checked apart.
+fn dump(node: &Node) -> Rows {
+    let locator: maps::LocatorTable = node.map(maps::LOCATOR_TABLE);
+    let function: maps::FunctionTable = node.map(maps::FUNCTION_TABLE);
+    let vrf: maps::VrfTable = node.map(maps::VRF_TABLE);
+    let src: maps::NodeSrcAddrTable = node.map(maps::NODE_SRC_ADDR_TABLE);
+    let locator = locator.iter().map(Result::unwrap).collect::<Vec<_>>();
+    assert!(locator.iter().all(|(_, v)| v.generation_ns > 0));
+    let vrf = vrf.iter().map(Result::unwrap).collect::<Vec<_>>();
+    assert!(vrf
+        .iter()
+        .all(|(_, v)| v.packets == 0 && v.bytes == 0 && v.dropped_packets == 0));
+    let egress = node.egress_rows();
+    assert!(egress.values().all(|v| v == &vec![0u8; 32]), "pass-through");
+    let src = src.get(&0, 0).unwrap().addr_be;
+    Rows {
+        locator: locator.into_iter().map(|(k, _)| k).collect(),
+        function: function
+            .iter()
+            .map(Result::unwrap)
+            .map(|(k, v)| (k, v.behavior))
+            .collect(),
+        node_src: (src != [0; 16]).then_some(src),
+        vrf: vrf
+            .into_iter()
+            .map(|(k, v)| (k, (v.vrf_table_id, v.egress_kind)))
+            .collect(),
+        ifindex: node
+            .ifindex_rows()
+            .into_iter()
+            .map(|(k, v)| (k, (v.block, v.argument)))
+            .collect(),
+        egress: egress.into_keys().collect(),
+    }
+}
+
+/// What upstream's pass would write from this node's CRDs and kernel.
+fn computed(node: &Node) -> Rows {
+    let nl = Netlink::in_netns(&Netns::open(&node.host.netns.path()).unwrap()).unwrap();
+    let domains = Domains::new(&node.host.path("state"));
+    // The VPC's table: its VRF's (as upstream reads it) or, with the table backend, the one
+    // its routing-domain record names.
+    let table_of = |link: &galactic_core::net::netlink::Link| {
+        let vpc = link.name.get(1..10)?.trim_start_matches('0');
+        domains
+            .get(&VpcId::parse(vpc).ok()?)
+            .ok()
+            .flatten()
+            .map(|d| d.table)
+    };
+    let found = repair::discover(&nl, table_of).unwrap();
+    let (routers, vrfs, advs) = (
+        objects(node, "bgprouters"),
+        objects(node, "bgpvrfinstances"),
+        objects(node, "bgpadvertisements"),
+    );
+    let crds = Crds {
+        node: "node-a",
+        routers: &routers,
+        vrf_instances: &vrfs,
+        advertisements: &advs,
+    };
+    repair::compute(&crds, &found).expect("the node's router has an SRv6 identity")
+}
+
+#[test]
+fn the_rows_are_the_ones_upstreams_repair_pass_computes_from_the_crds_and_the_kernel() {
+    galactic_testkit::privileged!();
+    let node = node("bpfrep");
+    let (a, b, vm) = (Pod::new("repa"), Pod::new("repb"), Pod::new("repvm"));
+    let veth_a = node.chain("jU", "G", "galactic-cni");
+    let veth_b = node.chain("jU", "H", "galactic-cni");
+    let mut tap = node.chain("kV", "V", "galactic-tap-cni");
+    // Another VPC, its own pools (table-mode domains need node-unique gateways).
+    tap.plugins[0]["ipam"] = json!({"type": "galactic-ipam", "ipv6_subnet": "fd20:10:ff02::/64",
+                                    "ipv4_subnet": "172.21.2.0/24"});
+    let ra = node.add_list(&a, &veth_a);
+    let rb = node.add_list(&b, &veth_b);
+    let rvm = node.add_list(&vm, &tap);
+    let ours = dump(&node);
+    assert_eq!(ours.ifindex.len(), 3, "three attachments registered");
+    assert_eq!(ours.vrf.len(), 2, "two VPCs");
+    assert_eq!(ours, computed(&node));
+
+    // DEL leaves exactly the rows the pass would rebuild for what remains.
+    node.del_list(&b, &veth_b, &rb);
+    assert_eq!(dump(&node), computed(&node));
+    node.del_list(&a, &veth_a, &ra);
+    node.del_list(&vm, &tap, &rvm);
+}
