@@ -253,6 +253,23 @@ fn long_node_names_are_capped_deterministically_and_short_ones_kept() {
             );
         }
     }
+    // The widest ids a stanza accepts (48-bit VPC, 16-bit attachment): node names up to 235
+    // characters keep upstream's name exactly (docs/kubernetes.md).
+    let (vpc_max, att_max) = ("1hVwxnaA7", "h31");
+    assert_eq!(
+        legacy_advertisement_name(vpc_max, att_max),
+        "ffffffffffff-ffff"
+    );
+    let fits = "a".repeat(235);
+    assert_eq!(
+        bgp_advertisement_name(vpc_max, att_max, &fits),
+        format!("ffffffffffff-ffff-{fits}")
+    );
+    let over = "a".repeat(236);
+    assert_ne!(
+        bgp_advertisement_name(vpc_max, att_max, &over),
+        format!("ffffffffffff-ffff-{over}")
+    );
     let short = "a".repeat(200);
     assert_eq!(
         bgp_advertisement_name("1", "1", &short),
