@@ -189,6 +189,9 @@ pub enum NodeNameError {
     /// The local backend uses the host name, and there is none.
     #[error("no host name")]
     NoHostName,
+    /// The name cannot be part of the CRD names.
+    #[error(transparent)]
+    Invalid(galactic_core::ident::NodeNameInvalid),
 }
 
 impl ErrorCode for BgpError {

@@ -18,7 +18,8 @@ use galactic_core::bpf::usid::Usid;
 use galactic_core::cni::{CniResult, Request};
 use galactic_core::config::{NodeConfig, Publisher};
 use galactic_core::ident::{
-    bgp_advertisement_name, bgp_vrf_instance_name, route_target, tenant_identifier, ChainIds,
+    bgp_advertisement_name, bgp_vrf_instance_name, check_node_name, legacy_advertisement_name,
+    route_target, tenant_identifier, ChainIds,
 };
 use galactic_core::log;
 use galactic_core::rollback::Rollback;
@@ -64,8 +65,15 @@ impl Backend {
 }
 
 /// This node's name: the node config (or `NODE_NAME`), else the Node whose InternalIP is local
-/// (Kubernetes), else the host name (local backend).
+/// (Kubernetes), else the host name (local backend). Checked once here for every name built
+/// from it (VRF instance and advertisement).
 pub(crate) fn node_name(node: &NodeConfig, backend: &Backend) -> Result<String, BgpError> {
+    let name = find_node_name(node, backend)?;
+    check_node_name(&name).map_err(|e| BgpError::NodeName(NodeNameError::Invalid(e)))?;
+    Ok(name)
+}
+
+fn find_node_name(node: &NodeConfig, backend: &Backend) -> Result<String, BgpError> {
     if let Some(name) = &node.node_name {
         return Ok(name.clone());
     }
@@ -97,6 +105,15 @@ struct Plan {
     pod: Option<PodRef>,
 }
 
+impl Plan {
+    fn ids(&self) -> ChainIds {
+        ChainIds {
+            vpc: self.stanza.vpc.clone(),
+            att: self.stanza.att.clone(),
+        }
+    }
+}
+
 fn plan(req: &Request) -> Result<Plan, BgpError> {
     let stanza = Stanza::parse(&req.conf.raw)?;
     let prev = req.conf.prev_result().map_err(PrevResultError::Decode)?;
@@ -113,10 +130,7 @@ fn plan(req: &Request) -> Result<Plan, BgpError> {
 /// master recorded for this container), or a NetworkAttachmentDefinition could advertise this
 /// pod's prefixes in another VPC.
 fn verify_chain(req: &Request, plan: &Plan) -> Result<(), BgpError> {
-    let ids = ChainIds {
-        vpc: plan.stanza.vpc.clone(),
-        att: plan.stanza.att.clone(),
-    };
+    let ids = plan.ids();
     ChainPosition {
         ids: &ids,
         prev_hosts: &[plan.facts.host_ifname.as_str()],
@@ -155,6 +169,24 @@ fn attachment<'a>(req: &'a Request, plan: &'a Plan, prefixes: &'a [String]) -> A
     }
 }
 
+/// ADD: `cid` off the attachment's shared advertisement of older chains (decision 0018).
+fn leave_legacy(
+    store: &dyn ObjectStore,
+    ns: &str,
+    ids: &ChainIds,
+    cid: &str,
+) -> Result<(), BgpError> {
+    let left = publish::leave_legacy_advertisement(store, ns, ids, cid)?;
+    if left != publish::Retraction::NotListed {
+        log::info(
+            "ADD: container moved off the shared BGPAdvertisement of an older chain",
+            json!({"advertisement": legacy_advertisement_name(ids.vpc.raw(), ids.att.raw()),
+                   "retraction": left.as_str()}),
+        );
+    }
+    Ok(())
+}
+
 /// The pod's uid for the owner reference: required from the API, optional locally.
 fn pod_uid(backend: &Backend, pod: &PodRef) -> Result<Option<String>, BgpError> {
     match backend
@@ -186,9 +218,18 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     let mut rollback = Rollback::new();
     let vrf_id = target.ensure_vrf(&mut rollback)?;
     let sid = target.register_datapath(vrf_id, &mut rollback)?;
+    target.migrate_local_legacy()?;
     // Debug builds: a test stops the ADD here to prove the rollback removes only this ADD's rows.
     galactic_core::failpoint::hit("bgp-after-datapath")?;
     let advertisement = target.advertise(vrf_id, &mut rollback)?;
+    // After the per-node record exists, so the container is never unadvertised; no undo: a
+    // container recorded in both places would be advertised twice.
+    leave_legacy(
+        target.backend.store(),
+        target.ns,
+        &plan.ids(),
+        &target.container_id,
+    )?;
     target.publish_slice(sid, &mut rollback)?;
     rollback.commit();
     log::info(
@@ -292,12 +333,30 @@ impl<'a> Target<'a> {
         Ok(sid)
     }
 
+    /// Local publisher: the attachment's two-segment document of our chain before decision 0018
+    /// becomes this node's per-node document, so its other containers stay advertised once.
+    fn migrate_local_legacy(&self) -> Result<(), BgpError> {
+        if self.backend.is_kube() {
+            return Ok(());
+        }
+        let ids = self.plan.ids();
+        let legacy = legacy_advertisement_name(ids.vpc.raw(), ids.att.raw());
+        let store = self.backend.store();
+        if publish::migrate_local_legacy(store, self.ns, &legacy, &self.node)? {
+            log::info(
+                "ADD: two-segment advertisement migrated to the per-node name",
+                json!({"advertisement": legacy}),
+            );
+        }
+        Ok(())
+    }
+
     /// The attachment's BGPAdvertisement, with or without addresses: the router keeps the VPC's
     /// VRF on this node only while an advertisement of it exists (decision 0016). Its name.
     fn advertise(&self, vrf_id: u32, rollback: &mut Rollback<'a>) -> Result<String, BgpError> {
         let store = self.backend.store();
         let stanza = &self.plan.stanza;
-        let name = bgp_advertisement_name(stanza.vpc.raw(), stanza.att.raw());
+        let name = bgp_advertisement_name(stanza.vpc.raw(), stanza.att.raw(), &self.node);
         let input = AdvertisementInput {
             namespace: self.ns,
             name: &name,
@@ -410,6 +469,27 @@ fn check_advertisement(
     Ok(())
 }
 
+/// The container is not also recorded on the shared advertisement of an older chain (its
+/// prefixes would be advertised twice, there possibly from another node's router).
+fn check_not_legacy(
+    store: &dyn ObjectStore,
+    ns: &str,
+    name: &str,
+    cid: &str,
+) -> Result<(), BgpError> {
+    let recorded = store
+        .get_typed::<BGPAdvertisement>(ns, name)?
+        .and_then(|o| o.metadata.annotations)
+        .is_some_and(|a| annotations::records(&a, cid));
+    if recorded {
+        return Err(BgpError::Check(format!(
+            "the shared BGPAdvertisement {name} of an older chain still records this container ({}); ADD moves it to the per-node advertisement",
+            annotations::cid41(cid)
+        )));
+    }
+    Ok(())
+}
+
 /// CHECK: the VRF instance, the advertisement's content and the EndpointSlice match.
 pub fn check(req: &Request) -> Result<(), BgpError> {
     let plan = plan(req)?;
@@ -432,13 +512,10 @@ pub fn check(req: &Request) -> Result<(), BgpError> {
         let prefixes = annotations::own_prefixes(&plan.facts);
         datapath::check(&attachment(req, &plan, &prefixes), usid)?;
     }
-    check_advertisement(
-        store,
-        ns,
-        &bgp_advertisement_name(plan.stanza.vpc.raw(), plan.stanza.att.raw()),
-        &cid,
-        &plan.facts,
-    )?;
+    let (vpc, att) = (plan.stanza.vpc.raw(), plan.stanza.att.raw());
+    let name = bgp_advertisement_name(vpc, att, &node);
+    check_advertisement(store, ns, &name, &cid, &plan.facts)?;
+    check_not_legacy(store, ns, &legacy_advertisement_name(vpc, att), &cid)?;
     if let (Some(address), Some(pod)) = (plan.facts.v6.map(|n| n.ip()), plan.pod.as_ref()) {
         let tenant = tenant_identifier(&plan.stanza.vpc, &plan.stanza.att);
         let input = SliceInput {

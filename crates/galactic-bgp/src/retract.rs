@@ -14,7 +14,8 @@ use crate::store::{Documents, ObjectStore};
 use galactic_core::attachment::Record;
 use galactic_core::cni::Request;
 use galactic_core::ident::{
-    bgp_advertisement_name, bgp_vrf_instance_name, tenant_identifier, ChainIds,
+    bgp_advertisement_name, bgp_vrf_instance_name, is_legacy_advertisement_name, tenant_identifier,
+    ChainIds,
 };
 use galactic_core::log;
 use galactic_kube::{BGPAdvertisement, BGPVRFInstance, ClientOptions};
@@ -54,7 +55,8 @@ pub fn del(req: &Request) -> Result<(), BgpError> {
             );
         }
     }
-    let adv_name = bgp_advertisement_name(ids.vpc.raw(), ids.att.raw());
+    let node = node_name(&req.node, &backend)?;
+    let adv_name = bgp_advertisement_name(ids.vpc.raw(), ids.att.raw(), &node);
     let host = ids.host_ifname();
     let retraction = publish::retract_advertisement(
         store,
@@ -64,11 +66,12 @@ pub fn del(req: &Request) -> Result<(), BgpError> {
         Some(&host),
         &netns::alive,
     )?;
+    // A container the Go chain (or our chain before decision 0018) published.
+    let legacy = publish::leave_legacy_advertisement(store, ns, &ids, cid.as_str())?;
     let _vpc = vpc_lock(&req.node, &ids.vpc)?;
     let retired = match others_of_vpc(req, &ids.vpc, cid.as_str(), ifname.as_str()) {
         0 => {
             galactic_core::failpoint::hit("bgp-before-vrf-retire")?;
-            let node = node_name(&req.node, &backend)?;
             let vrf_name = bgp_vrf_instance_name(ids.vpc.raw(), &node);
             publish::retire_vrf_instance(store, ns, &vrf_name)?.then_some(vrf_name)
         }
@@ -77,16 +80,17 @@ pub fn del(req: &Request) -> Result<(), BgpError> {
     log::info(
         "DEL: BGP publication retracted",
         json!({"advertisement": adv_name, "retraction": retraction.as_str(),
-               "vrfInstanceDeleted": retired}),
+               "sharedAdvertisement": legacy.as_str(), "vrfInstanceDeleted": retired}),
     );
     Ok(())
 }
 
 /// GC (local publisher): retracts, from every advertisement, the containers no master on the
 /// node holds an attachment for (and deletes advertisements left without one), and deletes this
-/// node's VRF instances of VPCs without an attachment here. Kubernetes objects are left to the
-/// router's GC: an advertisement there is shared with other nodes, whose containers this node
-/// cannot judge.
+/// node's VRF instances of VPCs without an attachment here, after moving our own two-segment
+/// documents of before decision 0018 to their per-node names. Kubernetes objects are left to the
+/// router's GC, as upstream: a shared advertisement of an older chain there may hold other
+/// nodes' containers, which this node cannot judge.
 pub fn gc(req: &Request) -> Result<(), BgpError> {
     let backend = Backend::open(&req.node, ClientOptions::default())?;
     if backend.is_kube() {
@@ -102,18 +106,43 @@ pub fn gc(req: &Request) -> Result<(), BgpError> {
     let store = backend.store();
     let ns = req.node.namespace.as_str();
     let records = held(&req.node)?;
-    let retracted = retract_gone(store, ns, &records)?;
     let node = node_name(&req.node, &backend)?;
+    let migrated = migrate_legacy(store, ns, &node)?;
+    let retracted = retract_gone(store, ns, &records, &node)?;
     let retired = retire_vrf_instances(store, ns, &records, &node)?;
     log::info(
         "GC: stale publications retracted",
-        json!({"containers": retracted, "vrfInstances": retired}),
+        json!({"containers": retracted, "vrfInstances": retired, "migrated": migrated}),
     );
     Ok(())
 }
 
+/// Moves every two-segment document (our chain before decision 0018) to its per-node name; how
+/// many.
+fn migrate_legacy(store: &dyn ObjectStore, ns: &str, node: &str) -> Result<usize, BgpError> {
+    let mut migrated = 0;
+    for adv in store.list_typed::<BGPAdvertisement>(ns)? {
+        let Some(name) = adv.ok().and_then(|a| a.metadata.name) else {
+            continue;
+        };
+        if is_legacy_advertisement_name(&name)
+            && publish::migrate_local_legacy(store, ns, &name, node)?
+        {
+            migrated += 1;
+        }
+    }
+    Ok(migrated)
+}
+
 /// Retracts from every advertisement the containers no master on the node holds; how many.
-fn retract_gone(store: &dyn ObjectStore, ns: &str, records: &[Record]) -> Result<usize, BgpError> {
+/// Every local document is this node's, so this also drains the two-segment documents our
+/// chain wrote before decision 0018.
+fn retract_gone(
+    store: &dyn ObjectStore,
+    ns: &str,
+    records: &[Record],
+    node: &str,
+) -> Result<usize, BgpError> {
     let live: BTreeSet<String> = records
         .iter()
         .map(|r| annotations::cid41(&r.container_id).to_owned())
@@ -124,7 +153,7 @@ fn retract_gone(store: &dyn ObjectStore, ns: &str, records: &[Record]) -> Result
         .filter_map(|r| {
             let ids = ChainIds::of(&json!({"vpc": r.vpc, "vpcattachment": r.attachment})).ok()?;
             Some((
-                bgp_advertisement_name(&r.vpc, &r.attachment),
+                bgp_advertisement_name(&r.vpc, &r.attachment, node),
                 ids.host_ifname(),
             ))
         })

@@ -297,13 +297,93 @@ pub fn name_segment(raw: &str) -> String {
     })
 }
 
-/// `BGPVRFInstance` name, one per (VPC, node): `{hexvpc}-{node}`.
-pub fn bgp_vrf_instance_name(vpc_raw: &str, node: &str) -> String {
-    format!("{}-{node}", name_segment(vpc_raw))
+/// The longest Kubernetes object name (an RFC 1123 subdomain).
+pub const OBJECT_NAME_MAX: usize = 253;
+
+/// Hex characters of the node name's SHA-256 in a capped node segment.
+const NODE_HASH_LEN: usize = 12;
+
+/// Why a node name cannot be part of an object name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("node name '{name}' cannot be part of a Kubernetes object name: {reason}; set node_name in the node config (or NODE_NAME) to this node's Kubernetes Node name")]
+pub struct NodeNameInvalid {
+    /// The name, made printable.
+    pub name: String,
+    /// What is wrong with it.
+    pub reason: &'static str,
 }
 
-/// `BGPAdvertisement` name, one per (VPC, attachment): `{hexvpc}-{hexatt}`.
-pub fn bgp_advertisement_name(vpc_raw: &str, att_raw: &str) -> String {
+/// Checks that `node` is an RFC 1123 subdomain, as every Kubernetes Node name is: the node
+/// segment of the CRD names is the name itself, so anything else would be refused by the API
+/// server (or, locally, name a document the cluster could never hold). Nothing is rewritten:
+/// a silently altered name would no longer match the names the Go chain builds.
+pub fn check_node_name(node: &str) -> Result<(), NodeNameInvalid> {
+    let refuse = |reason| {
+        Err(NodeNameInvalid {
+            name: node.escape_default().to_string(),
+            reason,
+        })
+    };
+    if node.is_empty() || node.len() > OBJECT_NAME_MAX {
+        return refuse("it must have 1 to 253 characters");
+    }
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    if !node.chars().all(allowed) {
+        return refuse("only lowercase letters, digits, '-' and '.' are allowed");
+    }
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let labels_ok = node
+        .split('.')
+        .all(|l| alnum(l.chars().next()) && alnum(l.chars().last()));
+    if !labels_ok {
+        return refuse("each dot-separated part must start and end with a letter or digit");
+    }
+    Ok(())
+}
+
+/// `{prefix}-{node}`, or when that exceeds [`OBJECT_NAME_MAX`], `{prefix}-{head}-{hash}`: `head`
+/// the longest start of the node name that fits (without trailing `-`/`.`), `hash` the first 12
+/// hex characters of the node name's SHA-256, so two long names sharing a start stay apart and
+/// every writer derives the same name. Names that fit are exactly upstream's.
+fn node_scoped(prefix: &str, node: &str) -> String {
+    let whole = format!("{prefix}-{node}");
+    if whole.len() <= OBJECT_NAME_MAX {
+        return whole;
+    }
+    let digest = Sha256::digest(node.as_bytes());
+    let hash: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let room = OBJECT_NAME_MAX.saturating_sub(prefix.len() + NODE_HASH_LEN + 2);
+    let head: String = node.chars().take(room).collect();
+    let head = head.trim_end_matches(['-', '.']);
+    format!("{prefix}-{head}-{}", &hash[..NODE_HASH_LEN])
+}
+
+/// `BGPVRFInstance` name, one per (VPC, node): `{hexvpc}-{node}` (capped: [`node_scoped`]).
+pub fn bgp_vrf_instance_name(vpc_raw: &str, node: &str) -> String {
+    node_scoped(&name_segment(vpc_raw), node)
+}
+
+/// `BGPAdvertisement` name, one per (VPC, attachment, node): `{hexvpc}-{hexatt}-{node}` (capped:
+/// [`node_scoped`]). Per node because an attachment spans nodes: one shared object is rewritten
+/// by every node in turn, and only the last writer's router and prefixes are advertised.
+pub fn bgp_advertisement_name(vpc_raw: &str, att_raw: &str, node: &str) -> String {
+    per_node_advertisement_name(&legacy_advertisement_name(vpc_raw, att_raw), node)
+}
+
+/// The per-node name of the advertisement an older chain named `legacy` (`{hexvpc}-{hexatt}`).
+pub fn per_node_advertisement_name(legacy: &str, node: &str) -> String {
+    node_scoped(legacy, node)
+}
+
+/// Whether `name` has the two-segment form of [`legacy_advertisement_name`]: the hex segments
+/// hold no `-`, so per-node names (three or more segments) never have it.
+pub fn is_legacy_advertisement_name(name: &str) -> bool {
+    name.split('-').count() == 2
+}
+
+/// The name older chains (the Go chain before per-node names, and ours before decision 0018)
+/// gave an attachment's one shared `BGPAdvertisement`: `{hexvpc}-{hexatt}`.
+pub fn legacy_advertisement_name(vpc_raw: &str, att_raw: &str) -> String {
     format!("{}-{}", name_segment(vpc_raw), name_segment(att_raw))
 }
 

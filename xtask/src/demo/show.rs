@@ -107,7 +107,7 @@ pub fn routing_table(host: &Host, state: &Path, pod: &Attached) -> Result<()> {
 /// The BGPAdvertisements the local publisher wrote.
 pub fn advertisements(state: &Path) -> Result<()> {
     let dir = state.join("bgp/galactic-system/bgpadvertisements");
-    println!("\n{:<16} {:<14} prefixes", "advertisement", "communities");
+    println!("\n{:<32} {:<14} prefixes", "advertisement", "communities");
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
         .with_context(|| format!("read {}", dir.display()))?
         .flatten()
@@ -126,7 +126,7 @@ pub fn advertisements(state: &Path) -> Result<()> {
                 .unwrap_or_default()
         };
         println!(
-            "{:<16} {:<14} {}",
+            "{:<32} {:<14} {}",
             doc["metadata"]["name"].as_str().unwrap_or(""),
             list(&doc["spec"]["communities"]),
             list(&doc["spec"]["prefixes"])

@@ -1,5 +1,6 @@
-//! The attachment's BGPAdvertisement: shared by every container of the (VPC, attachment), each
-//! recorded in its annotations, its spec rebuilt from the records on every write.
+//! The attachment's BGPAdvertisement on this node: shared by every container of the (VPC,
+//! attachment) here, each recorded in its annotations, its spec rebuilt from the records on
+//! every write.
 
 use super::{Router, MAX_ATTEMPTS};
 use crate::annotations::{self, Annotations};
@@ -16,7 +17,7 @@ use serde_json::json;
 pub struct AdvertisementInput<'a> {
     /// Namespace of the BGP resources.
     pub namespace: &'a str,
-    /// `BGPAdvertisement` name (`{hexvpc}-{hexatt}`).
+    /// `BGPAdvertisement` name (`{hexvpc}-{hexatt}-{node}`).
     pub name: &'a str,
     /// This node's router.
     pub router: &'a Router,

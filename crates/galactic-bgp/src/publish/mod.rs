@@ -8,7 +8,10 @@ mod router;
 mod vrf;
 
 pub use advertisement::{publish_advertisement, AdvertisementInput};
-pub use retract::{retire_vrf_instance, retract_advertisement};
+pub use retract::{
+    leave_legacy_advertisement, migrate_local_legacy, retire_vrf_instance, retract_advertisement,
+    Retraction,
+};
 pub use router::{lookup_router, Router};
 pub use vrf::ensure_vrf_instance;
 

@@ -7,6 +7,7 @@ use super::MAX_ATTEMPTS;
 use crate::annotations;
 use crate::error::BgpError;
 use crate::store::{Documents, ObjectStore};
+use galactic_core::ident::{legacy_advertisement_name, per_node_advertisement_name, ChainIds};
 use galactic_kube::{BGPAdvertisement, BGPVRFInstance};
 
 /// What DEL did to an advertisement.
@@ -85,6 +86,70 @@ pub fn retract_advertisement(
     }
     Err(BgpError::Contended {
         what: format!("BGPAdvertisement {namespace}/{name}"),
+        attempts: MAX_ATTEMPTS,
+    })
+}
+
+/// Removes `cid`'s record from the attachment's shared advertisement `{hexvpc}-{hexatt}` of
+/// older chains (decision 0018). No record is pruned as dead: the object may hold other nodes'
+/// containers, whose netns cannot be judged here. It goes with its last record.
+pub fn leave_legacy_advertisement(
+    store: &dyn ObjectStore,
+    namespace: &str,
+    ids: &ChainIds,
+    cid: &str,
+) -> Result<Retraction, BgpError> {
+    let name = legacy_advertisement_name(ids.vpc.raw(), ids.att.raw());
+    retract_advertisement(store, namespace, &name, &[cid], None, &|_| true)
+}
+
+/// Local publisher: moves every record of the two-segment document `legacy` our chain wrote
+/// before decision 0018 onto this node's per-node document (created from the legacy spec, or
+/// merged into, its prefixes rebuilt from the records), then deletes the legacy document. Every
+/// local document is this node's, so nothing there belongs to another node. Whether one moved.
+pub fn migrate_local_legacy(
+    store: &dyn ObjectStore,
+    namespace: &str,
+    legacy: &str,
+    node: &str,
+) -> Result<bool, BgpError> {
+    let name = per_node_advertisement_name(legacy, node);
+    for _ in 1..=MAX_ATTEMPTS {
+        let Some(old) = store.get_typed::<BGPAdvertisement>(namespace, legacy)? else {
+            return Ok(false);
+        };
+        let moved = match store.get_typed::<BGPAdvertisement>(namespace, &name)? {
+            None => {
+                let mut object = BGPAdvertisement::new(&name, old.spec.clone());
+                object.metadata.annotations = old.metadata.annotations.clone();
+                store.create_typed(namespace, &object).map(|_| ())
+            }
+            Some(mut object) => {
+                let ann = object
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default);
+                for (key, value) in old.metadata.annotations.clone().unwrap_or_default() {
+                    ann.entry(key).or_insert(value);
+                }
+                annotations::place_netns(ann);
+                let (prefixes, _) = routes(annotations::all_prefixes(ann), None);
+                if !prefixes.is_empty() {
+                    object.spec.originate_from = None;
+                }
+                object.spec.prefixes = prefixes;
+                store.replace_typed(namespace, &object).map(|_| ())
+            }
+        }
+        .and_then(|()| store.delete_unchanged_typed(namespace, &old));
+        match moved {
+            Ok(()) => return Ok(true),
+            Err(e) if e.is_exists() || e.is_conflict() => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(BgpError::Contended {
+        what: format!("BGPAdvertisement {namespace}/{legacy}"),
         attempts: MAX_ATTEMPTS,
     })
 }

@@ -12,6 +12,7 @@ mod datapath;
 mod export;
 mod fuzz;
 mod installer;
+mod names;
 mod nat66;
 mod node_identity;
 mod protocol;

@@ -30,8 +30,8 @@ fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
         "importRouteTargets": [{"value": "65000:1"}], "exportRouteTargets": [{"value": "65000:1"}]})
     );
     let adv = c
-        .get("bgpadvertisements", NS, "1-1")
-        .expect("BGPAdvertisement 1-1");
+        .get("bgpadvertisements", NS, "1-1-node-a")
+        .expect("BGPAdvertisement 1-1-node-a");
     let key = "c".repeat(41);
     // A /proc netns path: the router's GC cannot judge it, so it is not under netns.*
     // (decision 0016; /run/netns paths are, see galactic-master's router_gc tests).
@@ -99,7 +99,7 @@ fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
         "fields others own are kept"
     );
     assert_eq!(
-        c.get("bgpadvertisements", NS, "1-2").unwrap()["spec"]["vrfID"],
+        c.get("bgpadvertisements", NS, "1-2-node-a").unwrap()["spec"]["vrfID"],
         1
     );
     let prev3 = veth_prev("fd20:10:ff02::100:0/96", "172.22.1.2/24", &live_netns());
@@ -124,12 +124,12 @@ fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
     }
     assert!(c.get("endpointslices", "pods", "p1").is_none());
     assert!(c.get("endpointslices", "pods", "p2").is_some());
-    assert!(c.get("bgpadvertisements", NS, "1-1").is_none());
-    assert!(c.get("bgpadvertisements", NS, "1-2").is_some());
+    assert!(c.get("bgpadvertisements", NS, "1-1-node-a").is_none());
+    assert!(c.get("bgpadvertisements", NS, "1-2-node-a").is_some());
     assert!(c.get("bgpvrfinstances", NS, "1-node-a").is_some());
     let msg = call(&c.node, "CHECK", &cid, &live_netns(), Some("p1"), &conf).expect_error(999);
     assert!(
-        msg.contains("BGPAdvertisement galactic-system/1-1"),
+        msg.contains("BGPAdvertisement galactic-system/1-1-node-a"),
         "{msg}"
     );
     // The node's masters hold their records until their own DEL, which follows galactic-bgp's.
@@ -145,7 +145,7 @@ fn veth_add_publishes_exact_objects_and_a_second_pod_reuses_the_vrf_id() {
     )
     .expect_quiet_success();
     c.node.forget_master("net1", "second", "eth0");
-    assert!(c.get("bgpadvertisements", NS, "1-2").is_none());
+    assert!(c.get("bgpadvertisements", NS, "1-2-node-a").is_none());
     assert!(c.get("bgpvrfinstances", NS, "1-node-a").is_none());
     assert!(
         c.get("bgpvrfinstances", NS, "2-node-a").is_some(),
@@ -198,7 +198,7 @@ fn a_replacement_pod_with_a_recycled_prefix_does_not_wedge_add() {
         Some("new"),
         &stanza("1", "1", &prev_new),
     );
-    let adv = c.get("bgpadvertisements", NS, "1-1").unwrap();
+    let adv = c.get("bgpadvertisements", NS, "1-1-node-a").unwrap();
     assert_eq!(
         adv["spec"]["prefixes"],
         json!(["172.21.1.2/32", "fd20:10:ff01::/96"])
@@ -292,7 +292,7 @@ fn transient_errors_and_conflicts_are_retried() {
     // A second container of the same attachment meets a stale write: re-read and re-apply.
     fx.inject(Fault::on(
         "PUT",
-        "/bgpadvertisements/1-1",
+        "/bgpadvertisements/1-1-node-a",
         1,
         FaultAction::Status(409),
     ));
@@ -316,7 +316,7 @@ fn transient_errors_and_conflicts_are_retried() {
             "fault {code} was exercised: {statuses:?}"
         );
     }
-    let adv = c.get("bgpadvertisements", NS, "1-1").unwrap();
+    let adv = c.get("bgpadvertisements", NS, "1-1-node-a").unwrap();
     assert_eq!(
         adv["spec"]["prefixes"],
         json!(["172.21.1.2/32", "172.21.1.9/32", "fd20:10:ff01::/96"])
@@ -352,7 +352,7 @@ fn del_retracts_through_conflicts_and_answers_11_while_the_api_server_fails() {
     // One's DEL meets a stale write: it re-reads, and two's record survives.
     fx.inject(Fault::on(
         "PUT",
-        "/bgpadvertisements/1-1",
+        "/bgpadvertisements/1-1-node-a",
         1,
         FaultAction::Status(409),
     ));
@@ -365,7 +365,7 @@ fn del_retracts_through_conflicts_and_answers_11_while_the_api_server_fails() {
         &stanza("1", "1", &one),
     )
     .expect_quiet_success();
-    let adv = c.get("bgpadvertisements", NS, "1-1").unwrap();
+    let adv = c.get("bgpadvertisements", NS, "1-1-node-a").unwrap();
     assert_eq!(
         adv["spec"]["prefixes"],
         json!(["172.21.1.9/32", "fd20:10:ff01::/96"]),
@@ -378,7 +378,7 @@ fn del_retracts_through_conflicts_and_answers_11_while_the_api_server_fails() {
     // Two's DEL while the API server fails: try again later, nothing forgotten.
     fx.inject(Fault::on(
         "DELETE",
-        "/bgpadvertisements/1-1",
+        "/bgpadvertisements/1-1-node-a",
         100,
         FaultAction::Status(503),
     ));
@@ -392,7 +392,7 @@ fn del_retracts_through_conflicts_and_answers_11_while_the_api_server_fails() {
     )
     .expect_error(11);
     assert!(msg.contains("503") || msg.contains("unavailable"), "{msg}");
-    assert!(c.get("bgpadvertisements", NS, "1-1").is_some());
+    assert!(c.get("bgpadvertisements", NS, "1-1-node-a").is_some());
     fx.clear_faults();
     call(
         &c.node,
@@ -403,7 +403,7 @@ fn del_retracts_through_conflicts_and_answers_11_while_the_api_server_fails() {
         &stanza("1", "1", &two),
     )
     .expect_quiet_success();
-    assert!(c.get("bgpadvertisements", NS, "1-1").is_none());
+    assert!(c.get("bgpadvertisements", NS, "1-1-node-a").is_none());
     assert!(
         c.get("bgpvrfinstances", NS, "1-node-a").is_none(),
         "the VPC's last attachment on the node took its VRF instance"
@@ -454,7 +454,7 @@ fn a_permanent_error_rolls_back_only_what_this_add_created() {
     .expect_error(999);
     assert!(
         c.get("bgpvrfinstances", NS, "1-node-a").is_some()
-            && c.get("bgpadvertisements", NS, "1-1").is_some()
+            && c.get("bgpadvertisements", NS, "1-1-node-a").is_some()
     );
     // A foreign EndpointSlice of the pod's name is never overwritten.
     fx.insert(
@@ -532,7 +532,7 @@ fn bad_input_and_missing_cluster_state_get_clear_codes() {
     add_ok(&c.node, "tap", &live_netns(), None, &stanza("1", "1", &tap));
     assert!(c.get("bgpvrfinstances", NS, "1-node-a").is_some());
     let adv = c
-        .get("bgpadvertisements", NS, "1-1")
+        .get("bgpadvertisements", NS, "1-1-node-a")
         .expect("an advertisement");
     assert_eq!(
         adv["spec"],
@@ -609,7 +609,7 @@ fn the_local_backend_writes_the_same_documents_to_disk() {
     );
     assert_eq!(vrf["kind"], "BGPVRFInstance");
     assert!(vrf["metadata"]["uid"].is_string() && vrf["metadata"]["resourceVersion"].is_string());
-    let adv = read("galactic-system/bgpadvertisements/1-1.json");
+    let adv = read("galactic-system/bgpadvertisements/1-1-node-a.json");
     assert_eq!(
         adv["spec"],
         json!({"routerRef": {"name": "router-a"}, "addressFamily": {"afi": "l2vpn", "safi": "evpn"},
@@ -640,7 +640,7 @@ fn the_local_backend_writes_the_same_documents_to_disk() {
     leftovers.sort();
     assert_eq!(
         leftovers,
-        ["2-1.json"],
+        ["2-1-node-a.json"],
         "the last container's DEL removed its advertisement; no temporary files left behind"
     );
     assert!(

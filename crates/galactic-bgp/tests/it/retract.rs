@@ -30,7 +30,7 @@ fn del_of_the_addressed_container_leaves_its_addressless_sibling_advertised() {
         &stanza("1", "1", &one),
     );
     add_ok(&c.node, "two", &live_netns(), None, &stanza("1", "1", &tap));
-    let adv = c.get("bgpadvertisements", NS, "1-1").unwrap();
+    let adv = c.get("bgpadvertisements", NS, "1-1-node-a").unwrap();
     assert_eq!(
         adv["spec"]["prefixes"],
         json!(["172.21.1.2/32", "fd20:10:ff01::/96"])
@@ -48,7 +48,7 @@ fn del_of_the_addressed_container_leaves_its_addressless_sibling_advertised() {
     .expect_quiet_success();
     c.node.forget_master("net1", "one", "eth0");
     let adv = c
-        .get("bgpadvertisements", NS, "1-1")
+        .get("bgpadvertisements", NS, "1-1-node-a")
         .expect("two still records itself on the advertisement");
     assert_eq!(
         adv["spec"],
@@ -81,7 +81,7 @@ fn del_of_the_addressed_container_leaves_its_addressless_sibling_advertised() {
     )
     .expect_quiet_success();
     c.node.forget_master("net1", "two", "eth0");
-    assert!(c.get("bgpadvertisements", NS, "1-1").is_none());
+    assert!(c.get("bgpadvertisements", NS, "1-1-node-a").is_none());
     assert!(c.get("bgpvrfinstances", NS, "1-node-a").is_none());
 }
 
@@ -106,7 +106,7 @@ fn records_move_back_under_netns_when_the_unjudgeable_container_goes() {
         Some("p1"),
         &stanza("1", "1", &one),
     );
-    let adv = c.get("bgpadvertisements", NS, "1-1").unwrap();
+    let adv = c.get("bgpadvertisements", NS, "1-1-node-a").unwrap();
     assert_eq!(
         adv["metadata"]["annotations"]["galactic.datum.net/netns.one"],
         json!(named_path)
@@ -118,7 +118,7 @@ fn records_move_back_under_netns_when_the_unjudgeable_container_goes() {
         Some("p2"),
         &stanza("1", "1", &two),
     );
-    let adv = c.get("bgpadvertisements", NS, "1-1").unwrap();
+    let adv = c.get("bgpadvertisements", NS, "1-1-node-a").unwrap();
     let held: Vec<String> = annotation_keys(&adv)
         .into_iter()
         .filter(|k| k.contains("/netns"))
@@ -141,7 +141,7 @@ fn records_move_back_under_netns_when_the_unjudgeable_container_goes() {
         &stanza("1", "1", &two),
     )
     .expect_quiet_success();
-    let adv = c.get("bgpadvertisements", NS, "1-1").unwrap();
+    let adv = c.get("bgpadvertisements", NS, "1-1-node-a").unwrap();
     assert_eq!(
         adv["metadata"]["annotations"],
         json!({"galactic.datum.net/netns.one": named_path,

@@ -221,13 +221,96 @@ fn crd_names_match_upstream() {
         "4d2-dfw-worker"
     );
     assert_eq!(bgp_vrf_instance_name("1", "n"), "1-n");
-    assert_eq!(bgp_advertisement_name("abc", "abc"), "98de-98de");
-    assert_eq!(bgp_advertisement_name("0000000jU", "G"), "4d2-2a");
-    assert_eq!(bgp_advertisement_name("1", "1"), "1-1");
+    assert_eq!(bgp_advertisement_name("abc", "abc", "n"), "98de-98de-n");
+    assert_eq!(
+        bgp_advertisement_name("0000000jU", "G", "worker-1"),
+        "4d2-2a-worker-1"
+    );
+    assert_eq!(bgp_advertisement_name("1", "1", "a.b"), "1-1-a.b");
+    assert_eq!(legacy_advertisement_name("0000000jU", "G"), "4d2-2a");
     let hashed = name_segment("not base62!");
     assert!(hashed.starts_with('x') && hashed.len() == 13, "{hashed}");
     assert_eq!(hashed, name_segment("not base62!"), "stable");
     let vpc = VpcId::parse("0A").unwrap();
     let att = AttachmentId::parse("b").unwrap();
     assert_eq!(tenant_identifier(&vpc, &att), "0A-b", "raw, not canonical");
+}
+
+#[test]
+fn long_node_names_are_capped_deterministically_and_short_ones_kept() {
+    let widest = "ZZZZZZZZZ"; // the widest VPC id: the longest prefix
+    for len in [1, 200, 232, 233, 234, 240, 253] {
+        let node = format!("{}{}", "a".repeat(len - 1), "b");
+        check_node_name(&node).unwrap();
+        for name in [
+            bgp_advertisement_name(widest, "ZZZ", &node),
+            bgp_vrf_instance_name(widest, &node),
+        ] {
+            assert!(name.len() <= OBJECT_NAME_MAX, "{len}: {}", name.len());
+            assert!(
+                name.ends_with(|c: char| c.is_ascii_alphanumeric()),
+                "{name}"
+            );
+        }
+    }
+    // The widest ids a stanza accepts (48-bit VPC, 16-bit attachment): node names up to 235
+    // characters keep upstream's name exactly (docs/kubernetes.md).
+    let (vpc_max, att_max) = ("1hVwxnaA7", "h31");
+    assert_eq!(
+        legacy_advertisement_name(vpc_max, att_max),
+        "ffffffffffff-ffff"
+    );
+    let fits = "a".repeat(235);
+    assert_eq!(
+        bgp_advertisement_name(vpc_max, att_max, &fits),
+        format!("ffffffffffff-ffff-{fits}")
+    );
+    let over = "a".repeat(236);
+    assert_ne!(
+        bgp_advertisement_name(vpc_max, att_max, &over),
+        format!("ffffffffffff-ffff-{over}")
+    );
+    let short = "a".repeat(200);
+    assert_eq!(
+        bgp_advertisement_name("1", "1", &short),
+        format!("1-1-{short}"),
+        "a name that fits is upstream's"
+    );
+    // Two long names with the same start stay apart; the same name gives the same object name.
+    let long1 = format!("{}1", "n.".repeat(126));
+    let long2 = format!("{}2", "n.".repeat(126));
+    let capped = bgp_advertisement_name(widest, "ZZZ", &long1);
+    assert!(capped.len() <= OBJECT_NAME_MAX, "{capped}");
+    assert!(capped.starts_with(&format!(
+        "{}-n.n.",
+        legacy_advertisement_name(widest, "ZZZ")
+    )));
+    assert_ne!(capped, bgp_advertisement_name(widest, "ZZZ", &long2));
+    assert_eq!(capped, bgp_advertisement_name(widest, "ZZZ", &long1));
+    assert!(!capped.contains(".-"), "no empty label: {capped}");
+}
+
+#[test]
+fn node_names_that_no_object_name_can_hold_are_refused() {
+    for good in ["n", "worker-1", "a.b-c.d", "0"] {
+        check_node_name(good).unwrap();
+    }
+    let long = "a".repeat(254);
+    for bad in [
+        "",
+        "Worker",
+        "a_b",
+        "-a",
+        "a-",
+        "a..b",
+        ".a",
+        "a.",
+        "a b",
+        long.as_str(),
+    ] {
+        let e = check_node_name(bad).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("node_name"), "{text}");
+        assert!(!text.contains('"'), "no Debug quoting: {text}");
+    }
 }

@@ -116,8 +116,8 @@ fn the_chain_publishes_to_the_cluster_and_cleans_up_in_reverse() {
         json!([{"value": "65000:1234"}])
     );
     let adv = cluster
-        .get("bgpadvertisements", NS, "4d2-2a")
-        .expect("BGPAdvertisement {hexvpc}-{hexatt}");
+        .get("bgpadvertisements", NS, "4d2-2a-node-a")
+        .expect("BGPAdvertisement {hexvpc}-{hexatt}-{node}");
     let prefixes = adv["spec"]["prefixes"].as_array().unwrap();
     assert_eq!(prefixes.len(), 2, "{adv}");
     let slice = cluster
@@ -149,7 +149,9 @@ fn the_chain_publishes_to_the_cluster_and_cleans_up_in_reverse() {
         "the VPC's last attachment on the node took the VRF instance"
     );
     assert!(
-        cluster.get("bgpadvertisements", NS, "4d2-2a").is_none(),
+        cluster
+            .get("bgpadvertisements", NS, "4d2-2a-node-a")
+            .is_none(),
         "no live container is left on the advertisement"
     );
     assert!(
@@ -258,7 +260,7 @@ fn the_local_publisher_writes_the_same_documents_to_disk() {
         json!([{"value": "65000:1234"}])
     );
     assert_eq!(
-        doc("bgpadvertisements", NS, "4d2-2a")["spec"]["prefixes"]
+        doc("bgpadvertisements", NS, "4d2-2a-node-a")["spec"]["prefixes"]
             .as_array()
             .unwrap()
             .len(),

@@ -348,7 +348,7 @@ fn the_router_gc_reclaims_nothing_live_of_any_attachment_kind() {
     assert_eq!(
         gc.orphaned_objects(),
         BTreeSet::from([
-            format!("BGPAdvertisement/{vpc}-1"),
+            format!("BGPAdvertisement/{vpc}-1-{NODE}"),
             format!("BGPVRFInstance/{vpc}-{NODE}")
         ])
     );
