@@ -576,8 +576,13 @@ fn the_daemonset_environment_installs_and_each_upstream_setting_reaches_the_node
             .1 = value.into();
         env
     };
-    let (_fx, node) = run(&edit("GALACTIC_CNI_NAT66_SHARD_SIDS", "2001:db8:5::1"));
+    let (_fx, node) = run(&edit(
+        "GALACTIC_CNI_EGRESS_SHARD_SIDS",
+        "2001:db8:5:0:e000::",
+    ));
     assert_eq!(node.egress.shard_sids.len(), 1);
+    let (_fx, node) = run(&edit("GALACTIC_CNI_NAT64_PREFIX", "64:ff9b::/96"));
+    assert_eq!(node.egress.nat64_prefixes.len(), 1);
     let (_fx, node) = run(&edit("GALACTIC_CNI_EBPF_INTERFACES", "eth1"));
     assert_eq!(node.ebpf_interfaces, ["eth1"]);
     let (_fx, node) = run(&edit("GALACTIC_CNI_LOG_LEVEL", "debug"));
