@@ -77,6 +77,9 @@ impl Sandbox {
             .env("CARGO", self.path("bin").join("cargo"))
             .env("TMPDIR", self.path("tmp"))
             .env("HOME", self.path("home"))
+            // The workspace's own target dir holds what an earlier setup installed there (the
+            // virtme-ng virtualenv, the kernel): the sandbox's machine has none of it.
+            .env("CARGO_TARGET_DIR", self.path("target"))
             .current_dir(self.path("cwd"))
             .output()
             .unwrap()
