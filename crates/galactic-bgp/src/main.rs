@@ -16,6 +16,7 @@ mod crds;
 mod datapath;
 mod error;
 mod export;
+mod legacy;
 mod nad;
 mod netns;
 mod node_identity;
