@@ -11,9 +11,10 @@
 
 use crate::annotations::{self, cid41, ContainerRecord};
 use crate::attachments::published_ids;
+use crate::check::check_vrf;
 use crate::error::BgpError;
 use crate::netns;
-use crate::ops::{advertise_here, check_vrf, node_name, Backend};
+use crate::ops::{advertise_here, node_name, Backend};
 use crate::publish::{self, AdvertisementInput};
 use crate::store::Documents;
 use galactic_core::cni::Request;

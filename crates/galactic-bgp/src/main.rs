@@ -11,6 +11,7 @@
 
 mod annotations;
 mod attachments;
+mod check;
 mod conf;
 mod crds;
 mod datapath;
@@ -47,7 +48,7 @@ impl Plugin for GalacticBgp {
         retract::del(req)
     }
     fn check(&self, req: &Request) -> Result<(), BgpError> {
-        ops::check(req)
+        check::check(req)
     }
     fn status(&self, req: &Request) -> Result<(), BgpError> {
         ops::status(req).map_err(|e| BgpError::NotReady(Box::new(e)))
