@@ -406,12 +406,13 @@ fn check_moves_a_go_era_pod_off_the_shared_advertisement() {
 #[test]
 fn gc_moves_this_nodes_listed_containers_off_the_shared_advertisement() {
     let c = Cluster::new("node-a");
-    let (n, a, x, e, b) = (
+    let (n, a, x, e, b, y) = (
         "n".repeat(64),
         "a".repeat(64),
         "x".repeat(64),
         "e".repeat(64),
         "b".repeat(64),
+        "y".repeat(64),
     );
     c.pod("pn");
     // Ours: this node's VRF instance of the VPC and its advertisement.
@@ -424,7 +425,8 @@ fn gc_moves_this_nodes_listed_containers_off_the_shared_advertisement() {
         &stanza("1", "1", &prev_n),
     );
     // The Go chain's: a (listed, alive here), x (listed, its netns is not here), e (alive here,
-    // not listed), b (node-b's), last written by node-b.
+    // not listed), b (node-b's), y (listed, alive here, but its master recorded another
+    // attachment: this stanza's ids are not its own), last written by node-b.
     let gone = "/run/netns/cni-not-on-this-node";
     let mut shared = legacy(
         "1-1",
@@ -434,11 +436,14 @@ fn gc_moves_this_nodes_listed_containers_off_the_shared_advertisement() {
             (&x, gone, "ff05"),
             (&e, &live_netns(), "ff06"),
             (&b, "/run/netns/cni-on-node-b", "ff02"),
+            (&y, &live_netns(), "ff07"),
         ],
     );
     let v4 = format!("galactic.datum.net/allocated-subnet-ipv4.{}", &a[..41]);
     shared["metadata"]["annotations"][&v4] = json!("172.21.1.2");
     c.server.fixture().insert(shared);
+    c.node
+        .record_master("net1", &y, "eth0", &live_netns(), ("1", "2"));
 
     let list = bgp_list("net1", "1", "1");
     let rt = runtime(&c.node).env(galactic_core::bpf::maps::DATAPATH_ENV, "off");
@@ -447,6 +452,7 @@ fn gc_moves_this_nodes_listed_containers_off_the_shared_advertisement() {
         Attachment::new(&n, &live_netns(), "eth0"),
         Attachment::new(&a, &live_netns(), "eth0"),
         Attachment::new(&x, gone, "eth0"),
+        Attachment::new(&y, &live_netns(), "eth0"),
     ];
     for round in 0..2 {
         rt.gc(&list, &valid.iter().collect::<Vec<_>>())
@@ -468,13 +474,14 @@ fn gc_moves_this_nodes_listed_containers_off_the_shared_advertisement() {
             "{ours}"
         );
         let left = c.get("bgpadvertisements", NS, "1-1").unwrap();
-        assert_eq!(records(&left), ["b", "e", "x"], "{left}");
+        assert_eq!(records(&left), ["b", "e", "x", "y"], "{left}");
         assert_eq!(
             left["spec"]["prefixes"],
             json!([
                 "fd20:10:ff02::/96",
                 "fd20:10:ff05::/96",
-                "fd20:10:ff06::/96"
+                "fd20:10:ff06::/96",
+                "fd20:10:ff07::/96"
             ])
         );
         assert_eq!(left["spec"]["routerRef"]["name"], "router-b");
