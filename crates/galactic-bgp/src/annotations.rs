@@ -16,8 +16,9 @@
 //! the GC does not read, and the advertisement is kept while any container records it.
 
 use crate::prev::Facts;
-use ipnetwork::IpNetwork;
+use ipnetwork::{IpNetwork, Ipv6Network};
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
 use std::path::Path;
 
 /// An object's annotations.
@@ -70,19 +71,56 @@ pub fn records(annotations: &Annotations, cid: &str) -> bool {
     netns_records(annotations).contains_key(cid41(cid))
 }
 
-/// Records this container: netns and addresses (an absent family removes its old record); then
-/// places every netns record under the key the router's GC can act on ([`place_netns`]).
-pub fn record(annotations: &mut Annotations, cid: &str, netns: &str, facts: &Facts) {
+/// What one container's records say: its netns and addresses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContainerRecord<'a> {
+    /// The netns path, as the runtime passed it.
+    pub netns: &'a str,
+    /// The IPv6 address with its prefix length as assigned (host bits kept).
+    pub v6: Option<Ipv6Network>,
+    /// The IPv4 address.
+    pub v4: Option<Ipv4Addr>,
+}
+
+impl<'a> ContainerRecord<'a> {
+    /// The record of an attachment the master reported in `facts`, in `netns`.
+    pub fn of(netns: &'a str, facts: &Facts) -> Self {
+        Self {
+            netns,
+            v6: facts.v6,
+            v4: facts.v4,
+        }
+    }
+
+    /// The record of the container whose key suffix is `suffix`, as another chain wrote it; `None`
+    /// without a netns record or with an address record that does not parse (moving it would
+    /// drop that address from the advertisement).
+    pub fn read(annotations: &'a Annotations, suffix: &str) -> Option<Self> {
+        let netns = [NETNS, NETNS_HELD]
+            .iter()
+            .find_map(|p| annotations.get(&format!("{p}{suffix}")))?;
+        let parse = |prefix: &str| annotations.get(&format!("{prefix}{suffix}"));
+        Some(Self {
+            netns,
+            v6: parse(SUBNET_V6).map(|v| v.parse()).transpose().ok()?,
+            v4: parse(SUBNET_V4).map(|v| v.parse()).transpose().ok()?,
+        })
+    }
+}
+
+/// Records this container (an absent family removes its old address record); then places every
+/// netns record under the key the router's GC can act on ([`place_netns`]).
+pub fn record(annotations: &mut Annotations, cid: &str, record: &ContainerRecord<'_>) {
     let key = cid41(cid);
     annotations.remove(&format!("{NETNS_HELD}{key}"));
-    annotations.insert(format!("{NETNS}{key}"), netns.to_owned());
+    annotations.insert(format!("{NETNS}{key}"), record.netns.to_owned());
     let v6 = format!("{SUBNET_V6}{key}");
-    match facts.v6 {
+    match record.v6 {
         Some(v6addr) => annotations.insert(v6, v6addr.to_string()),
         None => annotations.remove(&v6),
     };
     let v4 = format!("{SUBNET_V4}{key}");
-    match facts.v4 {
+    match record.v4 {
         Some(v4addr) => annotations.insert(v4, v4addr.to_string()),
         None => annotations.remove(&v4),
     };
@@ -195,11 +233,38 @@ mod tests {
         }
     }
 
+    fn put(ann: &mut Annotations, cid: &str, netns: &str, facts: &Facts) {
+        record(ann, cid, &ContainerRecord::of(netns, facts));
+    }
+
+    #[test]
+    fn another_chains_record_is_read_back_whole_or_not_at_all() {
+        let mut ann = Annotations::new();
+        let f = facts(Some("fd20:10:ff01::100:0/96"), Some("172.21.1.2"));
+        put(&mut ann, "c1", "/proc/1/ns/net", &f);
+        put(&mut ann, "c2", "/run/netns/c2", &facts(None, None));
+        assert_eq!(
+            ContainerRecord::read(&ann, "c1"),
+            Some(ContainerRecord::of("/proc/1/ns/net", &f))
+        );
+        assert_eq!(
+            ContainerRecord::read(&ann, "c2"),
+            Some(ContainerRecord::of("/run/netns/c2", &facts(None, None)))
+        );
+        assert_eq!(ContainerRecord::read(&ann, "c3"), None);
+        ann.insert(format!("{SUBNET_V4}c1"), "not-an-ip".into());
+        assert_eq!(
+            ContainerRecord::read(&ann, "c1"),
+            None,
+            "an address would be lost"
+        );
+    }
+
     #[test]
     fn records_use_41_characters_of_the_container_id() {
         let cid = "a".repeat(64);
         let mut ann = Annotations::new();
-        record(
+        put(
             &mut ann,
             &cid,
             "/run/netns/x",
@@ -224,13 +289,13 @@ mod tests {
     fn pruning_removes_dead_siblings_only() {
         let mut ann = Annotations::new();
         ann.insert("other/key".into(), "kept".into());
-        record(
+        put(
             &mut ann,
             "live",
             "/run/netns/live",
             &facts(Some("fd00::1/64"), None),
         );
-        record(
+        put(
             &mut ann,
             "dead",
             "/run/netns/dead",
@@ -245,19 +310,19 @@ mod tests {
     #[test]
     fn prefixes_are_canonical_deduplicated_and_sorted() {
         let mut ann = Annotations::new();
-        record(
+        put(
             &mut ann,
             "c1",
             "/a",
             &facts(Some("fd20:10:ff01::100:0/96"), Some("172.21.1.2")),
         );
-        record(
+        put(
             &mut ann,
             "c2",
             "/b",
             &facts(Some("fd20:10:ff01::200:0/96"), Some("172.21.1.3")),
         );
-        record(&mut ann, "c3", "/c", &facts(None, Some("172.21.1.2")));
+        put(&mut ann, "c3", "/c", &facts(None, Some("172.21.1.2")));
         ann.insert(format!("{SUBNET_V4}junk"), "not-an-ip".into());
         assert_eq!(
             all_prefixes(&ann),
@@ -290,9 +355,9 @@ mod tests {
                 .collect()
         };
         let mut ann = Annotations::new();
-        record(&mut ann, "a", "/run/netns/a", &facts(None, None));
+        put(&mut ann, "a", "/run/netns/a", &facts(None, None));
         assert_eq!(keys(&ann), [format!("{NETNS}a")]);
-        record(
+        put(
             &mut ann,
             "b",
             "/proc/42/ns/net",

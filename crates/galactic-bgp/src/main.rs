@@ -11,11 +11,13 @@
 
 mod annotations;
 mod attachments;
+mod check;
 mod conf;
 mod crds;
 mod datapath;
 mod error;
 mod export;
+mod legacy;
 mod nad;
 mod netns;
 mod node_identity;
@@ -46,7 +48,7 @@ impl Plugin for GalacticBgp {
         retract::del(req)
     }
     fn check(&self, req: &Request) -> Result<(), BgpError> {
-        ops::check(req)
+        check::check(req)
     }
     fn status(&self, req: &Request) -> Result<(), BgpError> {
         ops::status(req).map_err(|e| BgpError::NotReady(Box::new(e)))

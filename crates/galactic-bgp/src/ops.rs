@@ -1,6 +1,6 @@
-//! ADD, CHECK and STATUS (DEL and GC: `retract`).
+//! ADD and STATUS (CHECK: `check`; DEL and GC: `retract`).
 
-use crate::annotations;
+use crate::annotations::{self, ContainerRecord};
 use crate::attachments::{others_of_vpc, vpc_lock};
 use crate::conf::Stanza;
 use crate::crds;
@@ -23,8 +23,8 @@ use galactic_core::ident::{
 };
 use galactic_core::log;
 use galactic_core::rollback::Rollback;
+use galactic_kube::BGPAdvertisement;
 use galactic_kube::{detect_node_name, local_addresses, ClientOptions, KubeClient, RetryPolicy};
-use galactic_kube::{BGPAdvertisement, BGPVRFInstance};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use std::net::Ipv6Addr;
@@ -98,11 +98,11 @@ fn find_node_name(node: &NodeConfig, backend: &Backend) -> Result<String, BgpErr
 }
 
 /// Everything an ADD or CHECK works from.
-struct Plan {
-    stanza: Stanza,
-    facts: Facts,
+pub(crate) struct Plan {
+    pub(crate) stanza: Stanza,
+    pub(crate) facts: Facts,
     prev: CniResult,
-    pod: Option<PodRef>,
+    pub(crate) pod: Option<PodRef>,
 }
 
 impl Plan {
@@ -114,7 +114,7 @@ impl Plan {
     }
 }
 
-fn plan(req: &Request) -> Result<Plan, BgpError> {
+pub(crate) fn plan(req: &Request) -> Result<Plan, BgpError> {
     let stanza = Stanza::parse(&req.conf.raw)?;
     let prev = req.conf.prev_result().map_err(PrevResultError::Decode)?;
     let facts = prev::infer(prev.as_ref())?;
@@ -129,7 +129,7 @@ fn plan(req: &Request) -> Result<Plan, BgpError> {
 /// Before anything is published: the stanza must name this chain's own attachment (the one the
 /// master recorded for this container), or a NetworkAttachmentDefinition could advertise this
 /// pod's prefixes in another VPC.
-fn verify_chain(req: &Request, plan: &Plan) -> Result<(), BgpError> {
+pub(crate) fn verify_chain(req: &Request, plan: &Plan) -> Result<(), BgpError> {
     let ids = plan.ids();
     ChainPosition {
         ids: &ids,
@@ -146,7 +146,7 @@ fn vrf_route_target(router: &Router, stanza: &Stanza) -> String {
     route_target(router.asn, &stanza.vpc)
 }
 
-fn usid_of(router: &Router, vrf_id: u32) -> Result<Option<Usid>, BgpError> {
+pub(crate) fn usid_of(router: &Router, vrf_id: u32) -> Result<Option<Usid>, BgpError> {
     Ok(router
         .srv6
         .as_ref()
@@ -154,12 +154,16 @@ fn usid_of(router: &Router, vrf_id: u32) -> Result<Option<Usid>, BgpError> {
         .transpose()?)
 }
 
-fn sid_of(router: &Router, vrf_id: u32) -> Result<Option<Ipv6Addr>, BgpError> {
+pub(crate) fn sid_of(router: &Router, vrf_id: u32) -> Result<Option<Ipv6Addr>, BgpError> {
     Ok(usid_of(router, vrf_id)?.map(Usid::to_addr))
 }
 
 /// The datapath's view of this attachment.
-fn attachment<'a>(req: &'a Request, plan: &'a Plan, prefixes: &'a [String]) -> Attachment<'a> {
+pub(crate) fn attachment<'a>(
+    req: &'a Request,
+    plan: &'a Plan,
+    prefixes: &'a [String],
+) -> Attachment<'a> {
     Attachment {
         node: &req.node,
         internet_egress: plan.stanza.internet_egress,
@@ -169,7 +173,7 @@ fn attachment<'a>(req: &'a Request, plan: &'a Plan, prefixes: &'a [String]) -> A
     }
 }
 
-/// ADD: `cid` off the attachment's shared advertisement of older chains (decision 0018).
+/// `cid` off the attachment's shared advertisement of older chains (decision 0018).
 fn leave_legacy(
     store: &dyn ObjectStore,
     ns: &str,
@@ -179,12 +183,32 @@ fn leave_legacy(
     let left = publish::leave_legacy_advertisement(store, ns, ids, cid)?;
     if left != publish::Retraction::NotListed {
         log::info(
-            "ADD: container moved off the shared BGPAdvertisement of an older chain",
+            "BGP: container moved off the shared BGPAdvertisement of an older chain",
             json!({"advertisement": legacy_advertisement_name(ids.vpc.raw(), ids.att.raw()),
                    "retraction": left.as_str()}),
         );
     }
     Ok(())
+}
+
+/// Records `input`'s container on this node's advertisement (its undo pushed when this call
+/// created the object), then takes it off the attachment's shared advertisement of older chains
+/// (decision 0018): after the per-node record exists, so the container is never unadvertised,
+/// and with no undo, since a container recorded in both places would be advertised twice. ADD,
+/// and the moves CHECK and GC make for an older chain's container, all publish through here.
+pub(crate) fn advertise_here<'a>(
+    store: &'a dyn ObjectStore,
+    input: &AdvertisementInput<'_>,
+    ids: &ChainIds,
+    rollback: &mut Rollback<'a>,
+) -> Result<(), BgpError> {
+    if let Some(uid) = publish::publish_advertisement(store, input, &netns::alive)? {
+        let (ns, name) = (input.namespace.to_owned(), input.name.to_owned());
+        rollback.push(format!("delete BGPAdvertisement {name}"), move || {
+            store.delete(Kind::Advertisement, &ns, &name, &uid)
+        });
+    }
+    leave_legacy(store, input.namespace, ids, input.container_id)
 }
 
 /// The pod's uid for the owner reference: required from the API, optional locally.
@@ -222,14 +246,6 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     // Debug builds: a test stops the ADD here to prove the rollback removes only this ADD's rows.
     galactic_core::failpoint::hit("bgp-after-datapath")?;
     let advertisement = target.advertise(vrf_id, &mut rollback)?;
-    // After the per-node record exists, so the container is never unadvertised; no undo: a
-    // container recorded in both places would be advertised twice.
-    leave_legacy(
-        target.backend.store(),
-        target.ns,
-        &plan.ids(),
-        &target.container_id,
-    )?;
     target.publish_slice(sid, &mut rollback)?;
     rollback.commit();
     log::info(
@@ -242,23 +258,27 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
 }
 
 /// Where and what an ADD publishes, resolved before anything is written.
-struct Target<'a> {
+pub(crate) struct Target<'a> {
     req: &'a Request,
     plan: &'a Plan,
     backend: &'a Backend,
     /// The BGP namespace.
-    ns: &'a str,
-    node: String,
-    router: Router,
+    pub(crate) ns: &'a str,
+    pub(crate) node: String,
+    pub(crate) router: Router,
     /// The VPC's route target on this node.
-    rt: String,
-    vrf_name: String,
-    container_id: String,
+    pub(crate) rt: String,
+    pub(crate) vrf_name: String,
+    pub(crate) container_id: String,
     netns: String,
 }
 
 impl<'a> Target<'a> {
-    fn resolve(req: &'a Request, plan: &'a Plan, backend: &'a Backend) -> Result<Self, BgpError> {
+    pub(crate) fn resolve(
+        req: &'a Request,
+        plan: &'a Plan,
+        backend: &'a Backend,
+    ) -> Result<Self, BgpError> {
         let node = node_name(&req.node, backend)?;
         let ns = req.node.namespace.as_str();
         let router = publish::lookup_router(backend.store(), ns, &node, backend.is_kube())?;
@@ -352,9 +372,9 @@ impl<'a> Target<'a> {
     }
 
     /// The attachment's BGPAdvertisement, with or without addresses: the router keeps the VPC's
-    /// VRF on this node only while an advertisement of it exists (decision 0016). Its name.
+    /// VRF on this node only while an advertisement of it exists (decision 0016); then the
+    /// container off the attachment's shared advertisement of older chains. Its name.
     fn advertise(&self, vrf_id: u32, rollback: &mut Rollback<'a>) -> Result<String, BgpError> {
-        let store = self.backend.store();
         let stanza = &self.plan.stanza;
         let name = bgp_advertisement_name(stanza.vpc.raw(), stanza.att.raw(), &self.node);
         let input = AdvertisementInput {
@@ -364,16 +384,39 @@ impl<'a> Target<'a> {
             route_target: &self.rt,
             vrf_id,
             container_id: &self.container_id,
-            netns: &self.netns,
-            facts: &self.plan.facts,
+            record: ContainerRecord::of(&self.netns, &self.plan.facts),
+            host_ifname: &self.plan.facts.host_ifname,
         };
-        if let Some(uid) = publish::publish_advertisement(store, &input, &netns::alive)? {
-            let (ns, name) = (self.ns, name.clone());
-            rollback.push(format!("delete BGPAdvertisement {name}"), move || {
-                store.delete(Kind::Advertisement, ns, &name, &uid)
-            });
-        }
+        advertise_here(self.backend.store(), &input, &self.plan.ids(), rollback)?;
         Ok(name)
+    }
+
+    /// CHECK of a container an older chain published on the attachment's shared advertisement
+    /// alone (a pod the Go chain attached before the switch: Kubernetes never re-adds a running
+    /// pod, so no ADD would ever move it) completes the move an ADD makes, through ADD's own
+    /// [`Self::advertise`]: this node's advertisement records it with its prefixes from
+    /// `prevResult` and this node's router, then the shared object lets it go. The masters'
+    /// CHECK adopts the Go chain's attachments the same way (decision 0061). A container on
+    /// both objects is left for CHECK to report (decision 0018). Whether it moved.
+    pub(crate) fn adopt_legacy(&self, vrf_id: u32) -> Result<bool, BgpError> {
+        let store = self.backend.store();
+        let stanza = &self.plan.stanza;
+        let (vpc, att) = (stanza.vpc.raw(), stanza.att.raw());
+        let cid = self.container_id.as_str();
+        let here = bgp_advertisement_name(vpc, att, &self.node);
+        if records_container(store, self.ns, &here, cid)?
+            || !records_container(store, self.ns, &legacy_advertisement_name(vpc, att), cid)?
+        {
+            return Ok(false);
+        }
+        let mut rollback = Rollback::new();
+        self.advertise(vrf_id, &mut rollback)?;
+        rollback.commit();
+        log::info(
+            "CHECK: container of an older chain moved to this node's BGPAdvertisement",
+            json!({"advertisement": here}),
+        );
+        Ok(true)
     }
 
     /// The pod's EndpointSlice, for an attachment with an IPv6 address and a pod.
@@ -406,132 +449,17 @@ impl<'a> Target<'a> {
     }
 }
 
-fn check_vrf(
-    store: &dyn ObjectStore,
-    ns: &str,
-    name: &str,
-    router: &Router,
-    rt: &str,
-) -> Result<u32, BgpError> {
-    let object = store
-        .get_typed::<BGPVRFInstance>(ns, name)?
-        .ok_or_else(|| BgpError::Check(format!("BGPVRFInstance {ns}/{name} does not exist")))?;
-    let routed = object.spec.router_ref.as_ref().map(|r| r.name.as_str());
-    if routed != Some(router.name.as_str()) {
-        return Err(BgpError::Check(format!(
-            "BGPVRFInstance {name} refers to router {}, this node's is {}",
-            routed.unwrap_or("none"),
-            router.name
-        )));
-    }
-    for (field, targets) in [
-        ("importRouteTargets", &object.spec.import_route_targets),
-        ("exportRouteTargets", &object.spec.export_route_targets),
-    ] {
-        if !targets.iter().any(|t| t.value == rt) {
-            return Err(BgpError::Check(format!(
-                "BGPVRFInstance {name} {field} lacks {rt}"
-            )));
-        }
-    }
-    u32::try_from(object.spec.vrf_id)
-        .map_err(|_| BgpError::Check(format!("BGPVRFInstance {name} has no VRF id")))
-}
-
-fn check_advertisement(
+/// Whether the advertisement `name` exists and records container `cid`.
+pub(crate) fn records_container(
     store: &dyn ObjectStore,
     ns: &str,
     name: &str,
     cid: &str,
-    facts: &Facts,
-) -> Result<(), BgpError> {
-    let object = store
-        .get_typed::<BGPAdvertisement>(ns, name)?
-        .ok_or_else(|| BgpError::Check(format!("BGPAdvertisement {ns}/{name} does not exist")))?;
-    for prefix in annotations::own_prefixes(facts) {
-        if !object.spec.prefixes.contains(&prefix) {
-            return Err(BgpError::Check(format!(
-                "BGPAdvertisement {name} does not advertise {prefix}"
-            )));
-        }
-    }
-    let recorded = object
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| annotations::records(a, cid));
-    if !recorded {
-        return Err(BgpError::Check(format!(
-            "BGPAdvertisement {name} has no record of this container ({})",
-            annotations::cid41(cid)
-        )));
-    }
-    Ok(())
-}
-
-/// The container is not also recorded on the shared advertisement of an older chain (its
-/// prefixes would be advertised twice, there possibly from another node's router).
-fn check_not_legacy(
-    store: &dyn ObjectStore,
-    ns: &str,
-    name: &str,
-    cid: &str,
-) -> Result<(), BgpError> {
-    let recorded = store
+) -> Result<bool, BgpError> {
+    Ok(store
         .get_typed::<BGPAdvertisement>(ns, name)?
         .and_then(|o| o.metadata.annotations)
-        .is_some_and(|a| annotations::records(&a, cid));
-    if recorded {
-        return Err(BgpError::Check(format!(
-            "the shared BGPAdvertisement {name} of an older chain still records this container ({}); ADD moves it to the per-node advertisement",
-            annotations::cid41(cid)
-        )));
-    }
-    Ok(())
-}
-
-/// CHECK: the VRF instance, the advertisement's content and the EndpointSlice match.
-pub fn check(req: &Request) -> Result<(), BgpError> {
-    let plan = plan(req)?;
-    verify_chain(req, &plan)?;
-    let cid = req.env.container_id()?.as_str().to_owned();
-    let backend = Backend::open(&req.node, ClientOptions::default())?;
-    let store = backend.store();
-    let node = node_name(&req.node, &backend)?;
-    let ns = req.node.namespace.as_str();
-    let router = publish::lookup_router(store, ns, &node, backend.is_kube())?;
-    let rt = vrf_route_target(&router, &plan.stanza);
-    let vrf_id = check_vrf(
-        store,
-        ns,
-        &bgp_vrf_instance_name(plan.stanza.vpc.raw(), &node),
-        &router,
-        &rt,
-    )?;
-    if let Some(usid) = usid_of(&router, vrf_id)?.filter(|_| req.node.ebpf_datapath) {
-        let prefixes = annotations::own_prefixes(&plan.facts);
-        datapath::check(&attachment(req, &plan, &prefixes), usid)?;
-    }
-    let (vpc, att) = (plan.stanza.vpc.raw(), plan.stanza.att.raw());
-    let name = bgp_advertisement_name(vpc, att, &node);
-    check_advertisement(store, ns, &name, &cid, &plan.facts)?;
-    check_not_legacy(store, ns, &legacy_advertisement_name(vpc, att), &cid)?;
-    if let (Some(address), Some(pod)) = (plan.facts.v6.map(|n| n.ip()), plan.pod.as_ref()) {
-        let tenant = tenant_identifier(&plan.stanza.vpc, &plan.stanza.att);
-        let input = SliceInput {
-            pod,
-            pod_uid: None,
-            address,
-            tenant: &tenant,
-            sid: sid_of(&router, vrf_id)?,
-        };
-        slice::check(store, &input)?;
-    } else if backend.is_kube() && plan.facts.v6.is_some() {
-        return Err(BgpError::NoPod {
-            step: "EndpointSlice",
-        });
-    }
-    Ok(())
+        .is_some_and(|a| annotations::records(&a, cid)))
 }
 
 /// STATUS: the API server answers (one quick attempt), or the state directory is writable.

@@ -89,14 +89,16 @@ pub fn del(req: &Request) -> Result<(), BgpError> {
 /// node holds an attachment for (and deletes advertisements left without one), and deletes this
 /// node's VRF instances of VPCs without an attachment here, after moving our own two-segment
 /// documents of before decision 0018 to their per-node names. Kubernetes objects are left to the
-/// router's GC, as upstream: a shared advertisement of an older chain there may hold other
-/// nodes' containers, which this node cannot judge.
+/// router's GC, as upstream; there GC only moves the containers the runtime lists off the
+/// attachment's shared advertisement of an older chain (`legacy`): its other records may be
+/// other nodes' containers, which this node cannot judge.
 pub fn gc(req: &Request) -> Result<(), BgpError> {
     let backend = Backend::open(&req.node, ClientOptions::default())?;
     if backend.is_kube() {
+        let moved = crate::legacy::move_listed(req, &backend)?;
         log::info(
             "GC: published Kubernetes objects are reclaimed by the router's GC",
-            json!({}),
+            json!({"movedOffSharedAdvertisement": moved}),
         );
         return Ok(());
     }

@@ -3,9 +3,8 @@
 //! every write.
 
 use super::{Router, MAX_ATTEMPTS};
-use crate::annotations::{self, Annotations};
+use crate::annotations::{self, Annotations, ContainerRecord};
 use crate::error::BgpError;
-use crate::prev::Facts;
 use crate::store::{Documents, ObjectStore};
 use galactic_core::log;
 use galactic_kube::{
@@ -27,10 +26,10 @@ pub struct AdvertisementInput<'a> {
     pub vrf_id: u32,
     /// This container's id.
     pub container_id: &'a str,
-    /// This container's netns path, as the runtime passed it.
-    pub netns: &'a str,
-    /// This attachment's interface and addresses.
-    pub facts: &'a Facts,
+    /// This container's netns and addresses.
+    pub record: ContainerRecord<'a>,
+    /// The attachment's host interface (`G…H`).
+    pub host_ifname: &'a str,
 }
 
 /// What an advertisement with the recorded `prefixes` originates: the prefixes, or without any
@@ -52,7 +51,7 @@ pub(super) fn routes(
 
 /// The spec for the recorded `prefixes`.
 fn spec(input: &AdvertisementInput<'_>, prefixes: Vec<String>) -> BGPAdvertisementSpec {
-    let (prefixes, originate_from) = routes(prefixes, Some(&input.facts.host_ifname));
+    let (prefixes, originate_from) = routes(prefixes, Some(input.host_ifname));
     BGPAdvertisementSpec {
         address_family: AddressFamily::L2VPN_EVPN,
         communities: vec![input.route_target.to_owned()],
@@ -88,7 +87,7 @@ pub fn publish_advertisement(
                 json!({"name": input.name, "containers": pruned}),
             );
         }
-        annotations::record(&mut ann, input.container_id, input.netns, input.facts);
+        annotations::record(&mut ann, input.container_id, &input.record);
         let spec = spec(input, annotations::all_prefixes(&ann));
         let outcome = match current {
             None => {

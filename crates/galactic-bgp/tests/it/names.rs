@@ -7,6 +7,7 @@
 
 use crate::cluster::*;
 use galactic_core::ident::{bgp_advertisement_name, bgp_vrf_instance_name, OBJECT_NAME_MAX};
+use galactic_testkit::runtime::Attachment;
 use galactic_testkit::TestNode;
 use serde_json::{json, Value};
 
@@ -344,4 +345,145 @@ fn the_local_publishers_two_segment_documents_are_migrated() {
     let renamed = read("2-1-node-a").unwrap();
     assert_eq!(records(&renamed), ["h"]);
     assert_eq!(renamed["spec"]["prefixes"], json!(["fd20:10:ff02::/96"]));
+}
+
+#[test]
+fn check_moves_a_go_era_pod_off_the_shared_advertisement() {
+    let c = Cluster::new("node-a");
+    let (a, b) = ("a".repeat(64), "b".repeat(64));
+    c.pod("pa");
+    let prev_a = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    let conf_a = stanza("1", "1", &prev_a);
+    // What the Go chain left on node-a (its VRF instance and EndpointSlice, as ours), then the
+    // pod's record only on the shared object, which node-b wrote last: node-b's router.
+    add_ok(&c.node, &a, &live_netns(), Some("pa"), &conf_a);
+    let fx = c.server.fixture();
+    fx.remove("bgpadvertisements", Some(NS), "1-1-node-a")
+        .unwrap();
+    let other = "/run/netns/cni-on-node-b";
+    let mut shared = legacy(
+        "1-1",
+        "router-b",
+        &[(&a, &live_netns(), "ff01"), (&b, other, "ff02")],
+    );
+    let v4 = format!("galactic.datum.net/allocated-subnet-ipv4.{}", &a[..41]);
+    shared["metadata"]["annotations"][&v4] = json!("172.21.1.2");
+    shared["spec"]["prefixes"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("172.21.1.2/32"));
+    let theirs: Vec<(String, Value)> = shared["metadata"]["annotations"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.ends_with(&b[..41]))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    fx.insert(shared);
+
+    for round in 0..2 {
+        call(&c.node, "CHECK", &a, &live_netns(), Some("pa"), &conf_a).expect_quiet_success();
+        let found = recording(&c, &a);
+        assert_eq!(found.len(), 1, "round {round}: advertised once: {found:?}");
+        let (name, ours) = &found[0];
+        assert_eq!(name, "1-1-node-a", "this node's object");
+        assert_eq!(ours["spec"]["routerRef"]["name"], "router-a", "{ours}");
+        assert_eq!(
+            ours["spec"]["prefixes"],
+            json!(["172.21.1.2/32", "fd20:10:ff01::/96"]),
+            "{ours}"
+        );
+        let left = c.get("bgpadvertisements", NS, "1-1").expect("node-b's pod");
+        assert_eq!(records(&left), ["b"], "{left}");
+        assert_eq!(left["spec"]["prefixes"], json!(["fd20:10:ff02::/96"]));
+        assert_eq!(left["spec"]["routerRef"]["name"], "router-b");
+        for (key, value) in &theirs {
+            assert_eq!(&left["metadata"]["annotations"][key], value, "{key}");
+        }
+    }
+}
+
+#[test]
+fn gc_moves_this_nodes_listed_containers_off_the_shared_advertisement() {
+    let c = Cluster::new("node-a");
+    let (n, a, x, e, b, y) = (
+        "n".repeat(64),
+        "a".repeat(64),
+        "x".repeat(64),
+        "e".repeat(64),
+        "b".repeat(64),
+        "y".repeat(64),
+    );
+    c.pod("pn");
+    // Ours: this node's VRF instance of the VPC and its advertisement.
+    let prev_n = veth_prev("fd20:10:ff04::100:0/96", "172.21.1.5/24", &live_netns());
+    add_ok(
+        &c.node,
+        &n,
+        &live_netns(),
+        Some("pn"),
+        &stanza("1", "1", &prev_n),
+    );
+    // The Go chain's: a (listed, alive here), x (listed, its netns is not here), e (alive here,
+    // not listed), b (node-b's), y (listed, alive here, but its master recorded another
+    // attachment: this stanza's ids are not its own), last written by node-b.
+    let gone = "/run/netns/cni-not-on-this-node";
+    let mut shared = legacy(
+        "1-1",
+        "router-b",
+        &[
+            (&a, &live_netns(), "ff01"),
+            (&x, gone, "ff05"),
+            (&e, &live_netns(), "ff06"),
+            (&b, "/run/netns/cni-on-node-b", "ff02"),
+            (&y, &live_netns(), "ff07"),
+        ],
+    );
+    let v4 = format!("galactic.datum.net/allocated-subnet-ipv4.{}", &a[..41]);
+    shared["metadata"]["annotations"][&v4] = json!("172.21.1.2");
+    c.server.fixture().insert(shared);
+    c.node
+        .record_master("net1", &y, "eth0", &live_netns(), ("1", "2"));
+
+    let list = bgp_list("net1", "1", "1");
+    let rt = runtime(&c.node).env(galactic_core::bpf::maps::DATAPATH_ENV, "off");
+    rt.lose_cache();
+    let valid = [
+        Attachment::new(&n, &live_netns(), "eth0"),
+        Attachment::new(&a, &live_netns(), "eth0"),
+        Attachment::new(&x, gone, "eth0"),
+        Attachment::new(&y, &live_netns(), "eth0"),
+    ];
+    for round in 0..2 {
+        rt.gc(&list, &valid.iter().collect::<Vec<_>>())
+            .unwrap_or_else(|e| panic!("GC: {e}; log {:?}", c.node.log_lines()));
+        let found = recording(&c, &a);
+        assert_eq!(found.len(), 1, "round {round}: advertised once: {found:?}");
+        let ours = &found[0].1;
+        assert_eq!(found[0].0, "1-1-node-a");
+        assert_eq!(records(ours), ["a", "n"], "{ours}");
+        assert_eq!(ours["spec"]["routerRef"]["name"], "router-a");
+        assert_eq!(
+            ours["spec"]["prefixes"],
+            json!([
+                "172.21.1.2/32",
+                "172.21.1.5/32",
+                "fd20:10:ff01::/96",
+                "fd20:10:ff04::/96"
+            ]),
+            "{ours}"
+        );
+        let left = c.get("bgpadvertisements", NS, "1-1").unwrap();
+        assert_eq!(records(&left), ["b", "e", "x", "y"], "{left}");
+        assert_eq!(
+            left["spec"]["prefixes"],
+            json!([
+                "fd20:10:ff02::/96",
+                "fd20:10:ff05::/96",
+                "fd20:10:ff06::/96",
+                "fd20:10:ff07::/96"
+            ])
+        );
+        assert_eq!(left["spec"]["routerRef"]["name"], "router-b");
+    }
 }
