@@ -1,6 +1,6 @@
 //! The rows our plugins write are the rows upstream's datapath repair pass would write from the
 //! same CRDs and kernel state (the test kit's `repair` computation): veth pods and a VM's tap,
-//! two VPCs, both families, every map of the ABI dumped and compared.
+//! two VPCs, both families, every map of the ABI and of the newest datapath dumped and compared.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -15,7 +15,7 @@ use galactic_testkit::repair::{self, Crds, Rows};
 use serde_json::{json, Value};
 
 fn node(tag: &str) -> Node {
-    let mut node = Node::new(tag, json!({}));
+    let mut node = Node::newest(tag, json!({}));
     let pin_dir = node.bpffs.pin_dir().display().to_string();
     node.env.push((PIN_DIR_ENV.into(), pin_dir));
     node
@@ -49,7 +49,22 @@ fn dump(node: &Node) -> Rows {
     let egress = node.egress_rows();
     assert!(egress.values().all(|v| v == &vec![0u8; 32]), "pass-through");
     let src = src.get(&0, 0).unwrap().addr_be;
+    let kinds: maps::EgressKindTable = node.map(maps::IFINDEX_EGRESS_KIND_TABLE);
+    let gateways: maps::TenantGwTable = node.map(maps::TENANT_GW_TABLE);
+    let attribution: maps::VpcAttributionTable = node.map(maps::VPC_ATTRIBUTION_TABLE);
+    let attribution = attribution.iter().map(Result::unwrap).collect::<Vec<_>>();
+    assert!(attribution.iter().all(|(_, v)| v.generation_ns > 0));
     Rows {
+        egress_kind: kinds.iter().map(Result::unwrap).collect(),
+        gateways: gateways
+            .iter()
+            .map(Result::unwrap)
+            .map(|(k, v)| (k, (v.gw6_be, v.gw4_be)))
+            .collect(),
+        attribution: attribution
+            .into_iter()
+            .map(|(k, v)| (k, (v.vpc, v.vpc_attachment)))
+            .collect(),
         locator: locator.into_iter().map(|(k, _)| k).collect(),
         function: function
             .iter()
@@ -116,11 +131,48 @@ fn the_rows_are_the_ones_upstreams_repair_pass_computes_from_the_crds_and_the_ke
     let ours = dump(&node);
     assert_eq!(ours.ifindex.len(), 3, "three attachments registered");
     assert_eq!(ours.vrf.len(), 2, "two VPCs");
+    assert_eq!(ours.egress_kind.len(), 3, "a kind per interface");
+    assert_eq!(ours.gateways.len(), 3, "gateways per interface");
+    assert_eq!(ours.attribution.len(), 2, "an attribution per VPC");
     assert_eq!(ours, computed(&node));
+    // CHECK holds the newest maps' rows too.
+    for (pod, list, result) in [(&a, &veth_a, &ra), (&b, &veth_b, &rb), (&vm, &tap, &rvm)] {
+        node.runtime()
+            .plugin(list, 1, "CHECK", &pod.attachment(), Some(result))
+            .expect_quiet_success();
+    }
+    // A veth kind on the VM's interface (the stale row of a reused ifindex) is reported.
+    let tap_ifindex = ours
+        .egress_kind
+        .iter()
+        .find(|(_, k)| **k == 1)
+        .map(|(i, _)| *i)
+        .unwrap();
+    let mut kinds: maps::EgressKindTable = node.map(maps::IFINDEX_EGRESS_KIND_TABLE);
+    kinds.insert(tap_ifindex, 0, 0).unwrap();
+    let check = node
+        .runtime()
+        .plugin(&tap, 1, "CHECK", &vm.attachment(), Some(&rvm));
+    let msg = check.expect_error(999);
+    assert!(msg.contains("ifindex_egress_kind_table"), "{msg}");
+    kinds.insert(tap_ifindex, 1, 0).unwrap();
 
-    // DEL leaves exactly the rows the pass would rebuild for what remains.
-    node.del_list(&b, &veth_b, &rb);
-    assert_eq!(dump(&node), computed(&node));
+    // DEL leaves exactly the rows the pass would rebuild for what remains: the VPC's
+    // attribution moves to the attachment left, the interface's rows go.
     node.del_list(&a, &veth_a, &ra);
+    assert_eq!(dump(&node), computed(&node));
+    node.del_list(&b, &veth_b, &rb);
+    let (mut left, want) = (dump(&node), computed(&node));
+    // The VPC's vrf_table row stays for the datapath's GC (counters); nothing else of it does.
+    left.vrf.retain(|key, _| want.vrf.contains_key(key));
+    assert_eq!(left.vrf.len(), 1);
+    assert_eq!(left, want);
+    assert_eq!(
+        left.attribution.len(),
+        1,
+        "the VPC without attachments has none"
+    );
     node.del_list(&vm, &tap, &rvm);
+    let none = dump(&node);
+    assert!(none.egress_kind.is_empty() && none.gateways.is_empty() && none.attribution.is_empty());
 }

@@ -30,10 +30,12 @@
 //! what that replaced (a route someone else put at that prefix since is left alone).
 
 mod kind;
+mod newest;
 mod records;
 mod removal;
 mod verify;
 
+pub use newest::attachment_identity;
 pub use records::{
     all_nat66_records, all_records, egress_records, nat66_key, read_nat66_record, read_record,
     AttachmentRecord, Nat66Record, Nat66Row, DEFAULT_ROUTE,
@@ -86,6 +88,9 @@ pub struct Registration<'a> {
     /// The VPC's egress rows (`::/0` and each NAT64 prefix in its table) when it opted in to
     /// internet egress, else empty. Recorded rows of the table not listed are withdrawn.
     pub egress: &'a [(Ipv6Network, EgressRouteValue)],
+    /// The attachment's IPAM gateways for `tenant_gw_table` (a family without one all zero);
+    /// `None` without an IPAM result (no row).
+    pub gateways: Option<TenantGwValue>,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the datapath's clock (`bpf_ktime_get_ns`), which the GC
@@ -149,6 +154,7 @@ pub(super) struct NodeMaps {
     vrf: VrfTable,
     ifindex: IfindexVrfTable,
     egress: EgressRouteTable,
+    newest: newest::NewestMaps,
 }
 
 impl NodeMaps {
@@ -160,6 +166,7 @@ impl NodeMaps {
             vrf: maps::open_typed(dir, maps::VRF_TABLE)?,
             ifindex: maps::open_typed(dir, maps::IFINDEX_VRF_TABLE)?,
             egress: maps::open_typed(dir, maps::EGRESS_ROUTE_TABLE)?,
+            newest: newest::NewestMaps::open(dir)?,
         })
     }
 }
@@ -214,7 +221,8 @@ pub(super) fn write_rows(
             0,
         )
         .map_err(map_err(maps::FUNCTION_TABLE, "insert"))?;
-    register_vrf(&mut m.vrf, r, &all_records(r.state_dir)?, now)?;
+    let records = all_records(r.state_dir)?;
+    register_vrf(&mut m.vrf, r, &records, now)?;
     let row = IfindexVrfValue {
         block: record.block,
         argument: record.argument,
@@ -232,7 +240,7 @@ pub(super) fn write_rows(
             )
             .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
     }
-    Ok(())
+    newest::write_newest(&mut m.newest, r, &records, now)
 }
 
 /// The VPC's egress rows. Per VPC, not per attachment: each is recorded before the write (with
