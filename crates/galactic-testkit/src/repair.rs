@@ -20,9 +20,12 @@
 //! (the first own address of each family; all zero when the kernel has none but the
 //! advertisement lists prefixes, none when it lists none either) and per VPC
 //! `vpc_attribution_table` (the VPC and attachment numbers of the lowest-ifindex attachment's
-//! name). Not modelled: the public uplink (it needs a resolved neighbour), the egress shard
-//! routes of the host conflist's egress keys, and the advertisement's no-addressing annotation
-//! (this workspace's publishers never write it).
+//! name); with the host conflist's egress keys, per opted-in VRF the shard routes of
+//! `egress_route_table` (`::/0` and each NAT64 /96 toward the first resolvable shard SID, its
+//! Argument rewritten to the VRF id, with the resolved link and MACs). Not modelled: the public
+//! uplink (it needs a resolved neighbour), the shard group maps of the very newest datapath
+//! (without them it runs in ordered mode, which this is), and the advertisement's no-addressing
+//! annotation (this workspace's publishers never write it).
 
 use galactic_core::bpf::abi::{EGRESS_KIND_TAP, EGRESS_KIND_VETH, FAMILY_IPV4, FAMILY_IPV6};
 use galactic_core::bpf::usid::Block;
@@ -72,6 +75,8 @@ pub struct Rows {
     pub ifindex: BTreeMap<u32, (u64, u16)>,
     /// `egress_route_table` pass-through rows (the value is 32 zero bytes).
     pub egress: BTreeSet<EgressKey>,
+    /// `egress_route_table` shard routes: key → the 32 value bytes.
+    pub shard: BTreeMap<EgressKey, Vec<u8>>,
     /// `ifindex_egress_kind_table`: ifindex → egress kind.
     pub egress_kind: BTreeMap<u32, u32>,
     /// `tenant_gw_table`: ifindex → gateways.
@@ -158,9 +163,39 @@ pub struct Crds<'a> {
     pub advertisements: &'a [Value],
 }
 
+/// The host conflist's egress keys as the pass uses them, with the next hop it resolves: the
+/// VPCs it routes (`vpcs`, base62 as in the interface names, unpadded) get `::/0` and each
+/// NAT64 /96 in their table toward `sid` with the Argument set to their VRF id.
+pub struct Egress<'a> {
+    /// The first configured shard SID that resolves.
+    pub sid: std::net::Ipv6Addr,
+    /// The NAT64 prefixes (/96).
+    pub nat64: &'a [ipnetwork::Ipv6Network],
+    /// The output link, next-hop MAC and own MAC.
+    pub link: (u32, [u8; 6], [u8; 6]),
+    /// The VPCs whose networks opted in.
+    pub vpcs: &'a [&'a str],
+}
+
+/// The shard routes of a VRF: `::/0` and each NAT64 prefix, the SID's Argument rewritten.
+fn shard_routes(rows: &mut Rows, e: &Egress<'_>, table: u32, argument: u16) {
+    let mut sid = e.sid.octets();
+    sid[8] = (sid[8] & 0xF0) | (argument >> 8) as u8;
+    sid[9] = (argument & 0xFF) as u8;
+    let mut value = sid.to_vec();
+    value.extend_from_slice(&e.link.0.to_ne_bytes());
+    value.extend_from_slice(&e.link.1);
+    value.extend_from_slice(&e.link.2);
+    let default = ipnetwork::Ipv6Network::new(std::net::Ipv6Addr::UNSPECIFIED, 0).ok();
+    for prefix in default.iter().chain(e.nat64) {
+        rows.shard
+            .insert(egress_key(table, IpNetwork::V6(*prefix)), value.clone());
+    }
+}
+
 /// The rows the pass writes into empty maps for `found`. `None` when the node has no router
 /// with an SRv6 identity (the pass writes nothing).
-pub fn compute(crds: &Crds<'_>, found: &[Found]) -> Option<Rows> {
+pub fn compute(crds: &Crds<'_>, found: &[Found], egress: Option<&Egress<'_>>) -> Option<Rows> {
     let router = crds
         .routers
         .iter()
@@ -197,6 +232,9 @@ pub fn compute(crds: &Crds<'_>, found: &[Found]) -> Option<Rows> {
             .or((!listed.is_empty()).then_some(([0; 16], [0; 4])));
         local.extend(listed);
         fill(&mut rows, a, block, argument, &local);
+        if let Some(e) = egress.filter(|e| e.vpcs.contains(&vpc)) {
+            shard_routes(&mut rows, e, a.table, argument);
+        }
         rows.egress_kind.insert(a.ifindex, a.kind);
         if let Some(gw) = gateways {
             rows.gateways.insert(a.ifindex, gw);
