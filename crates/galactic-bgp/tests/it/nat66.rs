@@ -581,7 +581,11 @@ fn an_opted_in_vpc_routes_default_and_each_nat64_prefix_toward_its_tenant_sid() 
     for prefix in ["::/0", "64:ff9b::/96", "2001:db8:64::/96"] {
         assert_eq!(rows.get(&row_key(table, prefix)), Some(&row), "{prefix}");
     }
-    assert_eq!(rows.len(), 5, "three egress rows, the pod's /96 and /32");
+    assert_eq!(
+        rows.len(),
+        7,
+        "three egress rows, the pod's /96 and /32, the gateways' /128 and /32"
+    );
     node.check(&a, "G", &ra).expect_quiet_success();
 
     // CHECK names a NAT64 row that encapsulates elsewhere.
@@ -640,7 +644,11 @@ fn a_vpc_that_does_not_opt_in_gets_no_egress_on_a_node_with_shards() {
         let pod = Pod::new(&format!("egout{i}"));
         let result = node.add(&pod, "G");
         let rows = node.egress_rows();
-        assert_eq!(rows.len(), 2, "only the pod's own /96 and /32: {rows:?}");
+        assert_eq!(
+            rows.len(),
+            4,
+            "only the pod's own /96 and /32 and its gateways' host prefixes: {rows:?}"
+        );
         assert!(!rows.contains_key(&row_key(node.table(), "::/0")));
         assert!(node.state_files("nat66").is_empty());
         node.check(&pod, "G", &result).expect_quiet_success();
