@@ -24,6 +24,10 @@
 //! for every pod of a pool. Removal keeps a key that another record still lists, and never
 //! deletes a key whose value is no longer the pass-through (someone routed it since).
 //!
+//! The rows of the maps only upstream's newest datapath pins (`ifindex_egress_kind_table`,
+//! `tenant_gw_table` per interface, `vpc_attribution_table` per VRF) go by the same attachment
+//! records and are skipped while those maps are not pinned (`newest.rs`).
+//!
 //! The egress rows serve every attachment of the VPC on the node: they go when the last
 //! attachment record of their table goes, or when an ADD of the VPC no longer writes them (it
 //! opted out, a prefix left the node config), each only while it still holds what was written or
