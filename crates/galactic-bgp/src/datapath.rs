@@ -10,7 +10,7 @@
 
 use crate::error::{BgpError, PrevResultError};
 use crate::prev::{Facts, InterfaceKind};
-use galactic_core::bpf::abi::{EGRESS_KIND_TAP, EGRESS_KIND_VETH};
+use galactic_core::bpf::abi::{TenantGwValue, EGRESS_KIND_TAP, EGRESS_KIND_VETH};
 use galactic_core::bpf::registry::{self, AttachmentRecord, Expected, Registration};
 use galactic_core::bpf::tc::{self, AttachOutcome};
 use galactic_core::bpf::uplink;
@@ -22,7 +22,7 @@ use galactic_core::net::domain::Domains;
 use galactic_core::net::netlink::{format_mac, Netlink};
 use ipnetwork::{IpNetwork, Ipv6Network};
 use serde_json::json;
-use std::net::Ipv6Addr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
 
 /// Where the attachment lives on this node.
@@ -61,6 +61,30 @@ fn local_prefixes(a: &Attachment<'_>) -> Result<Vec<IpNetwork>, BgpError> {
         }
     }
     Ok(out)
+}
+
+/// The `tenant_gw_table` row of the attachment, as upstream's ADD writes it: the first gateway
+/// of each family (a family without one all zero); none without an IPAM result (no address).
+fn tenant_gateways(f: &Facts) -> Option<TenantGwValue> {
+    if f.v6.is_none() && f.v4.is_none() {
+        return None;
+    }
+    let mut row = TenantGwValue::default();
+    for gw in &f.gateways {
+        match gw {
+            IpAddr::V6(a) if row.gw6_be == [0; 16] => row.gw6_be = a.octets(),
+            IpAddr::V4(a) if row.gw4_be == [0; 4] => row.gw4_be = a.octets(),
+            _ => {}
+        }
+    }
+    Some(row)
+}
+
+fn egress_kind(f: &Facts) -> u32 {
+    match f.kind {
+        InterfaceKind::Veth => EGRESS_KIND_VETH,
+        InterfaceKind::Tap => EGRESS_KIND_TAP,
+    }
 }
 
 /// What a registration is about.
@@ -126,14 +150,12 @@ pub fn register(a: &Attachment<'_>, usid: Usid) -> Result<AttachmentRecord, BgpE
         state_dir,
         usid,
         vrf_table_id: local.vrf_table_id,
-        egress_kind: match a.facts.kind {
-            InterfaceKind::Veth => EGRESS_KIND_VETH,
-            InterfaceKind::Tap => EGRESS_KIND_TAP,
-        },
+        egress_kind: egress_kind(a.facts),
         host_ifname: &a.facts.host_ifname,
         host_ifindex: local.host_ifindex,
         prefixes: &prefixes,
         egress: &egress,
+        gateways: tenant_gateways(a.facts),
     })
     .map_err(BgpError::datapath("register eBPF uSID datapath"))?;
     if let Err(e) = attach(pin_dir, &a.facts.host_ifname, a.node.ebpf_filter_priority) {
@@ -235,6 +257,9 @@ pub fn check(a: &Attachment<'_>, usid: Usid) -> Result<(), BgpError> {
             prefixes: &e.prefixes,
             sids: &e.sids,
         }),
+        host_ifname: &a.facts.host_ifname,
+        egress_kind: egress_kind(a.facts),
+        gateways: tenant_gateways(a.facts),
     })
     .map_err(BgpError::datapath("check eBPF uSID datapath"))?;
     match problems.is_empty() {

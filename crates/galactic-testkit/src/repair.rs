@@ -15,10 +15,17 @@
 //! What it writes into the maps of `galactic_core::bpf::abi`: `locator_table`,
 //! `function_table`, `node_src_addr_table` (the node's End.DT46 SID with Argument 0) once any
 //! attachment is found; per VPC `vrf_table` (table, kind); per attachment `ifindex_vrf_table`
-//! and the pass-through rows of `egress_route_table`. Not modelled: the maps of upstream's
-//! newest datapath this workspace does not define (`vpc_attribution_table`,
-//! `ifindex_egress_kind_table`, `tenant_gw_table`), the public uplink (it needs a resolved
-//! neighbour), and the egress shard routes of the host conflist's egress keys.
+//! and the pass-through rows of `egress_route_table`; and, in the maps only its newest datapath
+//! pins, per attachment `ifindex_egress_kind_table` (the link type's kind) and `tenant_gw_table`
+//! (the first own address of each family; all zero when the kernel has none but the
+//! advertisement lists prefixes, none when it lists none either) and per VPC
+//! `vpc_attribution_table` (the VPC and attachment numbers of the lowest-ifindex attachment's
+//! name); with the host conflist's egress keys, per opted-in VRF the shard routes of
+//! `egress_route_table` (`::/0` and each NAT64 /96 toward the first resolvable shard SID, its
+//! Argument rewritten to the VRF id, with the resolved link and MACs). Not modelled: the public
+//! uplink (it needs a resolved neighbour), the shard group maps of the very newest datapath
+//! (without them it runs in ordered mode, which this is), and the advertisement's no-addressing
+//! annotation (this workspace's publishers never write it).
 
 use galactic_core::bpf::abi::{EGRESS_KIND_TAP, EGRESS_KIND_VETH, FAMILY_IPV4, FAMILY_IPV6};
 use galactic_core::bpf::usid::Block;
@@ -46,7 +53,12 @@ pub struct Found {
     pub table: u32,
     /// Pod-subnet routes and own addresses as host prefixes, kernel order.
     pub local: Vec<IpNetwork>,
+    /// The first own non-link-local address of each family (the gateways); `None` without any.
+    pub gateways: Option<Gateways>,
 }
+
+/// A `tenant_gw_table` value: IPv6 and IPv4 gateway bytes (zero: none in that family).
+pub type Gateways = ([u8; 16], [u8; 4]);
 
 /// The rows the pass writes, per map.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -63,6 +75,15 @@ pub struct Rows {
     pub ifindex: BTreeMap<u32, (u64, u16)>,
     /// `egress_route_table` pass-through rows (the value is 32 zero bytes).
     pub egress: BTreeSet<EgressKey>,
+    /// `egress_route_table` shard routes: key → the 32 value bytes.
+    pub shard: BTreeMap<EgressKey, Vec<u8>>,
+    /// `ifindex_egress_kind_table`: ifindex → egress kind.
+    pub egress_kind: BTreeMap<u32, u32>,
+    /// `tenant_gw_table`: ifindex → gateways.
+    pub gateways: BTreeMap<u32, Gateways>,
+    /// `vpc_attribution_table`: VRF key → (VPC, attachment) numbers (the generation is a
+    /// timestamp).
+    pub attribution: BTreeMap<u64, (u64, u32)>,
 }
 
 /// Finds the attachments in the kernel as the pass does; `table_of` is the routing domain's
@@ -85,7 +106,7 @@ pub fn discover(
         let Some(table) = table_of(&link).filter(|_| host_side) else {
             continue;
         };
-        let mut local = Vec::new();
+        let (mut local, mut gateways) = (Vec::new(), None);
         for family in [galactic_core::ip::Family::V6, galactic_core::ip::Family::V4] {
             // A kernel route of this table out of the link would be a connected route of an
             // address with a prefix route; the masters add none (noprefixroute, or /32).
@@ -105,6 +126,7 @@ pub fn discover(
             };
             if !link_local {
                 local.push(IpNetwork::from(ip));
+                set_gateway(gateways.get_or_insert(([0; 16], [0; 4])), ip);
             }
         }
         found.push(Found {
@@ -113,10 +135,20 @@ pub fn discover(
             kind,
             table,
             local,
+            gateways,
         });
     }
     found.sort_by_key(|f| f.ifindex);
     Ok(found)
+}
+
+/// `ip` as its family's gateway unless that family has one.
+fn set_gateway(gw: &mut Gateways, ip: IpAddr) {
+    match ip {
+        IpAddr::V6(v6) if gw.0 == [0; 16] => gw.0 = v6.octets(),
+        IpAddr::V4(v4) if gw.1 == [0; 4] => gw.1 = v4.octets(),
+        _ => {}
+    }
 }
 
 /// The CRDs the pass reads, as the API server (or the local store) holds them.
@@ -131,9 +163,39 @@ pub struct Crds<'a> {
     pub advertisements: &'a [Value],
 }
 
+/// The host conflist's egress keys as the pass uses them, with the next hop it resolves: the
+/// VPCs it routes (`vpcs`, base62 as in the interface names, unpadded) get `::/0` and each
+/// NAT64 /96 in their table toward `sid` with the Argument set to their VRF id.
+pub struct Egress<'a> {
+    /// The first configured shard SID that resolves.
+    pub sid: std::net::Ipv6Addr,
+    /// The NAT64 prefixes (/96).
+    pub nat64: &'a [ipnetwork::Ipv6Network],
+    /// The output link, next-hop MAC and own MAC.
+    pub link: (u32, [u8; 6], [u8; 6]),
+    /// The VPCs whose networks opted in.
+    pub vpcs: &'a [&'a str],
+}
+
+/// The shard routes of a VRF: `::/0` and each NAT64 prefix, the SID's Argument rewritten.
+fn shard_routes(rows: &mut Rows, e: &Egress<'_>, table: u32, argument: u16) {
+    let mut sid = e.sid.octets();
+    sid[8] = (sid[8] & 0xF0) | (argument >> 8) as u8;
+    sid[9] = (argument & 0xFF) as u8;
+    let mut value = sid.to_vec();
+    value.extend_from_slice(&e.link.0.to_ne_bytes());
+    value.extend_from_slice(&e.link.1);
+    value.extend_from_slice(&e.link.2);
+    let default = ipnetwork::Ipv6Network::new(std::net::Ipv6Addr::UNSPECIFIED, 0).ok();
+    for prefix in default.iter().chain(e.nat64) {
+        rows.shard
+            .insert(egress_key(table, IpNetwork::V6(*prefix)), value.clone());
+    }
+}
+
 /// The rows the pass writes into empty maps for `found`. `None` when the node has no router
 /// with an SRv6 identity (the pass writes nothing).
-pub fn compute(crds: &Crds<'_>, found: &[Found]) -> Option<Rows> {
+pub fn compute(crds: &Crds<'_>, found: &[Found], egress: Option<&Egress<'_>>) -> Option<Rows> {
     let router = crds
         .routers
         .iter()
@@ -162,8 +224,25 @@ pub fn compute(crds: &Crds<'_>, found: &[Found]) -> Option<Rows> {
             continue;
         };
         let mut local = a.local.clone();
-        local.extend(advertised(crds, router_name, vpc, att));
+        let listed = advertised(crds, router_name, vpc, att);
+        // ADD had an IPAM result (the advertisement lists its prefixes) but no gateway: an
+        // all-zero row.
+        let gateways = a
+            .gateways
+            .or((!listed.is_empty()).then_some(([0; 16], [0; 4])));
+        local.extend(listed);
         fill(&mut rows, a, block, argument, &local);
+        if let Some(e) = egress.filter(|e| e.vpcs.contains(&vpc)) {
+            shard_routes(&mut rows, e, a.table, argument);
+        }
+        rows.egress_kind.insert(a.ifindex, a.kind);
+        if let Some(gw) = gateways {
+            rows.gateways.insert(a.ifindex, gw);
+        }
+        if let Some(id) = identity(vpc, att) {
+            let key = (block << 12) | u64::from(argument);
+            rows.attribution.entry(key).or_insert(id);
+        }
     }
     if !rows.ifindex.is_empty() {
         rows.locator.insert((block << 16) | u64::from(node_id));
@@ -215,6 +294,14 @@ fn advertised(crds: &Crds<'_>, router: &str, vpc: &str, att: &str) -> Vec<IpNetw
         })
         .filter_map(|p| p.as_str()?.parse::<IpNetwork>().ok())
         .collect()
+}
+
+/// The VPC (48 bits) and attachment (16 bits) numbers of base62 identifiers, as upstream
+/// decodes them for `vpc_attribution_table`.
+fn identity(vpc: &str, att: &str) -> Option<(u64, u32)> {
+    let vpc = u64::from_str_radix(&base62_to_hex(vpc)?, 16).ok()?;
+    let att = u32::from_str_radix(&base62_to_hex(att)?, 16).ok()?;
+    (vpc < 1 << 48 && att <= 0xFFFF).then_some((vpc, att))
 }
 
 /// An interface name's zero padding removed (CRD names carry none).

@@ -581,6 +581,7 @@ fn removal_keeps_shared_rerouted_and_reused_rows() {
                 host_ifindex: ifindex,
                 prefixes,
                 egress: &[],
+                gateways: None,
             })
             .unwrap()
         };

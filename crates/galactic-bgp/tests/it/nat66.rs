@@ -532,6 +532,7 @@ impl Registry {
             host_ifindex: ifindex,
             prefixes: &[],
             egress: &[(galactic_core::bpf::registry::DEFAULT_ROUTE, nat66)],
+            gateways: None,
         })
         .unwrap();
     }

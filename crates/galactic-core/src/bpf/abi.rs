@@ -151,6 +151,39 @@ pub struct PublicUplinkValue {
     pub smac: [u8; 6],
 }
 
+/// `ifindex_egress_kind_table` (newest datapath) value: [`EGRESS_KIND_VETH`] or
+/// [`EGRESS_KIND_TAP`] of the host interface the key names (host-order `u32`).
+pub type EgressKindValue = u32;
+
+/// `vpc_attribution_table` (newest datapath) key: `Block << 12 | Argument`, as [`VrfKey`].
+pub type VpcAttributionKey = u64;
+
+/// `vpc_attribution_table` value (24 bytes): which attachment a VRF's counters are billed to.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VpcAttributionValue {
+    /// The VPC identifier, decoded from base62 (48 bits; offset 0).
+    pub vpc: u64,
+    /// The VPC attachment identifier, decoded from base62 (16 bits; offset 8).
+    pub vpc_attachment: u32,
+    /// Zero (offset 12); the C struct's alignment padding, spelled out.
+    pub _pad: [u8; 4],
+    /// CLOCK_MONOTONIC ns of the last registration (offset 16).
+    pub generation_ns: u64,
+}
+
+/// `tenant_gw_table` (newest datapath) value (20 bytes): the attachment's IPAM gateways, the
+/// source of the ICMP errors the datapath sends for packets too big for the fabric. A family
+/// without a gateway is all zero.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TenantGwValue {
+    /// IPv6 gateway, network order (offset 0).
+    pub gw6_be: [u8; 16],
+    /// IPv4 gateway, network order (offset 16).
+    pub gw4_be: [u8; 4],
+}
+
 // Layouts of the reference (upstream §6.7), checked at compile time.
 const _: () = assert!(size_of::<LocatorValue>() == 8);
 const _: () = assert!(size_of::<FunctionValue>() == 4);
@@ -165,6 +198,9 @@ const _: () = assert!(size_of::<EgressRouteValue>() == 32);
 const _: () = assert!(std::mem::offset_of!(EgressRouteValue, smac) == 26);
 const _: () = assert!(size_of::<NodeSrcAddrValue>() == 16);
 const _: () = assert!(size_of::<PublicUplinkValue>() == 16);
+const _: () = assert!(size_of::<VpcAttributionValue>() == 24);
+const _: () = assert!(std::mem::offset_of!(VpcAttributionValue, generation_ns) == 16);
+const _: () = assert!(size_of::<TenantGwValue>() == 20);
 
 // SAFETY: one `u64` field, no padding; every bit pattern is a valid value.
 unsafe impl aya::Pod for LocatorValue {}
@@ -186,6 +222,12 @@ unsafe impl aya::Pod for NodeSrcAddrValue {}
 // SAFETY: `u32`, `[u8; 6]`, `[u8; 6]` at offsets 0, 4, 10, size 16 = sum of fields: no implicit
 // padding; every bit pattern is valid.
 unsafe impl aya::Pod for PublicUplinkValue {}
+// SAFETY: `u64`, `u32`, `[u8; 4]`, `u64` at offsets 0, 8, 12, 16, size 24 = sum of fields:
+// the padding is the explicit `_pad` field; every bit pattern is valid.
+unsafe impl aya::Pod for VpcAttributionValue {}
+// SAFETY: two byte arrays, alignment 1, size 20 = sum of fields: no padding; every bit pattern
+// is valid.
+unsafe impl aya::Pod for TenantGwValue {}
 
 /// The raw bytes of a `Pod` value, as the kernel stores them (for tests and diagnostics).
 pub fn bytes_of<T: aya::Pod>(value: &T) -> &[u8] {

@@ -29,6 +29,13 @@ pub const EGRESS_ROUTE_TABLE: &str = "egress_route_table";
 pub const NODE_SRC_ADDR_TABLE: &str = "node_src_addr_table";
 /// `public_uplink_table`: this node's public uplink.
 pub const PUBLIC_UPLINK_TABLE: &str = "public_uplink_table";
+/// `ifindex_egress_kind_table` (newest datapath): host interface → its redirect kind.
+pub const IFINDEX_EGRESS_KIND_TABLE: &str = "ifindex_egress_kind_table";
+/// `vpc_attribution_table` (newest datapath): (Block, Argument) → the attachment its VRF's
+/// counters are billed to.
+pub const VPC_ATTRIBUTION_TABLE: &str = "vpc_attribution_table";
+/// `tenant_gw_table` (newest datapath): host interface → the attachment's IPAM gateways.
+pub const TENANT_GW_TABLE: &str = "tenant_gw_table";
 /// The pinned egress classifier attached to host interfaces.
 pub const USID_EGRESS_PROG: &str = "usid_egress_prog";
 
@@ -94,6 +101,20 @@ pub const MAP_DEFS: [MapDef; 7] = [
     def::<NodeIndex, PublicUplinkValue>(PUBLIC_UPLINK_TABLE, BPF_MAP_TYPE_ARRAY, 1, 0),
 ];
 
+/// The maps only upstream's newest datapath pins. The CNI writes them when they are pinned and
+/// skips them when not (an older datapath has none of them); `pin_empty_maps` never creates
+/// them, so a node is never made to look newer than its datapath.
+pub const NEWEST_MAP_DEFS: [MapDef; 3] = [
+    def::<IfindexKey, EgressKindValue>(IFINDEX_EGRESS_KIND_TABLE, BPF_MAP_TYPE_HASH, 16384, 0),
+    def::<VpcAttributionKey, VpcAttributionValue>(
+        VPC_ATTRIBUTION_TABLE,
+        BPF_MAP_TYPE_HASH,
+        8192,
+        0,
+    ),
+    def::<IfindexKey, TenantGwValue>(TENANT_GW_TABLE, BPF_MAP_TYPE_HASH, 16384, 0),
+];
+
 /// Whether `err` means "no such pinned object".
 fn is_missing(err: &MapError) -> bool {
     matches!(err, MapError::SyscallError(e) if e.io_error.kind() == std::io::ErrorKind::NotFound)
@@ -132,6 +153,18 @@ where
     })
 }
 
+/// Opens one of [`NEWEST_MAP_DEFS`]: `Ok(None)` when it is not pinned (an older datapath).
+pub fn open_newest<T>(dir: &Path, name: &'static str) -> Result<Option<T>, BpfError>
+where
+    T: TryFrom<Map, Error = MapError>,
+{
+    match open_typed(dir, name) {
+        Ok(map) => Ok(Some(map)),
+        Err(BpfError::NotLoaded { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// `locator_table`.
 pub type LocatorTable = HashMap<MapData, LocatorKey, LocatorValue>;
 /// `function_table`.
@@ -146,6 +179,12 @@ pub type EgressRouteTable = LpmTrie<MapData, EgressRouteKeyData, EgressRouteValu
 pub type NodeSrcAddrTable = Array<MapData, NodeSrcAddrValue>;
 /// `public_uplink_table`.
 pub type PublicUplinkTable = Array<MapData, PublicUplinkValue>;
+/// `ifindex_egress_kind_table`.
+pub type EgressKindTable = HashMap<MapData, IfindexKey, EgressKindValue>;
+/// `vpc_attribution_table`.
+pub type VpcAttributionTable = HashMap<MapData, VpcAttributionKey, VpcAttributionValue>;
+/// `tenant_gw_table`.
+pub type TenantGwTable = HashMap<MapData, IfindexKey, TenantGwValue>;
 
 /// What [`pin_empty_maps`] did with one map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,12 +199,17 @@ pub enum PinOutcome {
 /// lacks. A map already pinned must have the same definition, else [`BpfError::Incompatible`]:
 /// replacing it would orphan the datapath's reference to the old one.
 pub fn pin_empty_maps(dir: &Path) -> Result<Vec<(&'static str, PinOutcome)>, BpfError> {
+    pin_maps(dir, &MAP_DEFS)
+}
+
+/// [`pin_empty_maps`] for any definitions (tests pin [`NEWEST_MAP_DEFS`] to stand in for the
+/// newest datapath).
+pub fn pin_maps(dir: &Path, defs: &[MapDef]) -> Result<Vec<(&'static str, PinOutcome)>, BpfError> {
     std::fs::create_dir_all(dir).map_err(|source| BpfError::Io {
         what: format!("create pin directory {}", dir.display()),
         source,
     })?;
-    MAP_DEFS
-        .iter()
+    defs.iter()
         .map(|d| pin_one(dir, d).map(|outcome| (d.name, outcome)))
         .collect()
 }
@@ -263,6 +307,29 @@ mod tests {
                 w
             );
         }
+    }
+
+    #[test]
+    fn the_newest_datapaths_maps_have_its_key_and_value_sizes() {
+        let want = [
+            ("ifindex_egress_kind_table", 1, 4, 4, 16384, 0),
+            ("vpc_attribution_table", 1, 8, 24, 8192, 0),
+            ("tenant_gw_table", 1, 4, 20, 16384, 0),
+        ];
+        for (d, w) in NEWEST_MAP_DEFS.iter().zip(want) {
+            let got = (
+                d.name,
+                d.map_type,
+                d.key_size,
+                d.value_size,
+                d.max_entries,
+                d.flags,
+            );
+            assert_eq!(got, w);
+        }
+        assert!(NEWEST_MAP_DEFS
+            .iter()
+            .all(|n| MAP_DEFS.iter().all(|d| d.name != n.name)));
     }
 
     #[test]

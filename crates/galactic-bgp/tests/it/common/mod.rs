@@ -69,6 +69,13 @@ impl Node {
         }
     }
 
+    /// [`Node::new`] with the maps only upstream's newest datapath pins pinned too.
+    pub fn newest(tag: &str, node_extra: Value) -> Self {
+        let node = Self::new(tag, node_extra);
+        maps::pin_maps(&node.bpffs.pin_dir(), &maps::NEWEST_MAP_DEFS).unwrap();
+        node
+    }
+
     /// The host's runtime with this node's environment.
     pub fn runtime(&self) -> Runtime<'_> {
         self.env

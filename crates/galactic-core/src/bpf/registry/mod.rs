@@ -24,16 +24,22 @@
 //! for every pod of a pool. Removal keeps a key that another record still lists, and never
 //! deletes a key whose value is no longer the pass-through (someone routed it since).
 //!
+//! The rows of the maps only upstream's newest datapath pins (`ifindex_egress_kind_table`,
+//! `tenant_gw_table` per interface, `vpc_attribution_table` per VRF) go by the same attachment
+//! records and are skipped while those maps are not pinned (`newest.rs`).
+//!
 //! The egress rows serve every attachment of the VPC on the node: they go when the last
 //! attachment record of their table goes, or when an ADD of the VPC no longer writes them (it
 //! opted out, a prefix left the node config), each only while it still holds what was written or
 //! what that replaced (a route someone else put at that prefix since is left alone).
 
 mod kind;
+mod newest;
 mod records;
 mod removal;
 mod verify;
 
+pub use newest::attachment_identity;
 pub use records::{
     all_nat66_records, all_records, egress_records, nat66_key, read_nat66_record, read_record,
     AttachmentRecord, Nat66Record, Nat66Row, DEFAULT_ROUTE,
@@ -86,6 +92,9 @@ pub struct Registration<'a> {
     /// The VPC's egress rows (`::/0` and each NAT64 prefix in its table) when it opted in to
     /// internet egress, else empty. Recorded rows of the table not listed are withdrawn.
     pub egress: &'a [(Ipv6Network, EgressRouteValue)],
+    /// The attachment's IPAM gateways for `tenant_gw_table` (a family without one all zero);
+    /// `None` without an IPAM result (no row).
+    pub gateways: Option<TenantGwValue>,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the datapath's clock (`bpf_ktime_get_ns`), which the GC
@@ -149,6 +158,7 @@ pub(super) struct NodeMaps {
     vrf: VrfTable,
     ifindex: IfindexVrfTable,
     egress: EgressRouteTable,
+    newest: newest::NewestMaps,
 }
 
 impl NodeMaps {
@@ -160,6 +170,7 @@ impl NodeMaps {
             vrf: maps::open_typed(dir, maps::VRF_TABLE)?,
             ifindex: maps::open_typed(dir, maps::IFINDEX_VRF_TABLE)?,
             egress: maps::open_typed(dir, maps::EGRESS_ROUTE_TABLE)?,
+            newest: newest::NewestMaps::open(dir)?,
         })
     }
 }
@@ -214,7 +225,8 @@ pub(super) fn write_rows(
             0,
         )
         .map_err(map_err(maps::FUNCTION_TABLE, "insert"))?;
-    register_vrf(&mut m.vrf, r, &all_records(r.state_dir)?, now)?;
+    let records = all_records(r.state_dir)?;
+    register_vrf(&mut m.vrf, r, &records, now)?;
     let row = IfindexVrfValue {
         block: record.block,
         argument: record.argument,
@@ -232,7 +244,7 @@ pub(super) fn write_rows(
             )
             .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
     }
-    Ok(())
+    newest::write_newest(&mut m.newest, r, &records, now)
 }
 
 /// The VPC's egress rows. Per VPC, not per attachment: each is recorded before the write (with

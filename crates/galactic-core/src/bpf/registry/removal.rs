@@ -29,7 +29,11 @@ pub(super) fn unregister_locked(state_dir: &Path, host_ifname: &str) -> Result<b
         Err(BpfError::NotLoaded { .. }) => {}
         other => other?,
     }
+    // A later attachment of ours on the same ifindex owns the interface's rows now.
+    let reused = others.iter().any(|o| o.ifindex == record.ifindex);
+    newest::remove_interface_rows(&record, reused)?;
     remove_record(state_dir, host_ifname)?;
+    newest::settle_attribution(&record, &others)?;
     // A VPC whose last tap went serves its veth attachments with the veth redirect again.
     match kind::settle_after_removal(&record, &others) {
         Err(BpfError::NotLoaded { .. }) => {}

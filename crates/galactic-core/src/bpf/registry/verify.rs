@@ -21,6 +21,12 @@ pub struct Expected<'a> {
     /// NAT64 prefix) and the shard SIDs, Argument rewritten, they may encapsulate to. `None`
     /// when it did not: then no egress row recorded in the table may remain.
     pub egress: Option<Egress<'a>>,
+    /// The host interface's name (`G{vpc}{att}H`: the VRF's attribution names its VPC).
+    pub host_ifname: &'a str,
+    /// The interface's egress kind ([`EGRESS_KIND_VETH`] or [`EGRESS_KIND_TAP`]).
+    pub egress_kind: u32,
+    /// The `tenant_gw_table` row the registration writes (`None`: none).
+    pub gateways: Option<TenantGwValue>,
 }
 
 /// The egress rows CHECK expects of an opted-in VPC.
@@ -37,6 +43,7 @@ pub fn verify(e: &Expected<'_>) -> Result<Vec<String>, BpfError> {
     let m = NodeMaps::open(e.pin_dir)?;
     let mut problems = usid_rows(&m, e)?;
     problems.extend(attachment_rows(&m, e)?);
+    problems.extend(super::newest::verify_newest(&m.newest, e)?);
     Ok(problems)
 }
 
