@@ -123,19 +123,17 @@ impl Netlink {
 
     /// Routes of one family in every table.
     pub fn all_routes(&self, family: Family) -> Result<Vec<RouteSpec>, NetError> {
-        let mut filter = RouteMessage::default();
-        filter.header.address_family = address_family(family);
-        let request = self.handle.route().get(filter).execute();
-        let msgs: Vec<RouteMessage> = self
-            .runtime
-            .block_on(request.try_collect())
-            .map_err(nl("list routes"))?;
-        Ok(counted(msgs).iter().filter_map(route_from).collect())
+        Ok(self.dump(family)?.iter().filter_map(route_from).collect())
     }
 
     /// Routes of one family in every table, with the protocol and every next hop's device
     /// (an ECMP route names its devices only in its next hops).
     pub fn uplink_routes(&self, family: Family) -> Result<Vec<UplinkRoute>, NetError> {
+        Ok(self.dump(family)?.iter().map(uplink_route_from).collect())
+    }
+
+    /// Every route message of one family, all tables.
+    fn dump(&self, family: Family) -> Result<Vec<RouteMessage>, NetError> {
         let mut filter = RouteMessage::default();
         filter.header.address_family = address_family(family);
         let request = self.handle.route().get(filter).execute();
@@ -143,7 +141,7 @@ impl Netlink {
             .runtime
             .block_on(request.try_collect())
             .map_err(nl("list routes"))?;
-        Ok(counted(msgs).iter().map(uplink_route_from).collect())
+        Ok(counted(msgs))
     }
 
     /// The route the kernel would use for a packet this host sends to `dst` (`RTM_GETROUTE`
