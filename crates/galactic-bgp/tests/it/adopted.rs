@@ -52,7 +52,11 @@ fn an_adopted_vrfs_table_is_the_one_registered_in_the_datapath() {
         (GO_TABLE, EGRESS_KIND_VETH)
     );
     let egress = node.egress_rows();
-    assert_eq!(egress.len(), 2, "{egress:?}");
+    assert_eq!(
+        egress.len(),
+        4,
+        "the pod's /96 and /32, its gateways' /128 and /32: {egress:?}"
+    );
     assert!(
         egress.keys().all(|(_, t, _, _)| *t == GO_TABLE),
         "egress rows keyed by the adopted table: {egress:?}"
