@@ -56,16 +56,8 @@ pub fn move_listed(req: &Request, backend: &Backend) -> Result<usize, BgpError> 
     let router = publish::lookup_router(store, ns, &node, backend.is_kube())?;
     let rt = route_target(router.asn, &ids.vpc);
     let vrf_name = bgp_vrf_instance_name(ids.vpc.raw(), &node);
-    let vrf_id = match check_vrf(store, ns, &vrf_name, &router, &rt) {
-        Ok(id) => id,
-        Err(BgpError::Check(why)) => {
-            log::warn(
-                "GC: containers of an older chain stay on the shared BGPAdvertisement: this node's VRF instance is not usable",
-                json!({"reason": why}),
-            );
-            return Ok(0);
-        }
-        Err(e) => return Err(e),
+    let Some(vrf_id) = usable_vrf(check_vrf(store, ns, &vrf_name, &router, &rt))? else {
+        return Ok(0);
     };
     let name = bgp_advertisement_name(ids.vpc.raw(), ids.att.raw(), &node);
     let here = read(&name)?;
@@ -94,4 +86,20 @@ pub fn move_listed(req: &Request, backend: &Backend) -> Result<usize, BgpError> 
         moved += 1;
     }
     Ok(moved)
+}
+
+/// The VRF id of this node's VRF instance, `None` (logged) when the instance is not usable:
+/// missing, or naming another router. The containers then stay where they are.
+fn usable_vrf(checked: Result<u32, BgpError>) -> Result<Option<u32>, BgpError> {
+    match checked {
+        Ok(id) => Ok(Some(id)),
+        Err(BgpError::Check(why)) => {
+            log::warn(
+                "GC: containers of an older chain stay on the shared BGPAdvertisement: this node's VRF instance is not usable",
+                json!({"reason": why}),
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
