@@ -4,7 +4,7 @@
 //! completes, and a failed adoption leaves the device as it was found. Plus the IPv6 forwarding
 //! requirement of kernels before 6.17. These need Debian 12's 6.1 (VRF, no `force_forwarding`):
 //! they run in the production-kernel tier (`cargo xtask test-kernel`) and say SKIPPED elsewhere.
-//! The CHECK of Go-era attachments in a Go VRF is `upgrade.rs`'s scenario, run here with VRF.
+//! The CHECK of Go-era attachments in a Go VRF is `upgrade/takeover.rs`'s scenario, run here with VRF.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
