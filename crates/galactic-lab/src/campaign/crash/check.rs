@@ -152,9 +152,12 @@ pub(super) fn node_leftovers(lab: &Lab, pop: &Population, after_gc: bool) -> Vec
     let mut with_store = roots.clone();
     with_store.push(lab.ipam_dir());
     found.extend(invariant::temporaries(&with_store));
-    found.extend(invariant::host_interfaces(&lab.host_links(), pop));
-    let (ip_items, nft) = kernel_items(lab);
-    found.extend(invariant::kernel_references(&ip_items, &nft, pop));
+    let links = lab.host_links();
+    found.extend(invariant::host_interfaces(&links, pop));
+    let (rules, routes, nft) = kernel_items(lab);
+    found.extend(invariant::kernel_references(
+        &rules, &routes, &nft, &links, pop,
+    ));
     let counted: BTreeSet<PathBuf> = found.iter().filter_map(|f| f.file.clone()).collect();
     found.extend(invariant::other_files(&roots, pop, &counted));
     found
@@ -162,25 +165,25 @@ pub(super) fn node_leftovers(lab: &Lab, pop: &Population, after_gc: bool) -> Vec
 
 /// The host's policy rules and routes of every table (one `ip -j` item each) and its nftables
 /// ruleset.
-fn kernel_items(lab: &Lab) -> (Vec<String>, String) {
-    let mut items = Vec::new();
-    for argv in [
-        &["-4", "rule", "show"][..],
-        &["-6", "rule", "show"],
+fn kernel_items(lab: &Lab) -> (Vec<String>, Vec<String>, String) {
+    let items = |argvs: [&[&str]; 2]| -> Vec<String> {
+        let lists = argvs.map(|argv| lab.host.netns.ip_json(argv));
+        let items = lists
+            .iter()
+            .flat_map(|l| l.as_array().into_iter().flatten());
+        items.map(Value::to_string).collect()
+    };
+    let rules = items([&["-4", "rule", "show"], &["-6", "rule", "show"]]);
+    let routes = items([
         &["-4", "route", "show", "table", "all"],
         &["-6", "route", "show", "table", "all"],
-    ] {
-        let listed = lab.host.netns.ip_json(argv);
-        items.extend(
-            listed
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(Value::to_string),
-        );
-    }
+    ]);
     let nft = lab.host.netns.exec(&["nft", "list", "ruleset"]);
-    (items, String::from_utf8_lossy(&nft.stdout).into_owned())
+    (
+        rules,
+        routes,
+        String::from_utf8_lossy(&nft.stdout).into_owned(),
+    )
 }
 
 /// Every allocation of the lab's IPAM store as `<containerId>/<ifname>/<network>: <addresses>`

@@ -42,7 +42,8 @@ pub enum Kind {
     Temporaries,
     /// Host interfaces (`G…H`) of no live attachment.
     HostInterfaces,
-    /// Policy rules, routes and nftables lines naming a host interface of no live attachment.
+    /// Policy rules and nftables lines naming a host interface of no live attachment, and
+    /// routes naming one that no longer exists (a leaked interface's routes are its own).
     KernelReferences,
     /// Any other file (name or content) under those directories naming a gone container or a
     /// gone host interface, whatever directory it is in (a plugin's own per-attachment records
@@ -414,17 +415,34 @@ pub fn host_interfaces(links: &BTreeSet<String>, pop: &Population) -> Vec<Found>
         .collect()
 }
 
-/// Rules and routes (`ip -j` items) and nft lines naming a host interface of no live
-/// attachment.
-pub fn kernel_references(ip_items: &[String], nft: &str, pop: &Population) -> Vec<Found> {
+/// Policy rules and nft lines naming a host interface of no live attachment, and routes naming
+/// one that no longer exists (`links`: the host's interfaces; the routes of a leaked interface
+/// go with it and are counted as that interface).
+pub fn kernel_references(
+    rules: &[String],
+    routes: &[String],
+    nft: &str,
+    links: &BTreeSet<String>,
+    pop: &Population,
+) -> Vec<Found> {
     let live = pop.live_ifnames();
-    let names_gone = |line: &str| {
-        line.split(|c: char| !c.is_ascii_alphanumeric())
-            .any(|w| is_host_ifname(w) && !live.contains(w))
+    let gone_in = |line: &str, skip_existing: bool| {
+        line.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| {
+            is_host_ifname(w) && !live.contains(w) && !(skip_existing && links.contains(w))
+        })
     };
-    let ip = ip_items.iter().map(String::as_str);
-    ip.chain(nft.lines().map(str::trim))
-        .filter(|line| names_gone(line))
+    let rules = rules
+        .iter()
+        .map(String::as_str)
+        .filter(|l| gone_in(l, false));
+    let nft = nft.lines().map(str::trim).filter(|l| gone_in(l, false));
+    let routes = routes
+        .iter()
+        .map(String::as_str)
+        .filter(|l| gone_in(l, true));
+    rules
+        .chain(nft)
+        .chain(routes)
         .map(|line| Found::new(Kind::KernelReferences, line.to_owned(), None))
         .collect()
 }

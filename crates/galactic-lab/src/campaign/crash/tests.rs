@@ -229,13 +229,18 @@ fn gone_interfaces_and_what_names_them_are_leftovers() {
         .into();
     let found = invariant::host_interfaces(&links, &pop);
     assert_eq!(kinds(&found), [Kind::HostInterfaces]);
-    let ip = [
-        r#"{"priority":100,"iif":"G000000002003H","table":"1001"}"#.to_owned(),
+    // A rule naming the gone interface, whether or not it exists; a route naming one that is
+    // gone from the kernel (a leaked interface's own routes are counted with it), an nft line.
+    let rules = [r#"{"priority":100,"iif":"G000000002003H","table":"1001"}"#.to_owned()];
+    let routes = [
         r#"{"dst":"fd90:1::2","dev":"G000000001002H"}"#.to_owned(),
+        r#"{"dst":"fd90:2::3","dev":"G000000002003H"}"#.to_owned(),
+        r#"{"dst":"fd90:2::4","dev":"G000000002004H"}"#.to_owned(),
     ];
     let nft = "table inet galactic {\n  elements = { \"G000000002003H\" }\n}";
-    let found = invariant::kernel_references(&ip, nft, &pop);
-    assert_eq!(kinds(&found), [Kind::KernelReferences; 2], "{found:?}");
+    let found = invariant::kernel_references(&rules, &routes, nft, &links, &pop);
+    assert_eq!(kinds(&found), [Kind::KernelReferences; 3], "{found:?}");
+    assert!(found[2].item.contains("G000000002004H"), "{found:?}");
     let holdings = [
         "crash00002/eth0/reliability: a b",
         "crash00003/eth0/reliability: c d",
