@@ -56,8 +56,9 @@ impl Campaign<'_> {
     /// domains of VPCs without attachments are GC's to remove, not DEL's).
     pub(super) fn check(&mut self, when: &str, after_gc: bool) -> Result<()> {
         let pop = self.population()?;
-        let holdings = self.ipam_holdings_and_duplicates(when)?;
-        let mut found = node_leftovers(self.lab, &pop, after_gc);
+        let mut found = self.ipam_duplicates(when)?;
+        let holdings = ipam_holdings(self.lab)?;
+        found.extend(node_leftovers(self.lab, &pop, after_gc));
         found.extend(invariant::ipam_allocations(&holdings, &pop));
         let mut allocated: BTreeSet<&str> = BTreeSet::new();
         allocated.extend(holdings.iter().filter_map(|h| h.split('/').next()));
@@ -67,20 +68,18 @@ impl Campaign<'_> {
                 self.report.violations.push(missing);
             }
         }
-        for f in found {
-            self.report.leftovers.add(when, f);
-        }
+        self.report.leftovers.observe(when, found);
         Ok(())
     }
 
-    /// The store's allocations (`galactic-ipam list` lines); its problems and the live
-    /// results' shared addresses are counted as duplicates or violations.
-    fn ipam_holdings_and_duplicates(&mut self, when: &str) -> Result<Vec<String>> {
+    /// Addresses held twice: the store's own verification (its other problems are violations)
+    /// and the live results.
+    fn ipam_duplicates(&mut self, when: &str) -> Result<Vec<Found>> {
         let (_, _, problems) = self.lab.verify()?;
+        let mut found = Vec::new();
         for p in problems {
             if p.contains("overlap") || p.contains("share") {
-                let found = Found::new(Kind::IpamDuplicates, p, None);
-                self.report.leftovers.add(when, found);
+                found.push(Found::new(Kind::IpamDuplicates, p, None));
             } else {
                 self.report.violations.push(format!("{when}: store: {p}"));
             }
@@ -93,12 +92,11 @@ impl Campaign<'_> {
                 let addr = ip["address"].as_str().unwrap_or_default().to_owned();
                 if let Some(other) = seen.insert(addr.clone(), a.cid.clone()) {
                     let item = format!("{addr} held by {other} and {}", a.cid);
-                    let found = Found::new(Kind::IpamDuplicates, item, None);
-                    self.report.leftovers.add(when, found);
+                    found.push(Found::new(Kind::IpamDuplicates, item, None));
                 }
             }
         }
-        ipam_holdings(self.lab)
+        Ok(found)
     }
 
     /// With the Kubernetes publisher GC removes nothing it published: what a crash left is

@@ -163,35 +163,50 @@ impl Found {
     }
 }
 
-/// The leftovers of a campaign by kind: each item once, with the check that first found it.
+/// The leftovers of a campaign by kind. A leftover is counted when it appears: one that stays
+/// over many checks counts once, one that goes (a later GC, a new ADD reusing it) and comes
+/// back counts again.
 #[derive(Debug, Default)]
-pub struct Leftovers(BTreeMap<Kind, BTreeMap<String, String>>);
+pub struct Leftovers {
+    /// Per kind, per item: the check that first found it and how many times it appeared.
+    seen: BTreeMap<Kind, BTreeMap<String, (String, usize)>>,
+    /// What the last check found.
+    present: BTreeSet<(Kind, String)>,
+}
 
 impl Leftovers {
-    /// Counts `found` (first seen `when`); an item already counted is not counted again.
-    pub fn add(&mut self, when: &str, found: Found) {
-        self.0
-            .entry(found.kind)
-            .or_default()
-            .entry(found.item)
-            .or_insert_with(|| when.to_owned());
+    /// Takes in everything one check (`when`) found.
+    pub fn observe(&mut self, when: &str, found: Vec<Found>) {
+        let now: BTreeSet<(Kind, String)> = found.into_iter().map(|f| (f.kind, f.item)).collect();
+        for (kind, item) in now.difference(&self.present) {
+            let entry = self.seen.entry(*kind).or_default();
+            let (_, times) = entry
+                .entry(item.clone())
+                .or_insert_with(|| (when.to_owned(), 0));
+            *times += 1;
+        }
+        self.present = now;
     }
 
-    /// How many distinct leftovers of `kind`.
+    /// How many times leftovers of `kind` appeared.
     pub fn count(&self, kind: Kind) -> usize {
-        self.0.get(&kind).map_or(0, BTreeMap::len)
+        let items = self.seen.get(&kind).into_iter().flat_map(BTreeMap::values);
+        items.map(|(_, times)| times).sum()
     }
 
-    /// How many distinct leftovers in all.
+    /// How many times any leftover appeared.
     pub fn total(&self) -> usize {
-        self.0.values().map(BTreeMap::len).sum()
+        Kind::ALL.iter().map(|k| self.count(*k)).sum()
     }
 
-    /// Every leftover of `kind` as `item (first seen when)`.
+    /// Every leftover of `kind` as `item (first seen when[, N times])`.
     pub fn items(&self, kind: Kind) -> Vec<String> {
-        let items = self.0.get(&kind).into_iter().flatten();
+        let items = self.seen.get(&kind).into_iter().flatten();
         items
-            .map(|(item, when)| format!("{item} ({when})"))
+            .map(|(item, (when, times))| match times {
+                1 => format!("{item} ({when})"),
+                n => format!("{item} ({when}; {n} times)"),
+            })
             .collect()
     }
 }

@@ -281,14 +281,12 @@ impl<'a> Campaign<'a> {
         self.lab.gc(&[])?;
         self.check("at the end", true)?;
         let now = self.lab.snapshot();
-        for extra in now.difference(baseline) {
-            let found = invariant::Found {
-                kind: invariant::Kind::Baseline,
-                item: extra.clone(),
-                file: None,
-            };
-            self.report.leftovers.add("at the end", found);
-        }
+        let extras = now.difference(baseline);
+        let found =
+            extras.map(|e| invariant::Found::new(invariant::Kind::Baseline, e.clone(), None));
+        self.report
+            .leftovers
+            .observe("at the end, compared with the baseline", found.collect());
         for gone in baseline.difference(&now) {
             self.report
                 .violations

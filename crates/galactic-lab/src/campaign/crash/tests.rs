@@ -256,16 +256,25 @@ fn a_leftover_seen_by_many_checks_counts_once_and_fails_the_verdict() {
         ..Report::default()
     };
     assert!(report.verdict().is_ok());
-    let stray = || Found::new(Kind::Temporaries, "state/a.tmp.1".into(), None);
-    report.leftovers.add("after ADD", stray());
-    report.leftovers.add("after a clean DEL", stray());
+    let stray = || vec![Found::new(Kind::Temporaries, "state/a.tmp.1".into(), None)];
+    report.leftovers.observe("after ADD", stray());
+    report.leftovers.observe("after a clean DEL", stray());
     assert_eq!(report.leftovers.count(Kind::Temporaries), 1);
     assert_eq!(report.leftovers.total(), 1);
+    // Gone, then back: a second appearance.
+    report.leftovers.observe("after GC", Vec::new());
+    report
+        .leftovers
+        .observe("after a parallel teardown", stray());
+    assert_eq!(report.leftovers.count(Kind::Temporaries), 2);
     let text = report.to_string();
     for kind in Kind::ALL {
         assert!(text.contains(kind.label()), "no line for {kind:?}:\n{text}");
     }
-    assert!(text.contains("state/a.tmp.1 (after ADD)"), "{text}");
+    assert!(
+        text.contains("state/a.tmp.1 (after ADD; 2 times)"),
+        "{text}"
+    );
     assert!(report.verdict().is_err());
     assert_eq!(Leftovers::default().total(), 0);
 }
