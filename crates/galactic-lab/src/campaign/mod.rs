@@ -1,13 +1,14 @@
 //! Reliability campaigns over the full chain (veth master with delegated IPAM →
-//! galactic-route → galactic-bgp, local publisher), run as a runtime runs it: the crash
-//! campaign ([`crash`]: SIGKILLs and failpoints, invariants after every recovery) and the soak
-//! ([`soak`]: parallel runtimes, latency and failures by code).
+//! galactic-route → galactic-bgp), run as a runtime runs it: the crash campaign ([`crash`]:
+//! SIGKILLs and failpoints, invariants after every recovery, over either publisher) and the
+//! soak ([`soak`]: parallel runtimes, latency and failures by code, local publisher).
 //!
 //! Both run on a [`Lab`]: the test kit's throwaway [`Host`] (a host namespace, a test node with
-//! the local publisher and the `auto` routing domain, a bin dir with the chain's plugins), which
-//! the calling thread enters so that every plugin it (or a thread it spawns) starts is born in
-//! the host namespace. Pods are [`galactic_testkit::privileged::TestNetns`] namespaces. Debug builds are used: failpoints exist
-//! only there.
+//! the `auto` routing domain and the local publisher, or the `table` domain and the Kubernetes
+//! publisher against the test kit's loopback API server, a bin dir with the chain's plugins),
+//! which the calling thread enters so that every plugin it (or a thread it spawns) starts is
+//! born in the host namespace. Pods are [`galactic_testkit::privileged::TestNetns`] namespaces.
+//! Debug builds are used: failpoints exist only there.
 
 pub mod crash;
 pub mod soak;
