@@ -441,3 +441,42 @@ fn a_del_never_sees_its_objects_recreated_by_a_concurrent_convergence() {
     }
     rt.del(&veth("1"), &pod.attachment()).unwrap();
 }
+
+#[test]
+fn a_convergence_never_joins_an_attachment_whose_add_then_rolls_back() {
+    galactic_testkit::privileged!();
+    let host = Host::new(
+        "cvrb",
+        json!({"routing_domain": "table"}),
+        &["galactic-ipam"],
+    );
+    let rt = runtime(&host);
+    let first = Pod::new("cvrb1");
+    rt.add(&veth("1"), &first.attachment()).unwrap();
+    // Held after its host interface exists, then failing before it joins the domain: a
+    // convergence that ran meanwhile must not have joined it (its rollback would not know).
+    let (failing, other) = (Pod::new("cvrbf"), Pod::new("cvrbo"));
+    std::thread::scope(|s| {
+        let held = rt.clone().env(
+            "GALACTIC_FAILPOINTS",
+            "after-interface:pause,after-firewall",
+        );
+        let add = s.spawn(move || held.add(&veth("5"), &failing.attachment()));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        rt.add(&veth("2"), &other.attachment()).unwrap();
+        assert!(add
+            .join()
+            .unwrap()
+            .unwrap_err()
+            .expect_error(999)
+            .contains("after-firewall"));
+    });
+    let dev = hname(VPC, "5");
+    assert_eq!(
+        traces_of(&host, &dev),
+        Vec::<String>::new(),
+        "nothing names {dev}"
+    );
+    rt.del(&veth("2"), &other.attachment()).unwrap();
+    rt.del(&veth("1"), &first.attachment()).unwrap();
+}
