@@ -237,11 +237,19 @@ fn host_gateway(
 
 /// The attachment's eBPF rows, moved to the domain's table if they name another.
 fn datapath(state_dir: &Path, domain: &Domain, record: &Record, out: &mut Outcome) {
-    match galactic_core::bpf::registry::retable_attachment(
-        state_dir,
-        &record.host_ifname,
-        domain.table,
-    ) {
+    use galactic_core::bpf::registry::{read_record, retable_attachment};
+    // Read without the registration lock first: a registration already in the table (the
+    // usual case) costs one file read, not a lock.
+    match read_record(state_dir, &record.host_ifname) {
+        Ok(Some(r)) if r.vrf_table_id != domain.table => {}
+        Ok(_) => return,
+        Err(e) => {
+            out.failed
+                .push(format!("eBPF rows of {}: {e}", record.host_ifname));
+            return;
+        }
+    }
+    match retable_attachment(state_dir, &record.host_ifname, domain.table) {
         Ok(true) => out.restored.push(format!(
             "eBPF rows of {} moved to table {}",
             record.host_ifname, domain.table
