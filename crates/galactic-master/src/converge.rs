@@ -96,8 +96,15 @@ pub fn attachments(
         Backend::Table => [host.rules(Family::V4)?, host.rules(Family::V6)?].concat(),
         Backend::Vrf => Vec::new(),
     };
+    let node = Members {
+        host,
+        domain,
+        vpc,
+        links: &links,
+        rules: &rules,
+    };
     for (record, link) in &present {
-        membership(host, domain, vpc, &links, &rules, record, link, &mut out);
+        node.restore(record, link, &mut out);
     }
     // Enslaving a device cycles it down and up, which flushes its IPv6 addresses and its
     // neighbours: those are dumped after the memberships are restored.
@@ -116,52 +123,63 @@ pub fn attachments(
     Ok(out)
 }
 
-/// The attachment's membership of the domain: enslaved to the VRF and up, or its rules.
-fn membership(
-    host: &Netlink,
-    domain: &Domain,
-    vpc: &VpcId,
-    links: &HashMap<String, Link>,
-    rules: &[RuleSpec],
-    record: &Record,
-    link: &Link,
-    out: &mut Outcome,
-) {
-    match domain.backend {
-        Backend::Vrf => {
-            let name = vrf_name(vpc);
-            let Some(vrf) = links
-                .get(&name)
-                .filter(|l| l.kind.as_deref() == Some("vrf"))
-            else {
-                // `ensure` ran just before: a VRF missing now is a failure of that repair.
-                out.failed
-                    .push(format!("VRF {name} is missing: {} not enslaved", link.name));
-                return;
-            };
-            if link.controller != Some(vrf.index) {
-                attempt(out, format!("enslaved {} to {name}", link.name), || {
-                    host.set_controller(link.index, vrf.index)
-                });
+/// What the memberships are compared against: the domain and the node's links and (table
+/// mode) rules, each dumped once.
+struct Members<'a> {
+    host: &'a Netlink,
+    domain: &'a Domain,
+    vpc: &'a VpcId,
+    links: &'a HashMap<String, Link>,
+    rules: &'a [RuleSpec],
+}
+
+impl Members<'_> {
+    /// The attachment's membership of the domain: enslaved to the VRF and up, or its rules.
+    fn restore(&self, record: &Record, link: &Link, out: &mut Outcome) {
+        let Self {
+            host,
+            domain,
+            vpc,
+            links,
+            rules,
+        } = *self;
+        match domain.backend {
+            Backend::Vrf => {
+                let name = vrf_name(vpc);
+                let Some(vrf) = links
+                    .get(&name)
+                    .filter(|l| l.kind.as_deref() == Some("vrf"))
+                else {
+                    // `ensure` ran just before: a VRF missing now is a failure of that repair.
+                    out.failed
+                        .push(format!("VRF {name} is missing: {} not enslaved", link.name));
+                    return;
+                };
+                if link.controller != Some(vrf.index) {
+                    attempt(out, format!("enslaved {} to {name}", link.name), || {
+                        host.set_controller(link.index, vrf.index)
+                    });
+                }
+                if !link.up {
+                    attempt(out, format!("set {} up", link.name), || {
+                        host.set_up(link.index)
+                    });
+                }
             }
-            if !link.up {
-                attempt(out, format!("set {} up", link.name), || {
-                    host.set_up(link.index)
-                });
-            }
-        }
-        Backend::Table => {
-            for family in table::missing_attach_rules(rules, domain.table, &record.host_ifname) {
-                attempt(
-                    out,
-                    format!(
-                        "{} rule 'iif {} lookup {}'",
-                        family.label(),
-                        link.name,
-                        domain.table
-                    ),
-                    || table::attach_family(host, domain.table, &link.name, family),
-                );
+            Backend::Table => {
+                for family in table::missing_attach_rules(rules, domain.table, &record.host_ifname)
+                {
+                    attempt(
+                        out,
+                        format!(
+                            "{} rule 'iif {} lookup {}'",
+                            family.label(),
+                            link.name,
+                            domain.table
+                        ),
+                        || table::attach_family(host, domain.table, &link.name, family),
+                    );
+                }
             }
         }
     }

@@ -425,14 +425,14 @@ fn a_del_never_sees_its_objects_recreated_by_a_concurrent_convergence() {
             });
         }
     });
-    for i in 0..4 {
+    for (i, new) in news.iter().enumerate() {
         let dev = hname(VPC, &(10 + i).to_string());
         assert_eq!(
             traces_of(&host, &dev),
             Vec::<String>::new(),
             "nothing names {dev}"
         );
-        rt.check(&veth(&(20 + i).to_string()), &news[i].attachment())
+        rt.check(&veth(&(20 + i).to_string()), &new.attachment())
             .unwrap();
     }
     for (i, p) in news.iter().enumerate() {
