@@ -388,3 +388,51 @@ impl ChainPosition<'_> {
         Ok(record)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn older() -> serde_json::Value {
+        json!({"network": "n", "containerId": "c", "ifname": "eth0", "netns": "/run/netns/p",
+               "kind": "veth", "vpc": "A", "attachment": "1", "hostIfname": "G00000000A001H",
+               "ipamType": "galactic-ipam"})
+    }
+
+    #[test]
+    fn a_record_of_an_older_release_is_live_without_addresses() {
+        let record: Record = serde_json::from_value(older()).unwrap();
+        assert_eq!((record.stage, &record.configured), (Stage::Live, &None));
+        // And a live record without addresses is written as older releases read it.
+        assert_eq!(serde_json::to_value(&record).unwrap(), older());
+    }
+
+    #[test]
+    fn stage_and_addresses_round_trip() {
+        let mut value = older();
+        value["stage"] = json!("removing");
+        value["configured"] = json!({"addresses": [{"address": "10.1.0.5/32", "gateway": "10.1.0.1"},
+            {"address": "fd00::5/128"}], "v4GatewayPrefix": 32, "guestMac": "02:00:00:00:00:05"});
+        let record: Record = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(record.stage, Stage::Removing);
+        let configured = record.configured.clone().unwrap();
+        assert_eq!(configured.assignments()[1].gateway, None);
+        assert_eq!(serde_json::to_value(&record).unwrap(), value);
+    }
+
+    #[test]
+    fn every_spelling_of_a_vpc_takes_the_same_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::new(dir.path());
+        let a = VpcId::parse("0A").unwrap();
+        let _held = records.lock_vpc(&a).unwrap();
+        assert_eq!(a.hex(), VpcId::parse("A").unwrap().hex());
+        let files: Vec<String> = std::fs::read_dir(dir.path().join("locks"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(files, vec![format!("vpc-{:02}", bucket(&a.hex()))]);
+    }
+}

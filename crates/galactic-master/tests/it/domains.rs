@@ -301,8 +301,15 @@ fn auto_never_falls_back_to_table_silently_with_the_kubernetes_publisher() {
         "{line}"
     );
     assert_eq!(line["reason"], "routing_domain is table", "{line}");
+    assert_eq!(line["recorded"], json!({"vrf": 0, "table": 0}), "{line}");
     rt.add(&c, &pod.attachment()).unwrap();
     assert_eq!(domain(&table, "K").unwrap()["backend"], "table");
+    // The recorded domains keep their backend: STATUS counts them.
+    rt.status(&c).unwrap();
+    assert_eq!(
+        status_line(&table)["recorded"],
+        json!({"vrf": 0, "table": 1})
+    );
     rt.del(&c, &pod.attachment()).unwrap();
 
     // The local publisher falls back to table under auto, and says so.
