@@ -6,8 +6,8 @@
 //! uses. Ownership comes from the attachment records, never from interface names; the one
 //! attachment without a record it removes is the upstream chain's of this network, once no listed
 //! attachment can be it ([`super::legacy::collect`]). Last, every VPC that still has attachments
-//! is converged (`converge.rs`): its domain repaired, its live attachments' host side restored. Without a valid-attachments list GC removes
-//! nothing (`docs/decisions/0002`).
+//! is converged (`converge.rs`): its domain repaired, its live attachments' host side restored.
+//! Without a valid-attachments list GC removes nothing (`docs/decisions/0002`).
 
 use super::conf::MasterConf;
 use super::del::{mark_removing, teardown_host};
