@@ -346,7 +346,8 @@ impl Lab {
     }
 
     /// Everything on the node a leak could hide in, one line per item: the host's links, rules,
-    /// routes of every table and nft ruleset, and the state files.
+    /// routes of every table and nft ruleset, the state files and the pinned maps'
+    /// per-attachment rows.
     pub fn snapshot(&self) -> BTreeSet<String> {
         let mut lines = BTreeSet::new();
         for argv in [
@@ -366,8 +367,34 @@ impl Lab {
             lines.insert(format!("nft: {}", line.trim()));
         }
         list_files(&self.state_dir(), &self.state_dir(), &mut lines);
+        lines.extend(self.bpf_snapshot());
         lines
     }
+
+    /// The pinned maps' per-attachment rows (`ifindex_vrf_table`, `egress_route_table`); a map
+    /// that cannot be read is a line of its own, so that it differs from the baseline. A VPC's
+    /// `vrf_table` row outlives its attachments by design (the datapath's GC removes it,
+    /// `docs/ebpf.md`), and its VRF id may change when the VPC comes back: not compared.
+    fn bpf_snapshot(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        match self.ifindex_rows() {
+            Ok(rows) => lines.extend(rows.iter().map(|i| format!("bpf ifindex_vrf_table: {i}"))),
+            Err(e) => lines.push(format!("bpf: {e}")),
+        }
+        match self.egress_rows() {
+            Ok(rows) => lines.extend(rows.iter().map(|((len, table, family, addr), value)| {
+                let (addr, value) = (hex(addr), hex(value));
+                format!("bpf egress_route_table: {table} {family} {addr}/{len} = {value}")
+            })),
+            Err(e) => lines.push(format!("bpf: {e}")),
+        }
+        lines
+    }
+}
+
+/// `bytes` in hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A registry error as the harness's.

@@ -103,7 +103,7 @@ impl Kind {
             Kind::Temporaries => "temporaries (*.tmp.*, .galactic-tmp/)",
             Kind::BpfRecords => "eBPF registration records",
             Kind::IfindexRows => "ifindex_vrf_table rows of a gone interface",
-            Kind::EgressRows => "pass-through egress_route_table entries no live record lists",
+            Kind::EgressRows => "pass-through egress entries no live record lists",
             Kind::HostInterfaces => "host interfaces",
             Kind::KernelReferences => "rules, routes, nft lines naming a gone interface",
             Kind::OtherFiles => "other files naming a gone attachment",

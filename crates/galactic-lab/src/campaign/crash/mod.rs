@@ -5,8 +5,11 @@
 //!
 //! Each step adds an attachment, deletes a live one, or tears down several pods at once (one
 //! VPC's, or every live pod of both VPCs: each chain's DEL in reverse, the chains in parallel,
-//! as runtimes do; one of them may be killed). Two VPCs share the node and each holds several
-//! pods. A faulted step is recovered as a runtime would: a failed or killed ADD is followed by
+//! as runtimes do; one of them may be killed). Two VPCs share the node and each holds up to
+//! eight pods. A surge step fills the node (ADDs with the usual faults until both VPCs hold
+//! eight pods) and tears all sixteen down in parallel, as a node drain does. The node's
+//! BGPRouter has SRv6 settings and the datapath's maps are pinned on a private bpffs, so every
+//! ADD registers the attachment's eBPF rows and every DEL and GC must remove them. A faulted step is recovered as a runtime would: a failed or killed ADD is followed by
 //! the chain's DEL (no cached result) or, at random, left to an immediate GC with the runtime's
 //! list of live attachments; a killed DEL is retried or left to GC. After every step and
 //! recovery the invariant ([`invariant`]) checks every kind of state a plugin records or
