@@ -8,17 +8,25 @@
 //! publisher against the test kit's loopback API server, a bin dir with the chain's plugins),
 //! which the calling thread enters so that every plugin it (or a thread it spawns) starts is
 //! born in the host namespace. Pods are [`galactic_testkit::privileged::TestNetns`] namespaces.
+//! The node's BGPRouter has an SRv6 locator and the node config names a pin directory on a
+//! private bpffs with the datapath's maps pinned (as `cargo xtask bpf-pin-maps` pins them on a
+//! node), so galactic-bgp registers every attachment in the eBPF maps.
 //! Debug builds are used: failpoints exist only there.
 
 pub mod crash;
 pub mod soak;
 
+use galactic_core::bpf::abi::bytes_of;
+use galactic_core::bpf::maps;
+use galactic_core::bpf::registry::{self, AttachmentRecord};
 use galactic_testkit::apiserver::ApiServer;
-use galactic_testkit::harness::{io, json, require_root, Entered, Result};
+use galactic_testkit::bpffs::PrivateBpffs;
+use galactic_testkit::harness::{io, json, require_root, Entered, Error, Result};
 use galactic_testkit::host::Host;
+use galactic_testkit::repair::EgressKey;
 use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
 use serde_json::{json, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -63,6 +71,9 @@ pub const NODE_NAME: &str = "node-a";
 pub const NAMESPACE: &str = "galactic-system";
 /// The pods' namespace (`K8S_POD_NAMESPACE`): their EndpointSlices live there.
 pub const POD_NAMESPACE: &str = "pods";
+/// The node's SRv6 locator (uSID Block) and Node-ID, on its BGPRouter with either publisher.
+const SRV6_LOCATOR: &str = "2001:db8:ff03::/48";
+const SRV6_NODE_ID: u32 = 1;
 
 /// A throwaway node the calling thread has entered. Create and use it on one thread.
 pub struct Lab {
@@ -74,6 +85,8 @@ pub struct Lab {
     pub publisher: Publisher,
     /// The API server of the Kubernetes publisher.
     pub api: Option<ApiServer>,
+    /// The private bpffs whose pin directory holds the datapath's maps (unmounted last).
+    pub bpffs: PrivateBpffs,
 }
 
 impl Lab {
@@ -85,7 +98,9 @@ impl Lab {
     /// [`Lab::for_tests`] with `publisher`.
     pub fn for_tests_publishing(tag: &str, publisher: Publisher) -> Result<Self> {
         require_root()?;
-        Self::enter(Host::new(tag, node_extra(publisher), &PLUGINS), publisher)
+        let bpffs = pinned_bpffs()?;
+        let host = Host::new(tag, node_extra(publisher, &bpffs), &PLUGINS);
+        Self::enter(host, publisher, bpffs)
     }
 
     /// A lab on the plugins in `built` (e.g. xtask's `cargo build` output).
@@ -100,18 +115,68 @@ impl Lab {
         publisher: Publisher,
     ) -> Result<Self> {
         require_root()?;
-        let host = Host::with_plugins_from(tag, node_extra(publisher), built, &PLUGINS)?;
-        Self::enter(host, publisher)
+        let bpffs = pinned_bpffs()?;
+        let extra = node_extra(publisher, &bpffs);
+        let host = Host::with_plugins_from(tag, extra, built, &PLUGINS)?;
+        Self::enter(host, publisher, bpffs)
     }
 
-    fn enter(host: Host, publisher: Publisher) -> Result<Self> {
-        let api = (publisher == Publisher::Kubernetes).then(|| seeded_apiserver(&host));
+    fn enter(host: Host, publisher: Publisher, bpffs: PrivateBpffs) -> Result<Self> {
+        let api = match publisher {
+            Publisher::Kubernetes => Some(seeded_apiserver(&host)),
+            Publisher::Local => {
+                store_local_router(&host)?;
+                None
+            }
+        };
         Ok(Self {
             _entered: Entered::new(&host.netns)?,
             host,
             publisher,
             api,
+            bpffs,
         })
+    }
+
+    /// Every eBPF registration record under `<state_dir>/bpf/attachments/`.
+    pub fn bpf_records(&self) -> Result<Vec<AttachmentRecord>> {
+        registry::all_records(&self.state_dir()).map_err(bpf("read the registration records"))
+    }
+
+    /// The keys (ifindexes) of every `ifindex_vrf_table` row.
+    pub fn ifindex_rows(&self) -> Result<BTreeSet<u32>> {
+        let what = "read ifindex_vrf_table";
+        let map: maps::IfindexVrfTable =
+            maps::open_typed(&self.bpffs.pin_dir(), maps::IFINDEX_VRF_TABLE).map_err(bpf(what))?;
+        let keys = map.keys().collect::<std::result::Result<_, _>>();
+        keys.map_err(|e| Error::Precondition(format!("{what}: {e}")))
+    }
+
+    /// Every `egress_route_table` entry, key → value bytes.
+    pub fn egress_rows(&self) -> Result<BTreeMap<EgressKey, Vec<u8>>> {
+        let what = "read egress_route_table";
+        let map: maps::EgressRouteTable =
+            maps::open_typed(&self.bpffs.pin_dir(), maps::EGRESS_ROUTE_TABLE).map_err(bpf(what))?;
+        let mut rows = BTreeMap::new();
+        for entry in map.iter() {
+            let (k, v) = entry.map_err(|e| Error::Precondition(format!("{what}: {e}")))?;
+            let d = k.data();
+            let key = (k.prefix_len(), d.table_id, d.family, d.addr_be);
+            rows.insert(key, bytes_of(&v).to_vec());
+        }
+        Ok(rows)
+    }
+
+    /// The host's interfaces by name, with their ifindex.
+    pub fn host_ifindexes(&self) -> BTreeMap<String, u32> {
+        let links = self.host.netns.ip_json(&["link", "show"]);
+        let links = links.as_array().into_iter().flatten();
+        links
+            .filter_map(|l| {
+                let index = u32::try_from(l["ifindex"].as_u64()?).ok()?;
+                Some((l["ifname"].as_str()?.to_owned(), index))
+            })
+            .collect()
     }
 
     /// `CNI_ARGS` of container `cid`, as kubelet passes them: its pod is named after it, so
@@ -281,7 +346,8 @@ impl Lab {
     }
 
     /// Everything on the node a leak could hide in, one line per item: the host's links, rules,
-    /// routes of every table and nft ruleset, and the state files.
+    /// routes of every table and nft ruleset, the state files and the pinned maps'
+    /// per-attachment rows.
     pub fn snapshot(&self) -> BTreeSet<String> {
         let mut lines = BTreeSet::new();
         for argv in [
@@ -301,35 +367,92 @@ impl Lab {
             lines.insert(format!("nft: {}", line.trim()));
         }
         list_files(&self.state_dir(), &self.state_dir(), &mut lines);
+        lines.extend(self.bpf_snapshot());
+        lines
+    }
+
+    /// The pinned maps' per-attachment rows (`ifindex_vrf_table`, `egress_route_table`); a map
+    /// that cannot be read is a line of its own, so that it differs from the baseline. A VPC's
+    /// `vrf_table` row outlives its attachments by design (the datapath's GC removes it,
+    /// `docs/ebpf.md`), and its VRF id may change when the VPC comes back: not compared.
+    fn bpf_snapshot(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        match self.ifindex_rows() {
+            Ok(rows) => lines.extend(rows.iter().map(|i| format!("bpf ifindex_vrf_table: {i}"))),
+            Err(e) => lines.push(format!("bpf: {e}")),
+        }
+        match self.egress_rows() {
+            Ok(rows) => lines.extend(rows.iter().map(|((len, table, family, addr), value)| {
+                let (addr, value) = (hex(addr), hex(value));
+                format!("bpf egress_route_table: {table} {family} {addr}/{len} = {value}")
+            })),
+            Err(e) => lines.push(format!("bpf: {e}")),
+        }
         lines
     }
 }
 
+/// `bytes` in hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A registry error as the harness's.
+fn bpf(what: &'static str) -> impl FnOnce(galactic_core::bpf::BpfError) -> Error {
+    move |e| Error::Precondition(format!("{what}: {e}"))
+}
+
+/// A private bpffs with every map of the datapath pinned empty in its pin directory, as
+/// `cargo xtask bpf-pin-maps` pins them on a node before its plugins run.
+fn pinned_bpffs() -> Result<PrivateBpffs> {
+    let bpffs = PrivateBpffs::mount();
+    maps::pin_empty_maps(&bpffs.pin_dir()).map_err(bpf("pin the datapath's maps"))?;
+    Ok(bpffs)
+}
+
 /// The node config of a lab (over the test node's defaults: temporary state). With the
 /// Kubernetes publisher `auto` refuses a kernel without VRF, so that lab names the `table`
-/// backend (a tier that forces a backend still overrides `auto` only).
-fn node_extra(publisher: Publisher) -> Value {
+/// backend (a tier that forces a backend still overrides `auto` only). `bpf_pin_dir` is the
+/// private bpffs's.
+fn node_extra(publisher: Publisher, bpffs: &PrivateBpffs) -> Value {
     let domain = match publisher {
         Publisher::Local => "auto",
         Publisher::Kubernetes => "table",
     };
     json!({"log_level": "info", "routing_domain": domain, "publisher": publisher.name(),
-           "node_name": NODE_NAME, "namespace": NAMESPACE})
+           "node_name": NODE_NAME, "namespace": NAMESPACE, "bpf_pin_dir": bpffs.pin_dir()})
+}
+
+/// This node's BGPRouter, with the SRv6 settings that make galactic-bgp register every
+/// attachment in the datapath.
+fn router() -> Value {
+    json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
+        "metadata": {"name": "router-a", "namespace": NAMESPACE},
+        "spec": {"targetRef": {"kind": "Node", "name": NODE_NAME}, "localASN": 65000,
+                 "routerID": "10.0.2.1", "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}],
+                 "srv6Locator": SRV6_LOCATOR, "nodeID": SRV6_NODE_ID}})
+}
+
+/// The BGPRouter in the local publisher's store, where a node's router is found without a
+/// cluster.
+fn store_local_router(host: &Host) -> Result<()> {
+    let dir = host
+        .path("state")
+        .join("bgp")
+        .join(NAMESPACE)
+        .join("bgprouters");
+    std::fs::create_dir_all(&dir).map_err(io(format!("create {}", dir.display())))?;
+    let path = dir.join("router-a.json");
+    std::fs::write(&path, router().to_string()).map_err(io(format!("write {}", path.display())))
 }
 
 /// The loopback API server in `host`'s namespace, the node's kubeconfig pointing at it, seeded
-/// with what a cluster has before the first pod: this node's BGPRouter (no SRv6 settings, as
-/// the local lab's: nothing is registered in an eBPF datapath) and the network's NAD, whose
-/// chain the masters verify.
+/// with what a cluster has before the first pod: this node's BGPRouter (with its SRv6 settings)
+/// and the network's NAD, whose chain the masters verify.
 fn seeded_apiserver(host: &Host) -> ApiServer {
     let server = host.start_apiserver();
     let f = server.fixture();
-    f.insert(
-        json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
-        "metadata": {"name": "router-a", "namespace": NAMESPACE},
-        "spec": {"targetRef": {"kind": "Node", "name": NODE_NAME}, "localASN": 65000,
-                 "routerID": "10.0.2.1", "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}]}}),
-    );
+    f.insert(router());
     let types: Vec<Value> = CHAIN.iter().map(|p| json!({"type": p})).collect();
     let config = json!({"cniVersion": VERSION, "name": NETWORK, "plugins": types});
     f.insert(

@@ -15,27 +15,19 @@ use std::process::Command;
 impl Campaign<'_> {
     /// CHECK of every live attachment must pass; then the invariant.
     pub(super) fn check_live(&mut self) -> Result<()> {
-        for a in &self.live {
-            let list = a.conflist(self.lab);
-            let cached = a.result.clone().unwrap_or(Value::Null);
-            for (stage, plugin) in CHAIN.iter().enumerate() {
-                let binary = self.lab.binary(plugin);
-                let out = a
-                    .invocation(self.lab, &binary, "CHECK")
-                    .stdin(
-                        list.plugin_conf(stage, Some(&cached), &a.attachment())
-                            .to_string(),
-                    )
-                    .run();
-                if !out.success {
-                    self.report.violations.push(format!(
-                        "CHECK {} {plugin}: {}",
-                        a.cid,
-                        out.stdout.trim()
-                    ));
-                }
-            }
-        }
+        let failed: Vec<String> = self
+            .live
+            .iter()
+            .flat_map(|a| chain_check(self.lab, a))
+            .collect();
+        self.report.violations.extend(failed);
+        self.check("after ADD", false)
+    }
+
+    /// CHECK of the newest live attachment must pass; then the invariant.
+    pub(super) fn check_newest(&mut self) -> Result<()> {
+        let failed = self.live.last().map(|a| chain_check(self.lab, a));
+        self.report.violations.extend(failed.into_iter().flatten());
         self.check("after ADD", false)
     }
 
@@ -58,7 +50,7 @@ impl Campaign<'_> {
         let pop = self.population()?;
         let mut found = self.ipam_duplicates(when)?;
         let holdings = ipam_holdings(self.lab)?;
-        found.extend(node_leftovers(self.lab, &pop, after_gc));
+        found.extend(node_leftovers(self.lab, &pop, after_gc)?);
         found.extend(invariant::ipam_allocations(&holdings, &pop));
         let mut allocated: BTreeSet<&str> = BTreeSet::new();
         allocated.extend(holdings.iter().filter_map(|h| h.split('/').next()));
@@ -123,9 +115,31 @@ impl Campaign<'_> {
     }
 }
 
-/// Every leftover the node holds but the IPAM store's: records, documents, temporaries,
-/// interfaces, kernel references and any other file naming a gone attachment.
-pub(super) fn node_leftovers(lab: &Lab, pop: &Population, after_gc: bool) -> Vec<Found> {
+/// CHECK of `a` by every plugin of the chain, with its cached result: what failed.
+fn chain_check(lab: &Lab, a: &Subject) -> Vec<String> {
+    let list = a.conflist(lab);
+    let cached = a.result.clone().unwrap_or(Value::Null);
+    let mut failed = Vec::new();
+    for (stage, plugin) in CHAIN.iter().enumerate() {
+        let binary = lab.binary(plugin);
+        let out = a
+            .invocation(lab, &binary, "CHECK")
+            .stdin(
+                list.plugin_conf(stage, Some(&cached), &a.attachment())
+                    .to_string(),
+            )
+            .run();
+        if !out.success {
+            failed.push(format!("CHECK {} {plugin}: {}", a.cid, out.stdout.trim()));
+        }
+    }
+    failed
+}
+
+/// Every leftover the node holds but the IPAM store's: records, documents, temporaries, eBPF
+/// registrations and rows, interfaces, kernel references and any other file naming a gone
+/// attachment.
+pub(super) fn node_leftovers(lab: &Lab, pop: &Population, after_gc: bool) -> Result<Vec<Found>> {
     let state = lab.state_dir();
     let mut found = invariant::master_records(&state, pop);
     if after_gc {
@@ -150,6 +164,7 @@ pub(super) fn node_leftovers(lab: &Lab, pop: &Population, after_gc: bool) -> Vec
     let mut with_store = roots.clone();
     with_store.push(lab.ipam_dir());
     found.extend(invariant::temporaries(&with_store));
+    found.extend(bpf_leftovers(lab, pop)?);
     let links = lab.host_links();
     found.extend(invariant::host_interfaces(&links, pop));
     let (rules, routes, nft) = kernel_items(lab);
@@ -158,7 +173,22 @@ pub(super) fn node_leftovers(lab: &Lab, pop: &Population, after_gc: bool) -> Vec
     ));
     let counted: BTreeSet<PathBuf> = found.iter().filter_map(|f| f.file.clone()).collect();
     found.extend(invariant::other_files(&roots, pop, &counted));
-    found
+    Ok(found)
+}
+
+/// The eBPF registrations of gone attachments: their records, and the rows of the pinned maps
+/// no live attachment owns.
+fn bpf_leftovers(lab: &Lab, pop: &Population) -> Result<Vec<Found>> {
+    let records = lab.bpf_records()?;
+    let mut found = invariant::bpf_records(&lab.state_dir(), &records, pop);
+    let ifindexes = lab.host_ifindexes();
+    found.extend(invariant::ifindex_rows(
+        &lab.ifindex_rows()?,
+        &ifindexes,
+        pop,
+    ));
+    found.extend(invariant::egress_rows(&lab.egress_rows()?, &records, pop));
+    Ok(found)
 }
 
 /// The host's policy rules and routes of every table (one `ip -j` item each) and its nftables

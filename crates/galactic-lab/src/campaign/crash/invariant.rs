@@ -8,9 +8,13 @@
 //! and the gone ones (ever attached in this campaign, not live now).
 
 use crate::campaign::NODE_NAME;
+use galactic_core::bpf::abi::FAMILY_IPV4;
+use galactic_core::bpf::registry::AttachmentRecord;
 use galactic_core::ident::{bgp_advertisement_name, bgp_vrf_instance_name, VpcId};
+use galactic_testkit::repair::{egress_key, EgressKey};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 /// A kind of state that can outlive its attachment; one report line each.
@@ -40,6 +44,16 @@ pub enum Kind {
     /// the node's state, IPAM, tap RA and Kata DAN directories. The campaign checks only while no
     /// plugin runs, so every one it sees is a leftover.
     Temporaries,
+    /// eBPF registration records (`bpf/attachments/<host ifname>.json`) of a host interface of
+    /// no live attachment: DEL and GC remove an attachment's rows by its record.
+    BpfRecords,
+    /// `ifindex_vrf_table` rows keyed by an ifindex that is no live attachment's host interface
+    /// (only the campaign's attachments register interfaces on the lab's node).
+    IfindexRows,
+    /// Pass-through `egress_route_table` entries (all-zero value) that no live attachment's
+    /// registration record lists: a gateway shared by a VPC's attachments stays while one of
+    /// them is registered.
+    EgressRows,
     /// Host interfaces (`G…H`) of no live attachment.
     HostInterfaces,
     /// Policy rules and nftables lines naming a host interface of no live attachment, and
@@ -56,7 +70,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in report order.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 16] = [
         Kind::MasterRecords,
         Kind::DomainRecords,
         Kind::RouteEntries,
@@ -66,6 +80,9 @@ impl Kind {
         Kind::Advertisements,
         Kind::EndpointSlices,
         Kind::Temporaries,
+        Kind::BpfRecords,
+        Kind::IfindexRows,
+        Kind::EgressRows,
         Kind::HostInterfaces,
         Kind::KernelReferences,
         Kind::OtherFiles,
@@ -84,6 +101,9 @@ impl Kind {
             Kind::Advertisements => "BGPAdvertisement documents and records",
             Kind::EndpointSlices => "EndpointSlice documents",
             Kind::Temporaries => "temporaries (*.tmp.*, .galactic-tmp/)",
+            Kind::BpfRecords => "eBPF registration records",
+            Kind::IfindexRows => "ifindex_vrf_table rows of a gone interface",
+            Kind::EgressRows => "pass-through egress entries no live record lists",
             Kind::HostInterfaces => "host interfaces",
             Kind::KernelReferences => "rules, routes, nft lines naming a gone interface",
             Kind::OtherFiles => "other files naming a gone attachment",
@@ -413,6 +433,74 @@ pub fn other_files(roots: &[PathBuf], pop: &Population, counted: &BTreeSet<PathB
         }
     }
     out
+}
+
+/// eBPF registration records (`records`, as `galactic_core::bpf::registry::all_records`
+/// reads them from `state_dir`) of host interfaces of no live attachment.
+pub fn bpf_records(state_dir: &Path, records: &[AttachmentRecord], pop: &Population) -> Vec<Found> {
+    let live = pop.live_ifnames();
+    let dir = state_dir.join("bpf").join("attachments");
+    records
+        .iter()
+        .filter(|r| !live.contains(r.host_ifname.as_str()))
+        .map(|r| {
+            let path = dir.join(format!("{}.json", r.host_ifname));
+            let item = format!("{} (ifindex {})", path.display(), r.ifindex);
+            Found::new(Kind::BpfRecords, item, Some(path))
+        })
+        .collect()
+}
+
+/// `ifindex_vrf_table` rows (`rows`: their keys) of an ifindex that is no live attachment's
+/// host interface (`ifindexes`: the host's interfaces by name).
+pub fn ifindex_rows(
+    rows: &BTreeSet<u32>,
+    ifindexes: &BTreeMap<String, u32>,
+    pop: &Population,
+) -> Vec<Found> {
+    let live: BTreeSet<u32> = pop
+        .live
+        .iter()
+        .filter_map(|i| ifindexes.get(&i.ifname).copied())
+        .collect();
+    rows.iter()
+        .filter(|ifindex| !live.contains(ifindex))
+        .map(|ifindex| {
+            let item = format!("ifindex_vrf_table row {ifindex}");
+            Found::new(Kind::IfindexRows, item, None)
+        })
+        .collect()
+}
+
+/// Pass-through `egress_route_table` entries (all-zero values; `rows` by key) that no live
+/// attachment's registration record lists. Other entries (a VPC's internet egress) are not
+/// per-attachment and the campaign's stanzas do not opt in to them.
+pub fn egress_rows(
+    rows: &BTreeMap<EgressKey, Vec<u8>>,
+    records: &[AttachmentRecord],
+    pop: &Population,
+) -> Vec<Found> {
+    let live = pop.live_ifnames();
+    let listed: BTreeSet<EgressKey> = records
+        .iter()
+        .filter(|r| live.contains(r.host_ifname.as_str()))
+        .flat_map(|r| r.prefixes.iter().map(|p| egress_key(r.vrf_table_id, *p)))
+        .collect();
+    rows.iter()
+        .filter(|(key, value)| value.iter().all(|b| *b == 0) && !listed.contains(*key))
+        .map(|((len, table, family, addr), _)| {
+            let addr = match *family {
+                FAMILY_IPV4 => IpAddr::from([addr[0], addr[1], addr[2], addr[3]]),
+                _ => IpAddr::from(*addr),
+            };
+            // The key's length counts the table and family header (40 bits) too.
+            let item = format!(
+                "egress_route_table entry {addr}/{} of table {table}",
+                len.saturating_sub(40)
+            );
+            Found::new(Kind::EgressRows, item, None)
+        })
+        .collect()
 }
 
 /// Whether `name` has the shape of a host interface (`G` + 12 id characters + `H`).

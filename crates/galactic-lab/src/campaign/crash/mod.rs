@@ -5,8 +5,11 @@
 //!
 //! Each step adds an attachment, deletes a live one, or tears down several pods at once (one
 //! VPC's, or every live pod of both VPCs: each chain's DEL in reverse, the chains in parallel,
-//! as runtimes do; one of them may be killed). Two VPCs share the node and each holds several
-//! pods. A faulted step is recovered as a runtime would: a failed or killed ADD is followed by
+//! as runtimes do; one of them may be killed). Two VPCs share the node and each holds up to
+//! eight pods. A surge step fills the node (ADDs with the usual faults until both VPCs hold
+//! eight pods) and tears all sixteen down in parallel, as a node drain does. The node's
+//! BGPRouter has SRv6 settings and the datapath's maps are pinned on a private bpffs, so every
+//! ADD registers the attachment's eBPF rows and every DEL and GC must remove them. A faulted step is recovered as a runtime would: a failed or killed ADD is followed by
 //! the chain's DEL (no cached result) or, at random, left to an immediate GC with the runtime's
 //! list of live attachments; a killed DEL is retried or left to GC. After every step and
 //! recovery the invariant ([`invariant`]) checks every kind of state a plugin records or
@@ -40,6 +43,9 @@ use invariant::Ident;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+/// Percent of steps that are surges ([`Campaign::surge`]).
+const SURGE_PERCENT: usize = 2;
+
 /// Every named failpoint of the chain's ADD (master, then galactic-route).
 const FAILPOINTS: [(&str, &str); 12] = [
     ("galactic-cni", "after-record"),
@@ -55,8 +61,13 @@ const FAILPOINTS: [(&str, &str); 12] = [
     ("galactic-route", "after-route-record"),
     ("galactic-route", "after-route-1"),
 ];
-/// Most attachments alive at once (up to four pods per VPC).
-const MAX_LIVE: usize = 8;
+/// Most attachments alive at once per VPC; two VPCs share the node.
+const MAX_PER_VPC: usize = 8;
+/// Most attachments alive at once: a full node, whose parallel teardown DELs 16 pods of two
+/// VPCs at once (the size of a node drain that once left state behind).
+const MAX_LIVE: usize = 2 * MAX_PER_VPC;
+/// The VPCs of the campaign.
+const VPCS: [&str; 2] = ["1", "2"];
 
 /// The campaign state.
 struct Campaign<'a> {
@@ -112,7 +123,7 @@ impl<'a> Campaign<'a> {
         let n = self.next_id;
         let a = Subject {
             cid: format!("crash{n:05}"),
-            vpc: if n.is_multiple_of(2) { "1" } else { "2" }.to_owned(),
+            vpc: self.next_vpc(n).to_owned(),
             // Attachment ids are base62; hex digits are a valid subset and stay ≤ 3 characters.
             att: format!("{:x}", n % 0xfff + 1),
             pod: TestNetns::new("gcrash-pod"),
@@ -121,6 +132,20 @@ impl<'a> Campaign<'a> {
         self.lab.create_pod(&a.cid);
         self.all.push(a.ident()?);
         Ok(a)
+    }
+
+    /// The VPC of the `n`th attachment: alternating, unless that VPC is full.
+    fn next_vpc(&self, n: usize) -> &'static str {
+        let (first, second) = match n % 2 {
+            0 => (VPCS[0], VPCS[1]),
+            _ => (VPCS[1], VPCS[0]),
+        };
+        let live_in = |vpc: &str| self.live.iter().filter(|a| a.vpc == vpc).count();
+        if live_in(first) >= MAX_PER_VPC {
+            second
+        } else {
+            first
+        }
     }
 
     /// One clean ADD/DEL per VPC and a GC, timing each plugin; the node state afterwards is the
@@ -172,21 +197,17 @@ impl<'a> Campaign<'a> {
     }
 
     fn step(&mut self) -> Result<()> {
+        // Faulted ADDs rarely go live, so single steps seldom fill the node: a surge does.
+        if self.rng.chance(SURGE_PERCENT) {
+            return self.surge();
+        }
         if self.live.len() >= 2 && self.rng.chance(12) {
-            return self.parallel_teardown();
+            return self.parallel_teardown(false);
         }
         let adding = self.live.len() < MAX_LIVE && (self.live.is_empty() || self.rng.chance(60));
         let fault = self.pick_fault(adding);
         if adding {
-            let mut a = self.new_attachment()?;
-            match self.add(&a, &fault)? {
-                Ending::Done(result) => {
-                    a.result = result;
-                    self.live.push(a);
-                    self.check_live()?;
-                }
-                ending => self.recover(a, ending)?,
-            }
+            self.add_one(&fault, true)?;
         } else {
             let i = self.rng.below(self.live.len());
             let a = self.live.remove(i);
@@ -201,6 +222,42 @@ impl<'a> Campaign<'a> {
             }
         }
         Ok(())
+    }
+
+    /// ADD of a new attachment with `fault`: live once it succeeds (then CHECK of every live
+    /// attachment when `check_all`, else of it alone, and the invariant), else recovered.
+    fn add_one(&mut self, fault: &Fault, check_all: bool) -> Result<()> {
+        let mut a = self.new_attachment()?;
+        match self.add(&a, fault)? {
+            Ending::Done(result) => {
+                a.result = result;
+                self.live.push(a);
+                match check_all {
+                    true => self.check_live(),
+                    false => self.check_newest(),
+                }
+            }
+            ending => self.recover(a, ending),
+        }
+    }
+
+    /// A node filling up and draining at once, as a deployment scaling both VPCs up and the
+    /// node being drained: ADDs (with the usual faults) until both VPCs hold their most pods,
+    /// CHECK of every pod, then every pod DELed in parallel (one of the DELs possibly killed).
+    /// Each ADD is followed by CHECK of the new pod and the invariant; CHECK of every pod
+    /// after every ADD would cost a full node's CHECKs sixteen times over.
+    fn surge(&mut self) -> Result<()> {
+        self.report.surges += 1;
+        // Faulted ADDs do not go live; enough attempts for that, never an endless loop.
+        for _ in 0..4 * MAX_LIVE {
+            if self.live.len() >= MAX_LIVE {
+                break;
+            }
+            let fault = self.pick_fault(true);
+            self.add_one(&fault, false)?;
+        }
+        self.check_live()?;
+        self.parallel_teardown(true)
     }
 
     /// ADD of `a` through the chain, counted in the report.

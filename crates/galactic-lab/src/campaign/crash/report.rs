@@ -18,6 +18,10 @@ pub struct Report {
     pub parallel_teardowns: usize,
     /// Pods those teardowns DELed.
     pub parallel_dels: usize,
+    /// The most pods one teardown DELed at once.
+    pub largest_teardown: usize,
+    /// Surges (the node filled to its most pods, then every pod DELed in parallel).
+    pub surges: usize,
     /// Processes that died of SIGKILL (random or at a failpoint).
     pub kills: usize,
     /// Of which at a named failpoint.
@@ -42,13 +46,15 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "crash campaign, {} publisher: {} steps in {:.1} s (seed {:#x}); {} parallel teardowns of {} pods",
+            "crash campaign, {} publisher: {} steps in {:.1} s (seed {:#x}); {} parallel teardowns of {} pods (at most {} at once; {} surges)",
             self.publisher,
             self.steps,
             self.elapsed.as_secs_f64(),
             self.seed,
             self.parallel_teardowns,
-            self.parallel_dels
+            self.parallel_dels,
+            self.largest_teardown,
+            self.surges
         )?;
         writeln!(
             f,

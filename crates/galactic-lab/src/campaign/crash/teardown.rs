@@ -9,11 +9,15 @@ use super::Campaign;
 use galactic_testkit::harness::{Error, Result};
 
 impl Campaign<'_> {
-    /// Tears down every live pod of one VPC, or (one time in three) every live pod of the
-    /// node, in parallel; then checks the invariant and recovers a killed DEL.
-    pub(super) fn parallel_teardown(&mut self) -> Result<()> {
+    /// Tears down every live pod of one VPC, or (one time in three, or always with
+    /// `whole_node`) every live pod of the node, in parallel; then checks the invariant and
+    /// recovers a killed DEL.
+    pub(super) fn parallel_teardown(&mut self, whole_node: bool) -> Result<()> {
+        if self.live.is_empty() {
+            return Ok(());
+        }
         let vpc = self.live[self.rng.below(self.live.len())].vpc.clone();
-        let whole_node = self.rng.chance(33);
+        let whole_node = whole_node || self.rng.chance(33);
         let (leaving, staying): (Vec<Subject>, Vec<Subject>) = std::mem::take(&mut self.live)
             .into_iter()
             .partition(|a| whole_node || a.vpc == vpc);
@@ -26,6 +30,7 @@ impl Campaign<'_> {
         let endings = self.run_in_parallel(&leaving, faulted, &fault)?;
         self.report.parallel_teardowns += 1;
         self.report.parallel_dels += leaving.len();
+        self.report.largest_teardown = self.report.largest_teardown.max(leaving.len());
         let mut killed = Vec::new();
         for (a, ending) in leaving.into_iter().zip(endings) {
             match ending {

@@ -4,7 +4,10 @@
 use super::invariant::{self, Found, Ident, Kind, Leftovers, Population};
 use super::*;
 use crate::campaign::Publisher;
+use galactic_core::bpf::registry::{self, AttachmentRecord};
+use galactic_testkit::repair::egress_key;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The CI pass: a short campaign with every kind of fault must find nothing.
@@ -53,6 +56,9 @@ fn a_forgotten_attachment_is_a_leftover_of_every_kind() {
             Kind::VrfInstances,
             Kind::Advertisements,
             Kind::EndpointSlices,
+            Kind::BpfRecords,
+            Kind::IfindexRows,
+            Kind::EgressRows,
             Kind::HostInterfaces,
             Kind::KernelReferences,
         ] {
@@ -247,6 +253,94 @@ fn gone_interfaces_and_what_names_them_are_leftovers() {
     ];
     let found = invariant::ipam_allocations(&holdings.map(String::from), &pop);
     assert_eq!(kinds(&found), [Kind::IpamAllocations]);
+}
+
+fn record(ifname: &str, ifindex: u32, table: u32, prefixes: &[&str]) -> AttachmentRecord {
+    AttachmentRecord {
+        host_ifname: ifname.into(),
+        ifindex,
+        block: 0x2001_0db8_ff03,
+        argument: 1,
+        vrf_table_id: table,
+        prefixes: prefixes
+            .iter()
+            .map(|p| p.parse().expect("a prefix"))
+            .collect(),
+        pin_dir: "/sys/fs/bpf/galactic".into(),
+        egress_kind: Some(0),
+    }
+}
+
+#[test]
+fn registration_records_of_gone_interfaces_are_leftovers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("state");
+    let live = record("G000000001002H", 5, 1001, &["fd90:1::/64"]);
+    let gone = record("G000000002003H", 7, 1002, &["fd90:2::/64"]);
+    for r in [&live, &gone] {
+        let rel = format!("bpf/attachments/{}.json", r.host_ifname);
+        write(&state, &rel, &serde_json::to_string(r).expect("a record"));
+    }
+    // Read as DEL and GC read them.
+    let records = registry::all_records(&state).expect("records");
+    assert_eq!(records.len(), 2);
+    let found = invariant::bpf_records(&state, &records, &population());
+    assert_eq!(kinds(&found), [Kind::BpfRecords], "{found:?}");
+    let file = state.join("bpf/attachments/G000000002003H.json");
+    assert_eq!(found[0].file.as_ref(), Some(&file), "{found:?}");
+}
+
+#[test]
+fn ifindex_rows_of_no_live_host_interface_are_leftovers() {
+    // 5 is the live attachment's interface; 7 a gone one's that still exists (leaked), 9 one's
+    // the kernel no longer has.
+    let rows = [5, 7, 9].into();
+    let ifindexes = [("G000000001002H", 5), ("G000000002003H", 7), ("eth0", 2)]
+        .map(|(n, i)| (n.to_owned(), i))
+        .into();
+    let found = invariant::ifindex_rows(&rows, &ifindexes, &population());
+    assert_eq!(kinds(&found), [Kind::IfindexRows; 2], "{found:?}");
+    assert!(
+        found[0].item.ends_with(" 7") && found[1].item.ends_with(" 9"),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn pass_through_entries_no_live_record_lists_are_leftovers() {
+    let zero = vec![0u8; 32];
+    // The live attachment's prefix and its VPC's gateway, which the gone attachment listed too.
+    let live = record("G000000001002H", 5, 1001, &["fd90:1::/64", "fd90:1::1/128"]);
+    let gone = record(
+        "G000000002003H",
+        7,
+        1002,
+        &["fd90:2::/64", "10.92.0.5/32", "fd90:1::1/128"],
+    );
+    let key = |table, p: &str| egress_key(table, p.parse().expect("a prefix"));
+    let mut rows: BTreeMap<_, _> = [
+        key(1001, "fd90:1::/64"),
+        key(1001, "fd90:1::1/128"),
+        key(1002, "fd90:2::/64"),
+        key(1002, "10.92.0.5/32"),
+        // Listed by no record at all.
+        key(1002, "10.91.3.0/24"),
+    ]
+    .into_iter()
+    .map(|k| (k, zero.clone()))
+    .collect();
+    // A VPC's internet egress row (not pass-through) is not an attachment's.
+    rows.insert(key(1002, "::/0"), vec![1u8; 32]);
+    let found = invariant::egress_rows(&rows, &[live, gone], &population());
+    assert_eq!(kinds(&found), [Kind::EgressRows; 3], "{found:?}");
+    let items: Vec<&str> = found.iter().map(|f| f.item.as_str()).collect();
+    for want in [
+        "fd90:2::/64 of table 1002",
+        "10.92.0.5/32 of table 1002",
+        "10.91.3.0/24",
+    ] {
+        assert!(items.iter().any(|i| i.contains(want)), "{want}: {items:?}");
+    }
 }
 
 #[test]
