@@ -15,7 +15,8 @@
 //! - [`remove_dead_temporaries`] does the same for a file that exists (a shared record a DEL
 //!   reads but does not rewrite), [`sweep_temporaries`] for a whole directory (GC).
 //!
-//! Liveness is judged by the temporary's pid. A pid the kernel has handed to a new process
+//! Liveness is judged by the temporary's pid (every writer is a plugin process the node's runtime
+//! started, in the host's pid namespace, as every reader is). A pid the kernel has handed to a new process
 //! since the writer died makes its temporary look live: it then stays until the next write or
 //! removal of its file (under the lock) or a later sweep. That is a late removal, never a wrong
 //! one: a temporary is only removed when no process with its pid exists, or under the file's
