@@ -130,11 +130,17 @@ impl Sweep {
         for family in Family::ALL {
             routes.extend(self.nl.all_routes(family).map_err(net("list routes"))?);
         }
+        // The current table's routes, which listed entries converge into.
+        let current: Vec<RouteSpec> = routes
+            .iter()
+            .filter(|r| Some(r.table) == domain_table)
+            .cloned()
+            .collect();
         let mut keep = Vec::new();
         for entry in record.routes {
             let dev = index_of(&links, &entry.dev);
             if let (true, Some(table)) = (self.is_listed(&entry), domain_table) {
-                keep.extend(self.converge(vpc, entry, table, dev, &routes));
+                keep.extend(self.converge(vpc, entry, table, dev, &current));
                 continue;
             }
             match fate(&entry, domain_table, dev, &routes) {
@@ -159,27 +165,22 @@ impl Sweep {
                 .any(|a| a.container_id == entry.container_id && a.ifname == entry.ifname)
     }
 
-    /// A live attachment's entry converged into the VPC's current `table`: the entry to keep
-    /// (re-recorded when it moved), `None` when its host interface is gone. A repair that fails
-    /// keeps the entry as it was, for the next ADD of the VPC or GC.
+    /// A live attachment's entry converged into the VPC's current `table`, whose routes are
+    /// `in_table`: the entry to keep (re-recorded when it moved), `None` when its host interface
+    /// is gone. A repair that fails keeps the entry as it was, for the next ADD of the VPC or GC.
     fn converge(
         &self,
         vpc: &VpcId,
         entry: Owned,
         table: u32,
         dev: Option<u32>,
-        routes: &[RouteSpec],
+        in_table: &[RouteSpec],
     ) -> Option<Owned> {
         dev?;
-        let in_table: Vec<RouteSpec> = routes
-            .iter()
-            .filter(|r| r.table == table)
-            .cloned()
-            .collect();
-        if !converge::needs_repair(&entry, table, &in_table) {
+        if !converge::needs_repair(&entry, table, in_table) {
             return Some(entry);
         }
-        let Some(fix) = converge::repair(&entry, table, dev, &in_table) else {
+        let Some(fix) = converge::repair(&entry, table, dev, in_table) else {
             return Some(entry);
         };
         match converge::apply(&self.nl, vpc.raw(), &fix) {
