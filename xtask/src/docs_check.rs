@@ -335,7 +335,7 @@ impl Checker {
         found
     }
 
-    /// A path relative to a crate (`tests/it/upgrade.rs`) exists in at least one of them.
+    /// A path relative to a crate (`tests/it/upgrade/mod.rs`) exists in at least one of them.
     fn in_some_crate(&self, path: &str) -> bool {
         let mut crates: Vec<PathBuf> = ["xtask", "fuzz"].map(|c| self.root.join(c)).into();
         if let Ok(entries) = std::fs::read_dir(self.root.join("crates")) {
@@ -605,7 +605,7 @@ mod tests {
                     read `crates/galactic-core/src/no_such_file.rs` and `tests/no_such_suite.rs`\n\
                     ([gone](decisions/0999-none.md), [here](ipam.md#the-store)).\n\
                     `cargo xtask --helpp`. Fine: `cargo xtask --help`, `cargo xtask <command> --help`, `layout/<plugin>.ld`,\n\
-                    `deploy/crds/*.yaml`, `docs/ipam.md#the-store`, `tests/it/upgrade.rs`.\n\
+                    `deploy/crds/*.yaml`, `docs/ipam.md#the-store`, `tests/it/upgrade/mod.rs`.\n\
                     ```sh\n\
                     cargo xtask test --no-fail-fast -- --test-threads 1   # --not-a-flag\n\
                     cargo xtask build-and-stage --release \\\n    --bin-dir /opt/cni/bin --made-up-too\n\

@@ -8,19 +8,34 @@
 //! ```text
 //! <state_dir>/attachments/
 //!   G{vpc:9}{att:3}H.json   {"network","containerId","ifname","netns","kind","vpc","attachment",
-//!                            "hostIfname","ipamType"}
+//!                            "hostIfname","ipamType","stage"?,"configured"?:{"addresses":[{"address",
+//!                            "gateway"?}],"v4GatewayPrefix","guestMac"?}}
 //! ```
+//! `stage` is absent while the attachment is live, `adding` from the record's first write until
+//! its ADD has configured everything, `removing` from the start of its teardown (DEL, GC, a stale
+//! claim) on; `configured` is what its host side holds, written when its ADD completes (records of
+//! releases before it have neither). The VPC's convergence (galactic-master's `converge.rs`)
+//! restores the host side of live records only, so it never re-creates what a teardown removed
+//! or joins an attachment its ADD may still roll back.
 //! Keyed by host interface, which is unique per (VPC, attachment) on the node. Every ADD, DEL and
 //! GC of an attachment holds its lock (`<state_dir>/locks/attachment-<n>`, one of
 //! [`LOCK_BUCKETS`] files chosen by the host interface's name: a fixed set, so lock files never
 //! accumulate and are never removed while someone waits on one), so one VPC attachment is claimed
 //! by one container at a time and a losing ADD never touches what the holder created.
+//!
+//! A VPC's lock (`<state_dir>/locks/vpc-<n>`, one of [`LOCK_BUCKETS`] files chosen by the VPC id)
+//! serialises the VPC's convergence with the stage changes of its records. Lock order, everywhere:
+//! an attachment's lock, then its VPC's lock, then the node-wide routing lock
+//! (`galactic_core::net::domain::Domains::lock`); never the other way round.
 
-use crate::ident::ChainIds;
+use crate::ident::{ChainIds, VpcId};
+use crate::ip::Assignment;
 use crate::lockfile::{self, LockError, LockGuard};
 use crate::log;
 use crate::state::{self, StateError};
+use ipnetwork::IpNetwork;
 use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -62,6 +77,83 @@ pub struct Record {
     pub host_ifname: String,
     /// IPAM delegate, if any.
     pub ipam_type: Option<String>,
+    /// Where the attachment's life stands (absent: live).
+    #[serde(default, skip_serializing_if = "Stage::is_live")]
+    pub stage: Stage,
+    /// What its host side holds, once its ADD configured it (absent in records of releases
+    /// before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configured: Option<Configured>,
+}
+
+/// Where an attachment's life stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    /// Its ADD is running (or was killed): it may still roll back.
+    Adding,
+    /// Configured; the VPC's convergence keeps its host side as recorded.
+    #[default]
+    Live,
+    /// Its teardown started: nothing of it is restored any more.
+    Removing,
+}
+
+impl Stage {
+    /// Whether this is [`Stage::Live`].
+    pub fn is_live(&self) -> bool {
+        *self == Stage::Live
+    }
+}
+
+/// What a configured attachment's host side holds besides its interface: enough for the VPC's
+/// convergence to restore it without the runtime's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Configured {
+    /// The pod's addresses as the host routes them (pod routes, neighbours), with their
+    /// gateways (host gateway addresses).
+    pub addresses: Vec<Address>,
+    /// The prefix length of the IPv4 gateway address on the host interface.
+    pub v4_gateway_prefix: u8,
+    /// The container end's MAC, for the permanent neighbours (none for a tap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_mac: Option<String>,
+}
+
+/// One recorded address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Address {
+    /// The address with its prefix length.
+    pub address: IpNetwork,
+    /// Its gateway, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<IpAddr>,
+}
+
+impl From<&Assignment> for Address {
+    fn from(a: &Assignment) -> Self {
+        Self {
+            address: a.address,
+            gateway: a.gateway,
+        }
+    }
+}
+
+impl From<&Address> for Assignment {
+    fn from(a: &Address) -> Self {
+        Self {
+            address: a.address,
+            gateway: a.gateway,
+        }
+    }
+}
+
+impl Configured {
+    /// The recorded addresses as assignments.
+    pub fn assignments(&self) -> Vec<Assignment> {
+        self.addresses.iter().map(Assignment::from).collect()
+    }
 }
 
 impl Record {
@@ -99,15 +191,36 @@ impl Records {
 
     /// Takes the lock of the attachment whose host interface is `host_ifname`.
     pub fn lock(&self, host_ifname: &str) -> Result<LockGuard, LockError> {
-        // FNV-1a: stable across processes and releases (the bucket must be the same for every
-        // plugin process on the node).
-        let hash = host_ifname.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
         let path = self
             .locks
-            .join(format!("attachment-{:02}", hash % LOCK_BUCKETS));
+            .join(format!("attachment-{:02}", bucket(host_ifname)));
         lockfile::acquire(&path, LOCK_TIMEOUT)
+    }
+
+    /// Takes the lock of VPC `vpc` (after any attachment lock, before the routing lock). Its
+    /// bucket goes by the VPC's value, so every spelling of one VPC id takes the same file.
+    pub fn lock_vpc(&self, vpc: &VpcId) -> Result<LockGuard, LockError> {
+        let path = self.locks.join(format!("vpc-{:02}", bucket(&vpc.hex())));
+        lockfile::acquire(&path, LOCK_TIMEOUT)
+    }
+
+    /// Marks the attachment's record as being torn down, under its VPC's lock, so no
+    /// convergence of the VPC restores any of it from now on (a record already gone, or one
+    /// replaced by another container's, is left alone). Call with the attachment's lock held.
+    pub fn mark_removing(&self, record: &Record) -> Result<(), MarkError> {
+        let vpc = VpcId::parse(&record.vpc).map_err(|_| MarkError::Vpc(record.vpc.clone()))?;
+        let _vpc = self.lock_vpc(&vpc)?;
+        let Some(mut now) = self.get(&record.host_ifname)? else {
+            return Ok(());
+        };
+        if !now.is_for(&record.network, &record.container_id, &record.ifname) {
+            return Ok(());
+        }
+        if now.stage != Stage::Removing {
+            now.stage = Stage::Removing;
+            self.put(&now)?;
+        }
+        Ok(())
     }
 
     /// The record of a host interface.
@@ -158,6 +271,29 @@ impl Records {
             .into_iter()
             .find(|r| r.is_for(network, container_id, ifname)))
     }
+}
+
+/// FNV-1a of `name` over the lock buckets: stable across processes and releases (the bucket
+/// must be the same for every plugin process on the node).
+fn bucket(name: &str) -> u64 {
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    hash % LOCK_BUCKETS
+}
+
+/// Why [`Records::mark_removing`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MarkError {
+    /// The record's VPC id does not parse (a hand-edited record): there is no VPC to lock.
+    #[error("the record's VPC id {0} does not parse")]
+    Vpc(String),
+    /// The VPC's lock.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// The record.
+    #[error(transparent)]
+    State(#[from] StateError),
 }
 
 /// Why a chained plugin refuses to act: its stanza names another attachment than the one the
@@ -250,5 +386,53 @@ impl ChainPosition<'_> {
             });
         }
         Ok(record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn older() -> serde_json::Value {
+        json!({"network": "n", "containerId": "c", "ifname": "eth0", "netns": "/run/netns/p",
+               "kind": "veth", "vpc": "A", "attachment": "1", "hostIfname": "G00000000A001H",
+               "ipamType": "galactic-ipam"})
+    }
+
+    #[test]
+    fn a_record_of_an_older_release_is_live_without_addresses() {
+        let record: Record = serde_json::from_value(older()).unwrap();
+        assert_eq!((record.stage, &record.configured), (Stage::Live, &None));
+        // And a live record without addresses is written as older releases read it.
+        assert_eq!(serde_json::to_value(&record).unwrap(), older());
+    }
+
+    #[test]
+    fn stage_and_addresses_round_trip() {
+        let mut value = older();
+        value["stage"] = json!("removing");
+        value["configured"] = json!({"addresses": [{"address": "10.1.0.5/32", "gateway": "10.1.0.1"},
+            {"address": "fd00::5/128"}], "v4GatewayPrefix": 32, "guestMac": "02:00:00:00:00:05"});
+        let record: Record = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(record.stage, Stage::Removing);
+        let configured = record.configured.clone().unwrap();
+        assert_eq!(configured.assignments()[1].gateway, None);
+        assert_eq!(serde_json::to_value(&record).unwrap(), value);
+    }
+
+    #[test]
+    fn every_spelling_of_a_vpc_takes_the_same_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::new(dir.path());
+        let a = VpcId::parse("0A").unwrap();
+        let _held = records.lock_vpc(&a).unwrap();
+        assert_eq!(a.hex(), VpcId::parse("A").unwrap().hex());
+        let files: Vec<String> = std::fs::read_dir(dir.path().join("locks"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(files, vec![format!("vpc-{:02}", bucket(&a.hex()))]);
     }
 }

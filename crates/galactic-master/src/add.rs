@@ -17,7 +17,12 @@
 //! 4. [`Add::configure`]: the container end's addresses and routes, the VPC gateways in the
 //!    domain, the host gateway (gateway address, pod route in the VPC table, permanent
 //!    neighbour); [`Add::publish`]: the kind's own node state for other components (a tap's
-//!    Kata DAN file and router-advertisement record); then the result.
+//!    Kata DAN file and router-advertisement record); [`Add::complete`]: the record made live,
+//!    with what its host side holds; then the result.
+//!
+//! The record is written in stage `adding` (phase 2) and made `live` last: only then does the
+//! VPC's convergence (`converge.rs`), which joining the domain runs for the VPC's other
+//! attachments under the VPC's lock, restore this attachment's host side too.
 
 mod ipam;
 mod routing;
@@ -29,7 +34,7 @@ use crate::delegate::{self, Delegate};
 use crate::device::{Attached, Device, NewInterface};
 use crate::error::MasterError;
 use crate::gateway;
-use galactic_core::attachment::{Record, Records};
+use galactic_core::attachment::{Address, Configured, Record, Records, Stage};
 use galactic_core::cni::{CniResult, Interface, Request};
 use galactic_core::failpoint;
 use galactic_core::ip::Assignment;
@@ -177,6 +182,7 @@ impl<'a, D: Device> Add<'a, D> {
         let (assigned, domain) = self.addresses(early, choice, &built, rb)?;
         self.configure(&built, &domain, &assigned, rb)?;
         self.publish(record, &built, &assigned, rb)?;
+        self.complete(record, &built, &assigned)?;
         log::debug(
             "ADD: attachment configured",
             json!({"hostIfname": self.host_ifname, "table": domain.table}),
@@ -191,8 +197,12 @@ impl<'a, D: Device> Add<'a, D> {
         choice: Choice,
         rb: &mut Rollback<'a>,
     ) -> Result<Built, MasterError> {
+        let adding = Record {
+            stage: Stage::Adding,
+            ..record.clone()
+        };
         self.records
-            .put(record)
+            .put(&adding)
             .map_err(MasterError::node("write the attachment record"))?;
         rb.push("attachment record", move || {
             self.records.remove(&self.host_ifname)
@@ -326,8 +336,31 @@ impl<'a, D: Device> Add<'a, D> {
         Ok(())
     }
 
+    /// The record made live, with what the host side now holds (the VPC's convergence
+    /// restores it from there). Nothing fails after it: the rollback never has to undo a
+    /// record another ADD's convergence may already act on.
+    fn complete(
+        &self,
+        record: &Record,
+        built: &Built,
+        assigned: &[Assignment],
+    ) -> Result<(), MasterError> {
+        let live = Record {
+            stage: Stage::Live,
+            configured: Some(Configured {
+                addresses: assigned.iter().map(Address::from).collect(),
+                v4_gateway_prefix: D::V4_GATEWAY_PREFIX,
+                guest_mac: built.container.as_ref().and_then(|c| c.mac.clone()),
+            }),
+            ..record.clone()
+        };
+        self.records
+            .put(&live)
+            .map_err(MasterError::node("write the attachment record"))
+    }
+
     /// The VPC's routing domain, created, adopted or repaired, with the host interface in it
-    /// and up.
+    /// and up; then the VPC's other attachments converged on it.
     fn join_domain(
         &'a self,
         choice: Choice,
@@ -346,6 +379,7 @@ impl<'a, D: Device> Add<'a, D> {
             .set_up(host.index)
             .map_err(MasterError::node("set the host interface up"))?;
         failpoint::hit("after-attach")?;
+        self.converge_others(&domain);
         Ok(domain)
     }
 
@@ -375,6 +409,7 @@ impl<'a, D: Device> Add<'a, D> {
                     "ADD: removing a stale attachment whose namespace is gone",
                     json!({"hostIfname": self.host_ifname, "staleContainerID": stale.container_id}),
                 );
+                super::del::mark_removing(&self.records, &stale);
                 let failures = super::del::teardown_host::<D>(
                     &self.req.node,
                     &self.host,

@@ -1,6 +1,7 @@
 //! CHECK for both masters: the live state against `prevResult` and the attachment record, both
 //! families, and the kind's published state; then the IPAM delegate's CHECK. Every difference is
-//! named.
+//! named, and what its routing domain and host gateway lack says what restores it: the VPC's
+//! convergence, which the next ADD of the VPC on this node or CNI GC runs (`converge.rs`).
 
 use super::addressing;
 use super::conf::MasterConf;
@@ -138,6 +139,7 @@ fn host_side<D: Device>(
             .map_err(MasterError::node("check the routing domain"))?,
     );
     let assigned = addressing::from_result(prev);
+    let remedy = domain::restored_by(&conf.ids.vpc);
     problems.extend(
         gateway::differences(
             host,
@@ -146,7 +148,9 @@ fn host_side<D: Device>(
             d.table,
             &host_view::<D>(&assigned),
         )
-        .map_err(MasterError::node("check the host gateway"))?,
+        .map_err(MasterError::node("check the host gateway"))?
+        .into_iter()
+        .map(|p| format!("{p}; {remedy}")),
     );
     Ok(problems)
 }

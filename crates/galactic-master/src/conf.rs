@@ -3,7 +3,7 @@
 //! Parsed with serde: each field's type refuses a bad value with the message a person needs
 //! (which key, what is accepted); the checks across fields run first, in a fixed order.
 
-use galactic_core::attachment::{Kind, Record};
+use galactic_core::attachment::{Kind, Record, Stage};
 use galactic_core::cni::{CniError, Request};
 use galactic_core::ident::{ChainIds, IdentError};
 use galactic_core::plugins;
@@ -91,6 +91,8 @@ impl<O: DeserializeOwned> MasterConf<O> {
             attachment: self.ids.att.raw().to_owned(),
             host_ifname: self.host_ifname(),
             ipam_type: self.ipam_type.clone(),
+            stage: Stage::Live,
+            configured: None,
         })
     }
 

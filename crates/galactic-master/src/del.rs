@@ -46,9 +46,14 @@ pub fn del<D: Device>(req: &Request) -> Result<(), MasterError> {
             .filter(|now| now.is_for(&req.conf.name, &r.container_id, &r.ifname)),
         None => None,
     };
-    // 2. The teardown, with the IPAM release fed as early as it is safe (module comment).
+    // 2. The teardown, with the IPAM release fed as early as it is safe (module comment),
+    //    once the record is marked as being removed: no convergence of the VPC restores any
+    //    of it from then on (`converge.rs`).
     let (host_removed, release) = match &record {
-        Some(record) => tear_down::<D>(req, record, &mut failures),
+        Some(record) => {
+            mark_removing(&records, record);
+            tear_down::<D>(req, record, &mut failures)
+        }
         None => (true, None),
     };
     // 3. The release awaited; without a record it is started from the config alone.
@@ -70,6 +75,18 @@ pub fn del<D: Device>(req: &Request) -> Result<(), MasterError> {
             what: "DEL could not remove everything",
             failures,
         }),
+    }
+}
+
+/// Marks the record as being removed ([`Records::mark_removing`]). DEL goes on when it cannot
+/// (a full disk): it never fails on that, and only a convergence running at that very moment
+/// could then restore a rule behind it, which GC's orphan sweep removes.
+pub(crate) fn mark_removing(records: &Records, record: &Record) {
+    if let Err(e) = records.mark_removing(record) {
+        log::warn(
+            "could not mark the attachment record as being removed",
+            json!({"hostIfname": record.host_ifname, "err": e.to_string()}),
+        );
     }
 }
 
@@ -204,6 +221,9 @@ fn take_down(req: &Request, guest: Option<Netlink>, record: &Record) -> Vec<Mast
             Ok(host) => leave_host(host, &Domains::new(&req.node.state_dir), record),
             Err(_) => Vec::new(),
         };
+        // Only ever armed as `:pause`: holds the host interface in place after its rules are
+        // gone, so a test can race a convergence of the VPC against it.
+        let _ = failpoint::hit("del-after-leave");
         if let Some(removing) = guest_removed {
             // The thread only logs; a panic in it is a bug, and the host step below still runs.
             let _ = removing.join();

@@ -125,6 +125,14 @@ pub enum MasterError {
         /// What failed.
         failures: Vec<MasterError>,
     },
+    /// GC's convergence of a VPC could not restore everything (code 5); each failure named.
+    #[error("VPC {vpc}: could not restore {}", failed.join("; "))]
+    Converge {
+        /// The VPC as recorded.
+        vpc: String,
+        /// What could not be restored, each with why.
+        failed: Vec<String>,
+    },
     /// One named part of a teardown failed (GC: an attachment, the datapath rows, …).
     #[error("{part}: {source}")]
     Part {
@@ -231,6 +239,7 @@ impl ErrorCode for MasterError {
                 }
             }
             Self::Part { source, .. } => source.code(),
+            Self::Converge { .. } => Code::IO,
             Self::Datapath {
                 source: galactic_core::bpf::BpfError::Busy(_),
             } => Code::TRY_AGAIN_LATER,

@@ -5,11 +5,13 @@
 //! attachments that are gone, delegates GC to IPAM, then removes routing domains no attachment
 //! uses. Ownership comes from the attachment records, never from interface names; the one
 //! attachment without a record it removes is the upstream chain's of this network, once no listed
-//! attachment can be it ([`super::legacy::collect`]). Without a valid-attachments list GC removes
-//! nothing (`docs/decisions/0002`).
+//! attachment can be it ([`super::legacy::collect`]). Last, every VPC that still has attachments
+//! is converged (`converge.rs`): its domain repaired, its live attachments' host side restored.
+//! Without a valid-attachments list GC removes nothing (`docs/decisions/0002`).
 
 use super::conf::MasterConf;
-use super::del::teardown_host;
+use super::del::{mark_removing, teardown_host};
+use crate::converge;
 use crate::delegate::Delegate;
 use crate::device::Device;
 use crate::error::MasterError;
@@ -58,6 +60,9 @@ pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
     if let Err(e) = remove_unused_domains(&host, &domains, &records) {
         failures.push(MasterError::node("remove unused routing domains")(e));
     }
+    // 3. The VPCs that still have attachments, each converged: its domain as recorded, then
+    //    its live attachments on it (`converge.rs`).
+    failures.extend(converge_domains(req, &host, &domains, &records));
     for swept in [
         records.sweep_temporaries().map_err(NetError::from),
         domains.sweep_temporaries(),
@@ -106,6 +111,7 @@ fn remove_stale<D: Device>(
         if records.get(&record.host_ifname).ok().flatten().as_ref() != Some(&record) {
             continue;
         }
+        mark_removing(records, &record);
         let mut removed = teardown_host::<D>(&req.node, host, domains, &record);
         if removed.is_empty() {
             if let Err(e) = records.remove(&record.host_ifname) {
@@ -184,6 +190,40 @@ fn sweep_datapath(state_dir: &std::path::Path, records: &Records) -> Result<(), 
     galactic_core::bpf::sweep_attachments(state_dir, &live)
         .map(|_| ())
         .map_err(|source| MasterError::Datapath { source })
+}
+
+/// Converges every recorded domain whose VPC has attachment records; the failures, by VPC.
+fn converge_domains(
+    req: &Request,
+    host: &Netlink,
+    domains: &Domains,
+    records: &Records,
+) -> Vec<MasterError> {
+    let (all, recorded) = match (records.all(), domains.all()) {
+        (Ok(all), Ok(recorded)) => (all, recorded),
+        (Err(e), _) => return vec![MasterError::node("list attachment records")(e)],
+        (_, Err(e)) => return vec![MasterError::node("list routing domains")(e)],
+    };
+    let in_use: HashSet<String> = all
+        .iter()
+        .filter_map(|r| VpcId::parse(&r.vpc).ok().map(|v| v.hex()))
+        .collect();
+    let mut failures = Vec::new();
+    for d in recorded {
+        if !VpcId::parse(&d.vpc).is_ok_and(|v| in_use.contains(&v.hex())) {
+            continue;
+        }
+        let part = format!("VPC {}", d.vpc);
+        match converge::recorded_domain(host, &req.node.state_dir, domains, &d) {
+            Ok(out) if out.failed.is_empty() => {}
+            Ok(out) => failures.push(MasterError::Converge {
+                vpc: d.vpc.clone(),
+                failed: out.failed,
+            }),
+            Err(e) => failures.push(MasterError::node("converge the VPC")(e).part(part)),
+        }
+    }
+    failures
 }
 
 /// Removes every recorded domain whose VPC has no attachment record left.

@@ -12,6 +12,7 @@ mod add;
 mod addressing;
 mod check;
 pub mod conf;
+mod converge;
 mod del;
 pub mod delegate;
 pub mod device;

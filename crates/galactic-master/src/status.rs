@@ -5,7 +5,9 @@
 //!
 //! A successful STATUS prints nothing (CNI 1.1), so which routing domain backend is in force,
 //! and why, goes to the log: one `info` line, "STATUS: routing domain backend", with `backend`,
-//! `routingDomain`, `publisher` and `reason`. When none can be used (`auto` with the Kubernetes
+//! `routingDomain`, `publisher`, `reason` and `recorded` (the node's recorded domains by
+//! backend: they keep the backend they were created with), logged before the device kind's and
+//! the delegate's readiness are checked, so it is there whatever fails after it. When none can be used (`auto` with the Kubernetes
 //! publisher and no VRF, or `vrf` without VRF) STATUS fails with code 50 and the same message
 //! ADD would refuse with.
 
@@ -17,14 +19,16 @@ use crate::error::NotReady;
 use galactic_core::cni::{Command, Request};
 use galactic_core::config::{NodeConfig, Publisher, RoutingDomainMode};
 use galactic_core::log;
-use galactic_core::net::domain::Domains;
+use galactic_core::net::domain::{Backend, Domains};
 use serde_json::json;
 
 /// STATUS of the master of device kind `D`.
 pub fn status<D: Device>(req: &Request) -> Result<(), MasterError> {
     galactic_core::net::readiness(&req.node.state_dir).map_err(NotReady::Node)?;
-    D::ready()?;
+    // Before the device kind's and the delegate's readiness, so the backend in force is
+    // logged whatever fails after it.
     routing_domains(&req.node).map_err(NotReady::RoutingDomain)?;
+    D::ready()?;
     let conf = MasterConf::<D::Options>::parse(&req.conf.raw)?;
     let Some(plugin_type) = conf.ipam_type.as_deref() else {
         return Ok(());
@@ -36,11 +40,22 @@ pub fn status<D: Device>(req: &Request) -> Result<(), MasterError> {
 
 /// The backend new routing domains get, logged with why.
 fn routing_domains(node: &NodeConfig) -> Result<(), galactic_core::net::NetError> {
-    let choice = Domains::new(&node.state_dir).choose(node.routing_domain, node.publisher)?;
+    let domains = Domains::new(&node.state_dir);
+    let choice = domains.choose(node.routing_domain, node.publisher)?;
+    // The domains already recorded keep the backend they were created with (a node config
+    // changed since does not move them): counted by backend.
+    let (mut vrf, mut table) = (0, 0);
+    for d in domains.all()? {
+        match d.backend {
+            Backend::Vrf => vrf += 1,
+            Backend::Table => table += 1,
+        }
+    }
     log::info(
         "STATUS: routing domain backend",
         json!({"backend": choice.backend, "routingDomain": mode_name(node.routing_domain),
-               "publisher": publisher_name(node.publisher), "reason": choice.reason.to_string()}),
+               "publisher": publisher_name(node.publisher), "reason": choice.reason.to_string(),
+               "recorded": {"vrf": vrf, "table": table}}),
     );
     Ok(())
 }

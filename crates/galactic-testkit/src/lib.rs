@@ -101,6 +101,8 @@ impl TestNode {
             attachment: att.to_owned(),
             host_ifname: parsed.host_ifname(),
             ipam_type: None,
+            stage: Default::default(),
+            configured: None,
         };
         Records::new(&self.dir.path().join("state"))
             .put(&record)

@@ -269,19 +269,7 @@ fn prepare(
             conf.version.as_str()
         )));
     }
-    let strictness = match command {
-        // A teardown never stops on a config: node keys a stanza may not set are ignored.
-        Command::Del => Strictness::Ignore,
-        _ => Strictness::Refuse,
-    };
-    let node = match NodeConfig::resolve_with(&conf.raw, lookup, strictness) {
-        Ok(node) => node,
-        Err(e) if command == Command::Del => {
-            log::stderr_warn(name, &format!("DEL continues with defaults: {e}"));
-            NodeConfig::defaults()
-        }
-        Err(e) => return Err(CniError::invalid_config(e.to_string())),
-    };
+    let node = node_config(name, command, &conf, lookup)?;
     let logging = log::Settings {
         log_file: &node.log_file,
         log_level: node.log_level,
@@ -306,6 +294,29 @@ fn prepare(
         node,
         decode_error,
     })
+}
+
+/// The node config for this call ([`NodeConfig::resolve_with`]). DEL never stops on it: node
+/// keys a stanza may not set are ignored, and a config that does not resolve gives the defaults
+/// (with a warning on stderr: the log file is what the config names).
+fn node_config(
+    name: &'static str,
+    command: Command,
+    conf: &NetConf,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<NodeConfig, CniError> {
+    let strictness = match command {
+        Command::Del => Strictness::Ignore,
+        _ => Strictness::Refuse,
+    };
+    match NodeConfig::resolve_with(&conf.raw, lookup, strictness) {
+        Ok(node) => Ok(node),
+        Err(e) if command == Command::Del => {
+            log::stderr_warn(name, &format!("DEL continues with defaults: {e}"));
+            Ok(NodeConfig::defaults())
+        }
+        Err(e) => Err(CniError::invalid_config(e.to_string())),
+    }
 }
 
 /// The best-effort envelope DEL runs on when stdin does not decode.

@@ -3,3 +3,5 @@
 //! marker: docs/testing.md.
 
 mod prev_result_floats;
+#[cfg(feature = "bpf")]
+mod retable;

@@ -369,21 +369,28 @@ pub struct Measured {
     pub rss: (u64, u64),
 }
 
+impl Galactic {
+    /// galactic-ipam with a store and node config of its own under `dir`.
+    fn prepare(binary: &Path, dir: &Path) -> Prefilled<Self> {
+        fs::create_dir_all(dir)
+            .map_err(galactic_testkit::harness::io("create the store directory"))?;
+        super::write_node_config(
+            &dir.join("node.json"),
+            &json!({"log_file": dir.join("galactic.log"), "state_dir": dir,
+                    "ipam_data_dir": dir.join("ipam"), "ipam_legacy_dir": dir.join("legacy")}),
+        )?;
+        Ok(Self {
+            binary: binary.to_path_buf(),
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
 /// Runs the benchmark; `progress` hears of each finished step.
 pub fn run(paths: &Paths<'_>, opts: &Options, progress: &dyn Fn(&str)) -> Prefilled<Measured> {
     let tmp =
         tempfile::tempdir().map_err(galactic_testkit::harness::io("create a work directory"))?;
-    let ours = Galactic {
-        binary: paths.ours.to_path_buf(),
-        dir: tmp.path().join("galactic"),
-    };
-    fs::create_dir_all(&ours.dir)
-        .map_err(galactic_testkit::harness::io("create the store directory"))?;
-    super::write_node_config(
-        &ours.dir.join("node.json"),
-        &json!({"log_file": ours.dir.join("galactic.log"), "state_dir": ours.dir,
-                "ipam_data_dir": ours.dir.join("ipam"), "ipam_legacy_dir": ours.dir.join("legacy")}),
-    )?;
+    let ours = Galactic::prepare(paths.ours, &tmp.path().join("galactic"))?;
     let theirs = paths.host_local.map(|binary| HostLocal {
         binary: binary.to_path_buf(),
         dir: tmp.path().join("host-local"),
@@ -447,14 +454,28 @@ fn ratio(a: Summary, b: Option<Summary>) -> String {
 /// The Markdown tables.
 pub fn table(m: &Measured) -> String {
     let floor = m.floor;
-    let mut out = String::new();
-    out.push_str(&format!(
+    let mut out = format!(
         "Spawn floor (`/bin/true`, same harness): median {:.2} ms, p95 {:.2} ms ({} runs)\n\n",
         floor.median_ms(),
         floor.p95_ms(),
         floor.n
+    );
+    out.push_str(&level_rows(m));
+    out.push_str(&burst_rows(m));
+    let (rss, floor_rss) = m.rss;
+    out.push_str(&format!(
+        "\nPeak RSS of one galactic-ipam invocation (own VmHWM; max of ADD, CHECK, DEL at every level): \
+         {:.1} MiB (`/bin/true` measured the same way: {:.1} MiB)\n",
+        rss as f64 / 1024.0,
+        floor_rss as f64 / 1024.0
     ));
-    out.push_str("| live | op | galactic-ipam median / p95 ms | host-local median / p95 ms | ours/host-local | ours/floor | samples (ours, host-local) | ours peak RSS MiB |\n");
+    out
+}
+
+/// The table of one operation per row at every fill level.
+fn level_rows(m: &Measured) -> String {
+    let floor = m.floor;
+    let mut out = String::from("| live | op | galactic-ipam median / p95 ms | host-local median / p95 ms | ours/host-local | ours/floor | samples (ours, host-local) | ours peak RSS MiB |\n");
     out.push_str("|---:|---|---:|---:|---:|---:|---|---:|\n");
     for (level, mine, other) in &m.rows {
         let ops: [(&str, Summary, Option<Summary>); 4] = [
@@ -480,9 +501,15 @@ pub fn table(m: &Measured) -> String {
             ));
         }
     }
-    out.push_str(&format!(
+    out
+}
+
+/// The table of the concurrent bursts, with the floor's burst last.
+fn burst_rows(m: &Measured) -> String {
+    let floor = m.floor;
+    let mut out = format!(
         "\n{CONCURRENCY} concurrent ADD processes (all succeeded, all addresses distinct):\n\n"
-    ));
+    );
     out.push_str("| live | galactic-ipam median / p95 ms | ops/s | host-local median / p95 ms | ops/s | ours p95 / floor |\n");
     out.push_str("|---:|---:|---:|---:|---:|---:|\n");
     for (level, mine, other) in &m.bursts {
@@ -502,13 +529,6 @@ pub fn table(m: &Measured) -> String {
         fmt_ms(m.burst_floor.stats),
         m.burst_floor.ops_per_s,
         m.burst_floor.stats.p95_ms() / floor.median_ms(),
-    ));
-    let (rss, floor_rss) = m.rss;
-    out.push_str(&format!(
-        "\nPeak RSS of one galactic-ipam invocation (own VmHWM; max of ADD, CHECK, DEL at every level): \
-         {:.1} MiB (`/bin/true` measured the same way: {:.1} MiB)\n",
-        rss as f64 / 1024.0,
-        floor_rss as f64 / 1024.0
     ));
     out
 }

@@ -1,17 +1,19 @@
 //! Reliability campaigns over the full chain (veth master with delegated IPAM →
-//! galactic-route → galactic-bgp, local publisher), run as a runtime runs it: the crash
-//! campaign ([`crash`]: SIGKILLs and failpoints, invariants after every recovery) and the soak
-//! ([`soak`]: parallel runtimes, latency and failures by code).
+//! galactic-route → galactic-bgp), run as a runtime runs it: the crash campaign ([`crash`]:
+//! SIGKILLs and failpoints, invariants after every recovery, over either publisher) and the
+//! soak ([`soak`]: parallel runtimes, latency and failures by code, local publisher).
 //!
 //! Both run on a [`Lab`]: the test kit's throwaway [`Host`] (a host namespace, a test node with
-//! the local publisher and the `auto` routing domain, a bin dir with the chain's plugins), which
-//! the calling thread enters so that every plugin it (or a thread it spawns) starts is born in
-//! the host namespace. Pods are [`galactic_testkit::privileged::TestNetns`] namespaces. Debug builds are used: failpoints exist
-//! only there.
+//! the `auto` routing domain and the local publisher, or the `table` domain and the Kubernetes
+//! publisher against the test kit's loopback API server, a bin dir with the chain's plugins),
+//! which the calling thread enters so that every plugin it (or a thread it spawns) starts is
+//! born in the host namespace. Pods are [`galactic_testkit::privileged::TestNetns`] namespaces.
+//! Debug builds are used: failpoints exist only there.
 
 pub mod crash;
 pub mod soak;
 
+use galactic_testkit::apiserver::ApiServer;
 use galactic_testkit::harness::{io, json, require_root, Entered, Result};
 use galactic_testkit::host::Host;
 use galactic_testkit::runtime::{Attachment, Conflist, Runtime};
@@ -34,32 +36,148 @@ pub const NETWORK: &str = "reliability";
 /// The chain's `cniVersion` (1.1.0: GC is part of every campaign).
 pub const VERSION: &str = "1.1.0";
 
+/// Where galactic-bgp publishes: JSON files under `<state_dir>/bgp/`, or the test kit's HTTPS
+/// loopback API server (the Kubernetes client, TLS, retries and uid-guarded writes included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Publisher {
+    /// `publisher: local`.
+    Local,
+    /// `publisher: kubernetes`, against [`galactic_testkit::apiserver::ApiServer`].
+    Kubernetes,
+}
+
+impl Publisher {
+    /// The node config's word for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+/// The node name every lab publishes under (VRF instance `<vpc>-node-a`, advertisement
+/// `<vpc>-<att>-node-a`).
+pub const NODE_NAME: &str = "node-a";
+/// The namespace of the BGP documents.
+pub const NAMESPACE: &str = "galactic-system";
+/// The pods' namespace (`K8S_POD_NAMESPACE`): their EndpointSlices live there.
+pub const POD_NAMESPACE: &str = "pods";
+
 /// A throwaway node the calling thread has entered. Create and use it on one thread.
 pub struct Lab {
     // Declared first: the thread leaves the namespace before the host (and it) is deleted.
     _entered: Entered,
     /// The host namespace, node and bin dir.
     pub host: Host,
+    /// Where galactic-bgp publishes.
+    pub publisher: Publisher,
+    /// The API server of the Kubernetes publisher.
+    pub api: Option<ApiServer>,
 }
 
 impl Lab {
     /// A lab on the workspace's debug plugins next to the running test (built on first use).
     pub fn for_tests(tag: &str) -> Result<Self> {
+        Self::for_tests_publishing(tag, Publisher::Local)
+    }
+
+    /// [`Lab::for_tests`] with `publisher`.
+    pub fn for_tests_publishing(tag: &str, publisher: Publisher) -> Result<Self> {
         require_root()?;
-        Self::enter(Host::new(tag, node_extra(), &PLUGINS))
+        Self::enter(Host::new(tag, node_extra(publisher), &PLUGINS), publisher)
     }
 
     /// A lab on the plugins in `built` (e.g. xtask's `cargo build` output).
     pub fn with_plugins_from(tag: &str, built: &Path) -> Result<Self> {
-        require_root()?;
-        Self::enter(Host::with_plugins_from(tag, node_extra(), built, &PLUGINS)?)
+        Self::publishing_with_plugins_from(tag, built, Publisher::Local)
     }
 
-    fn enter(host: Host) -> Result<Self> {
+    /// [`Lab::with_plugins_from`] with `publisher`.
+    pub fn publishing_with_plugins_from(
+        tag: &str,
+        built: &Path,
+        publisher: Publisher,
+    ) -> Result<Self> {
+        require_root()?;
+        let host = Host::with_plugins_from(tag, node_extra(publisher), built, &PLUGINS)?;
+        Self::enter(host, publisher)
+    }
+
+    fn enter(host: Host, publisher: Publisher) -> Result<Self> {
+        let api = (publisher == Publisher::Kubernetes).then(|| seeded_apiserver(&host));
         Ok(Self {
             _entered: Entered::new(&host.netns)?,
             host,
+            publisher,
+            api,
         })
+    }
+
+    /// `CNI_ARGS` of container `cid`, as kubelet passes them: its pod is named after it, so
+    /// galactic-bgp publishes its EndpointSlice (with either publisher).
+    pub fn cni_args(&self, cid: &str) -> String {
+        format!("IgnoreUnknown=1;K8S_POD_NAMESPACE={POD_NAMESPACE};K8S_POD_NAME={cid}")
+    }
+
+    /// Registers pod `cid` with the API server (the Kubernetes publisher requires the Pod its
+    /// EndpointSlice is owned by); nothing to do locally.
+    pub fn create_pod(&self, cid: &str) {
+        if let Some(api) = &self.api {
+            api.fixture()
+                .insert(json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": cid, "namespace": POD_NAMESPACE}}));
+        }
+    }
+
+    /// Every published document of `plural` (`bgpvrfinstances`, `bgpadvertisements`,
+    /// `endpointslices`) in any namespace, by `namespace/name`, from wherever this lab's
+    /// publisher writes (with its file for the local publisher).
+    pub fn documents(&self, plural: &str) -> Vec<crash::invariant::Document> {
+        match &self.api {
+            Some(api) => api
+                .fixture()
+                .list(plural, None)
+                .into_iter()
+                .map(|doc| {
+                    let meta = &doc["metadata"];
+                    let ns = meta["namespace"].as_str().unwrap_or_default();
+                    let name = meta["name"].as_str().unwrap_or_default();
+                    (format!("{ns}/{name}"), doc.clone(), None)
+                })
+                .collect(),
+            None => {
+                let namespaces = std::fs::read_dir(self.state_dir().join("bgp"));
+                let namespaces = namespaces.into_iter().flatten().flatten();
+                namespaces
+                    .flat_map(|ns| {
+                        let docs = json_docs(&ns.path().join(plural));
+                        let ns = ns.file_name().to_string_lossy().into_owned();
+                        docs.into_iter().map(move |(path, doc)| {
+                            let file = path.file_name().unwrap_or_default().to_string_lossy();
+                            let name = file.trim_end_matches(".json").to_owned();
+                            (format!("{ns}/{name}"), doc, Some(path))
+                        })
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Deletes a published document, as the cluster's own GC (galactic-router's) reclaims what
+    /// a crash left with the Kubernetes publisher (`docs/kubernetes.md`, GC); `key` is
+    /// `namespace/name`.
+    pub fn reclaim_document(&self, plural: &str, key: &str) {
+        let (ns, name) = key.split_once('/').unwrap_or(("", key));
+        match &self.api {
+            Some(api) => {
+                api.fixture().remove(plural, Some(ns), name);
+            }
+            None => {
+                let path = self.state_dir().join("bgp").join(ns).join(plural);
+                let _ = std::fs::remove_file(path.join(format!("{name}.json")));
+            }
+        }
     }
 
     /// The IPAM store directory.
@@ -148,49 +266,6 @@ impl Lab {
         ))
     }
 
-    /// What the plugins' state says about containers that are not in `live`: master records,
-    /// route record entries and advertisement records (each names its container), one line per
-    /// item. Empty when every plugin's state lives exactly as long as its attachment.
-    pub fn state_of_others(&self, live: &BTreeSet<String>) -> Vec<String> {
-        let mut out = Vec::new();
-        let state = self.state_dir();
-        for (path, doc) in json_docs(&state.join("attachments")) {
-            let cid = doc["containerId"].as_str().unwrap_or_default();
-            if !live.contains(cid) {
-                out.push(format!("attachment record {path} of {cid}"));
-            }
-        }
-        for (path, doc) in json_docs(&state.join("routes")) {
-            for entry in doc["routes"].as_array().into_iter().flatten() {
-                let cid = entry["containerId"].as_str().unwrap_or_default();
-                if !live.contains(cid) {
-                    out.push(format!("route entry {} in {path} of {cid}", entry["dst"]));
-                }
-            }
-        }
-        let short: BTreeSet<String> = live.iter().map(|c| c.chars().take(41).collect()).collect();
-        let namespaces = std::fs::read_dir(state.join("bgp"))
-            .into_iter()
-            .flatten()
-            .flatten();
-        let ads = namespaces.flat_map(|ns| json_docs(&ns.path().join("bgpadvertisements")));
-        for (path, doc) in ads {
-            let annotations = doc["metadata"]["annotations"].as_object();
-            for key in annotations.into_iter().flat_map(|a| a.keys()) {
-                // Under either netns key (decision 0016).
-                let cid = key
-                    .strip_prefix("galactic.datum.net/netns.")
-                    .or_else(|| key.strip_prefix("galactic.datum.net/netns-path."));
-                if let Some(cid) = cid {
-                    if !short.contains(cid) {
-                        out.push(format!("advertisement {path} records {cid}"));
-                    }
-                }
-            }
-        }
-        out
-    }
-
     /// The host's interfaces but `lo`, by name.
     pub fn host_links(&self) -> BTreeSet<String> {
         let links = self.host.netns.ip_json(&["link", "show"]);
@@ -230,13 +305,43 @@ impl Lab {
     }
 }
 
-/// The node config of a lab (over the test node's defaults: local publisher, temporary state).
-fn node_extra() -> Value {
-    json!({"log_level": "info", "routing_domain": "auto"})
+/// The node config of a lab (over the test node's defaults: temporary state). With the
+/// Kubernetes publisher `auto` refuses a kernel without VRF, so that lab names the `table`
+/// backend (a tier that forces a backend still overrides `auto` only).
+fn node_extra(publisher: Publisher) -> Value {
+    let domain = match publisher {
+        Publisher::Local => "auto",
+        Publisher::Kubernetes => "table",
+    };
+    json!({"log_level": "info", "routing_domain": domain, "publisher": publisher.name(),
+           "node_name": NODE_NAME, "namespace": NAMESPACE})
 }
 
-/// The `*.json` documents of `dir` (none when it does not exist), by file name.
-fn json_docs(dir: &Path) -> Vec<(String, Value)> {
+/// The loopback API server in `host`'s namespace, the node's kubeconfig pointing at it, seeded
+/// with what a cluster has before the first pod: this node's BGPRouter (no SRv6 settings, as
+/// the local lab's: nothing is registered in an eBPF datapath) and the network's NAD, whose
+/// chain the masters verify.
+fn seeded_apiserver(host: &Host) -> ApiServer {
+    let server = host.start_apiserver();
+    let f = server.fixture();
+    f.insert(
+        json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPRouter",
+        "metadata": {"name": "router-a", "namespace": NAMESPACE},
+        "spec": {"targetRef": {"kind": "Node", "name": NODE_NAME}, "localASN": 65000,
+                 "routerID": "10.0.2.1", "addressFamilies": [{"afi": "l2vpn", "safi": "evpn"}]}}),
+    );
+    let types: Vec<Value> = CHAIN.iter().map(|p| json!({"type": p})).collect();
+    let config = json!({"cniVersion": VERSION, "name": NETWORK, "plugins": types});
+    f.insert(
+        json!({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+        "metadata": {"name": NETWORK, "namespace": POD_NAMESPACE},
+        "spec": {"config": config.to_string()}}),
+    );
+    server
+}
+
+/// The `*.json` documents of `dir` (none when it does not exist), by path.
+fn json_docs(dir: &Path) -> Vec<(PathBuf, Value)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -245,7 +350,7 @@ fn json_docs(dir: &Path) -> Vec<(String, Value)> {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
         .filter_map(|e| {
             let doc = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
-            Some((e.file_name().to_string_lossy().into_owned(), doc))
+            Some((e.path(), doc))
         })
         .collect()
 }

@@ -4,6 +4,7 @@
 
 use super::Add;
 use crate::addressing;
+use crate::converge;
 use crate::device::Device;
 use crate::error::MasterError;
 use galactic_core::ident::VpcId;
@@ -31,13 +32,13 @@ impl<'a, D: Device> Add<'a, D> {
         rb.push("routing domain", move || match self.made.take() {
             None | Some(Change::Unchanged | Change::Healed(_)) => Ok(()),
             Some(Change::Created) => release_if_unused(self, &self.conf.ids.vpc),
-            Some(Change::Adopted { opened }) => {
+            Some(Change::Adopted { opened, found }) => {
                 let _lock = self.domains.lock()?;
                 if others_use_vpc(self, &self.conf.ids.vpc)? {
                     return Ok(());
                 }
                 self.domains
-                    .undo_adoption(&self.host, &self.conf.ids.vpc, &opened)
+                    .undo_adoption(&self.host, &self.conf.ids.vpc, &opened, &found)
             }
         });
     }
@@ -75,15 +76,43 @@ impl<'a, D: Device> Add<'a, D> {
                 );
                 *self.made.borrow_mut() = Some(Change::Created);
             }
-            Change::Adopted { opened } => {
+            Change::Adopted { opened, found } => {
                 log::info(
                     "ADD: adopted the VPC's existing VRF with its table",
                     json!({"vpc": domain.vpc, "table": domain.table}),
                 );
-                *self.made.borrow_mut() = Some(Change::Adopted { opened });
+                *self.made.borrow_mut() = Some(Change::Adopted { opened, found });
             }
         }
         Ok(domain)
+    }
+
+    /// The VPC's other live attachments brought back on `domain` ([`converge`]), under the
+    /// VPC's lock (this ADD holds its attachment's lock: the order is the documented one). A
+    /// failure there is another attachment's and does not fail this ADD: it is logged, and the
+    /// next ADD of the VPC or CNI GC tries again.
+    pub(super) fn converge_others(&self, domain: &Domain) {
+        let vpc = &self.conf.ids.vpc;
+        let converged = self
+            .records
+            .lock_vpc(vpc)
+            .map_err(|e| NetError::Busy(e.to_string()))
+            .and_then(|_lock| {
+                converge::attachments(
+                    &self.host,
+                    &self.req.node.state_dir,
+                    domain,
+                    vpc,
+                    Some(&self.host_ifname),
+                    "ADD",
+                )
+            });
+        if let Err(e) = converged {
+            log::warn(
+                "ADD: could not converge the VPC's other attachments; the next ADD of the VPC or CNI GC retries",
+                json!({"vpc": domain.vpc, "err": e.to_string()}),
+            );
+        }
     }
 
     pub(super) fn add_gateways(

@@ -7,6 +7,7 @@ mod common;
 mod bad_input;
 mod chain;
 mod conflists;
+mod converge;
 mod docs;
 mod domains;
 mod firewall;

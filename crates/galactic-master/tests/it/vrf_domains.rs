@@ -1,10 +1,12 @@
 //! VRF routing domains that agree with the kernel: a VPC's VRF left by the upstream Go chain is
 //! adopted with its table, a VRF removed or recreated behind the record is reported by CHECK and
 //! brought back by the next ADD, a crash halfway through creating one leaves a record the retry
-//! completes, and a failed adoption leaves the device as it was found. Plus the IPv6 forwarding
+//! completes, and a failed adoption leaves the device as it was found (its sysctls and link state
+//! too). A VRF removed behind the record is recreated by the next ADD or by GC with every
+//! attachment of the VPC rejoined (`converge.rs` has the table-mode objects). Plus the IPv6 forwarding
 //! requirement of kernels before 6.17. These need Debian 12's 6.1 (VRF, no `force_forwarding`):
 //! they run in the production-kernel tier (`cargo xtask test-kernel`) and say SKIPPED elsewhere.
-//! The CHECK of Go-era attachments in a Go VRF is `upgrade.rs`'s scenario, run here with VRF.
+//! The CHECK of Go-era attachments in a Go VRF is `upgrade/takeover.rs`'s scenario, run here with VRF.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
@@ -304,22 +306,140 @@ fn a_vrf_removed_behind_the_record_is_reported_by_check_and_recreated_by_the_nex
                 .any(|x| x.as_str().unwrap_or("").starts_with("recreated VRF")))),
         "the repair is logged"
     );
-    // The first attachment lost its membership with the device: its CHECK says so, and adding
-    // it again brings it back.
-    let msg = rt
-        .check(&c1, &d1.attachment())
-        .unwrap_err()
-        .expect_error(100);
-    assert!(msg.contains("is not enslaved to VRF"), "{msg}");
-    assert!(!msg.contains("does not exist"), "{msg}");
-    rt.add(&c1, &d1.attachment()).unwrap();
-    rt.check(&c1, &d1.attachment()).unwrap();
+    // The same ADD converged the VPC's other attachments: the first one is enslaved again with
+    // its gateway addresses, pod routes and neighbours, so its master's CHECK passes and the
+    // pods reach each other without it being added again.
+    assert_eq!(link(&host, &hname("D", "1")).unwrap()["master"], vrf("D"));
+    let master = rt.plugin(&c1, 0, "CHECK", &d1.attachment(), Some(&r1));
+    assert!(master.success, "{}", master.stdout);
     for i in 0..2 {
         assert!(d1.ping(&ip_of(&r2, i)), "d1 → d2 {}", ip_of(&r2, i));
         assert!(d2.ping(&ip_of(&r1, i)), "d2 → d1 {}", ip_of(&r1, i));
     }
+    // Its termination routes are galactic-route's: its own next ADD restores them.
+    rt.add(&c1, &d1.attachment()).unwrap();
+    rt.check(&c1, &d1.attachment()).unwrap();
     rt.del(&c1, &d1.attachment()).unwrap();
     rt.del(&c2, &d2.attachment()).unwrap();
+}
+
+#[test]
+fn a_vrf_removed_behind_the_record_is_recreated_by_gc_with_every_attachment_rejoined() {
+    let test = galactic_testkit::test_name!();
+    let Some(host) = vrf_host(test, "vrgc", &["galactic-ipam"]) else {
+        return;
+    };
+    let rt = runtime(&host).binary(
+        "galactic-tap-cni",
+        galactic_testkit::plugin_binary("galactic-tap-cni"),
+    );
+    let (g1, g2, vm) = (Pod::new("vrgc1"), Pod::new("vrgc2"), Pod::new("vrgcv"));
+    let c1 = chain("G", "1", "fd7a:1::/64", "10.122.0.0/24", None);
+    let c2 = chain("G", "2", "fd7a:1::/64", "10.122.0.0/24", None);
+    let ct = Conflist::new(
+        "1.1.0",
+        "vms-g",
+        vec![
+            json!({"type": "galactic-tap-cni", "vpc": "G", "vpcattachment": "3",
+            "ipam": {"type": "galactic-ipam", "ipv6_subnet": "fd7a:2::/64", "ipv4_subnet": "10.122.1.0/24"}}),
+        ],
+    );
+    let r1 = rt.add(&c1, &g1.attachment()).unwrap();
+    let r2 = rt.add(&c2, &g2.attachment()).unwrap();
+    rt.add(&ct, &vm.attachment()).unwrap();
+
+    host.netns.ip(&["link", "del", &vrf("G")]);
+    let remedy = "the next ADD of VPC G on this node or CNI GC restores it";
+    for (c, pod) in [(&c1, &g1), (&c2, &g2), (&ct, &vm)] {
+        let msg = rt
+            .check(c, &pod.attachment())
+            .unwrap_err()
+            .expect_error(100);
+        for want in [
+            format!("VRF {} does not exist", vrf("G")),
+            format!("is not enslaved to VRF {}; {remedy}", vrf("G")),
+        ] {
+            assert!(msg.contains(&want), "{want:?}: {msg}");
+        }
+    }
+    rt.gc(&c1, &[&g1.attachment(), &g2.attachment()]).unwrap();
+    for att in ["1", "2", "3"] {
+        assert_eq!(link(&host, &hname("G", att)).unwrap()["master"], vrf("G"));
+    }
+    for (c, pod) in [(&c1, &g1), (&c2, &g2), (&ct, &vm)] {
+        rt.check(c, &pod.attachment()).unwrap();
+    }
+    for i in 0..2 {
+        assert!(g1.ping(&ip_of(&r2, i)), "g1 → g2 {}", ip_of(&r2, i));
+        assert!(g2.ping(&ip_of(&r1, i)), "g2 → g1 {}", ip_of(&r1, i));
+    }
+    rt.del(&ct, &vm.attachment()).unwrap();
+    rt.del(&c2, &g2.attachment()).unwrap();
+    rt.del(&c1, &g1.attachment()).unwrap();
+}
+
+/// The VRF's sysctls ADD sets when it readies a device, and its link flags.
+fn vrf_state(host: &Host, vpc: &str) -> (Vec<String>, Value) {
+    let name = vrf(vpc);
+    let sysctls = [
+        format!("net.ipv4.conf.{name}.rp_filter"),
+        format!("net.ipv4.conf.{name}.forwarding"),
+        format!("net.ipv6.conf.{name}.forwarding"),
+    ]
+    .iter()
+    .map(|k| {
+        let out = host.netns.exec(&["sysctl", "-n", k]);
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    })
+    .collect();
+    (sysctls, link(host, &name).unwrap()["flags"].clone())
+}
+
+#[test]
+fn a_failed_adoption_puts_the_vrfs_sysctls_and_link_state_back() {
+    let test = galactic_testkit::test_name!();
+    let Some(host) = vrf_host(test, "vafs", &["galactic-ipam"]) else {
+        return;
+    };
+    go_chain_vrf(&host, "S", "8");
+    // A device as an operator may leave it: down, rp_filter strict, forwarding off.
+    let name = vrf("S");
+    host.netns.ip(&["link", "set", &name, "down"]);
+    for key in [
+        format!("net.ipv4.conf.{name}.rp_filter=1"),
+        format!("net.ipv4.conf.{name}.forwarding=0"),
+        format!("net.ipv6.conf.{name}.forwarding=0"),
+    ] {
+        assert!(host.netns.exec(&["sysctl", "-qw", &key]).status.success());
+    }
+    let before = vrf_state(&host, "S");
+    assert_eq!(before.0, ["1", "0", "0"], "the device as set up");
+    let rt = runtime(&host);
+    let c = chain("S", "1", "fd7b:1::/64", "10.123.0.0/24", None);
+    // Inside the adoption (after `ready` set the sysctls), and in the ADD's rollback after it.
+    for failpoint in ["after-vrf-sysctls", "after-attach", "after-host-gateway"] {
+        let pod = Pod::new("vafs");
+        let err = rt
+            .clone()
+            .env("GALACTIC_FAILPOINTS", failpoint)
+            .add(&c, &pod.attachment())
+            .unwrap_err();
+        assert!(err.expect_error(999).contains(failpoint));
+        assert_eq!(
+            vrf_state(&host, "S"),
+            before,
+            "the VRF as found after {failpoint}"
+        );
+        assert!(domain(&host, "S").is_none(), "no record after {failpoint}");
+    }
+    let pod = Pod::new("vafsok");
+    rt.add(&c, &pod.attachment()).unwrap();
+    assert_eq!(
+        vrf_state(&host, "S").0,
+        ["0", "1", "1"],
+        "readied once adopted"
+    );
+    rt.del(&c, &pod.attachment()).unwrap();
 }
 
 #[test]
@@ -366,6 +486,13 @@ fn a_vrf_recreated_with_another_table_behind_the_record_is_adopted_by_the_next_a
             "{lookup}"
         );
     }
+    // The ADD of e2 moved e1's pod routes to the adopted table too.
+    rt.check(&c1, &e1.attachment()).unwrap();
+    let lookup = routed_in(&host, "E", &ip_of(&r1, 0));
+    assert!(
+        lookup.contains(&format!("dev {} table 77", hname("E", "1"))),
+        "{lookup}"
+    );
     rt.add(&c1, &e1.attachment()).unwrap();
     rt.check(&c1, &e1.attachment()).unwrap();
     rt.check(&c2, &e2.attachment()).unwrap();

@@ -28,6 +28,9 @@
 //! `tenant_gw_table` per interface, `vpc_attribution_table` per VRF) go by the same attachment
 //! records and are skipped while those maps are not pinned (`newest.rs`).
 //!
+//! When the VPC's VRF is re-bound to another table behind the domain record, the VPC's
+//! convergence moves each registration's rows to the new table ([`retable_attachment`]).
+//!
 //! The egress rows serve every attachment of the VPC on the node: they go when the last
 //! attachment record of their table goes, or when an ADD of the VPC no longer writes them (it
 //! opted out, a prefix left the node config), each only while it still holds what was written or
@@ -37,6 +40,7 @@ mod kind;
 mod newest;
 mod records;
 mod removal;
+mod retable;
 mod verify;
 
 pub use newest::attachment_identity;
@@ -45,6 +49,7 @@ pub use records::{
     AttachmentRecord, Nat66Record, Nat66Row, DEFAULT_ROUTE,
 };
 pub use removal::{exact_egress, sweep_attachments, unregister_attachment, unregister_or_defer};
+pub use retable::retable_attachment;
 pub use verify::{verify, Egress, Expected};
 
 use records::*;

@@ -3,7 +3,7 @@
 //! | record | kernel (`vrf`: the device `G{vpc}V`) | what [`Domains::ensure`] does | [`Change`] |
 //! |---|---|---|---|
 //! | none | no device | allocates a free table, records it, creates the objects | `Created` |
-//! | none | a VRF bound to table N (the Go chain's) | records N, readies the device (closing routes, sysctls, up) | `Adopted` |
+//! | none | a VRF bound to table N (the Go chain's) | records N, readies the device (closing routes, sysctls, up; what it found is kept for the undo) | `Adopted` |
 //! | held | as recorded | restores what was removed behind the record (closing routes, the local rule, table mode's gateway routes and rules), usually nothing | `Unchanged` / `Healed` |
 //! | held | no device | recreates it bound to the recorded table | `Healed` |
 //! | held | a VRF bound to another table M | re-records M (the device is what galactic-router uses) and flushes the old table if nothing is bound to it | `Healed` |
@@ -38,6 +38,8 @@ pub enum Change {
     Adopted {
         /// Families whose table had no default route (this call added `unreachable default`).
         opened: Vec<Family>,
+        /// The device's sysctls and link state as found, before this call readied it.
+        found: vrf::Found,
     },
 }
 
@@ -106,12 +108,13 @@ impl Domains {
             gateways: BTreeSet::new(),
         };
         let opened = table::open_families(nl, table)?;
+        let found = vrf::observe(nl, vpc)?;
         self.save(vpc, &domain)?;
         let readied = failpoint::hit("after-domain-record")
             .map_err(NetError::from)
             .and_then(|()| vrf::ready(nl, vpc, table));
         if let Err(e) = readied {
-            if let Err(undo) = self.undo_adoption(nl, vpc, &opened) {
+            if let Err(undo) = self.undo_adoption(nl, vpc, &opened, &found) {
                 log::warn(
                     "routing domain: could not undo a failed adoption",
                     json!({"vpc": domain.vpc, "table": table, "err": undo.to_string()}),
@@ -121,23 +124,26 @@ impl Domains {
         }
         Ok(Ensured {
             domain,
-            change: Change::Adopted { opened },
+            change: Change::Adopted { opened, found },
         })
     }
 
-    /// Forgets an adopted domain and removes the closing routes the adoption added: the device
-    /// and its table are left as they were found.
+    /// Forgets an adopted domain, removes the closing routes the adoption added and puts the
+    /// device's sysctls and link state back as `found`: the device and its table are left as
+    /// they were found (the `local` rule, node-wide, stays after the l3mdev rule).
     pub fn undo_adoption(
         &self,
         nl: &Netlink,
         vpc: &VpcId,
         opened: &[Family],
+        found: &vrf::Found,
     ) -> Result<(), NetError> {
         if let Some(domain) = self.get(vpc)? {
             for family in opened {
                 table::reopen(nl, domain.table, *family)?;
             }
         }
+        vrf::restore(nl, vpc, found)?;
         self.forget(vpc)
     }
 

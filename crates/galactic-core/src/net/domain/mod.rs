@@ -16,9 +16,10 @@
 //! ```
 //! A table id is only ever taken from ids no route, rule or VRF on the node uses, or adopted with
 //! the VPC's existing VRF device; only a table recorded here is ever flushed. The record is
-//! written before the kernel objects, and every ADD brings the objects back into agreement with
-//! it ([`Domains::ensure`], in [`converge`]), so a crash, a reboot or a device removed behind the
-//! record is repaired by the next ADD of the VPC.
+//! written before the kernel objects, and every ADD and every GC brings the objects back into
+//! agreement with it ([`Domains::ensure`], in [`converge`]), so a crash, a reboot or a device
+//! removed behind the record is repaired by the next ADD of the VPC or the next CNI GC; the
+//! VPC's attachments are then brought back into the domain by galactic-master's convergence.
 
 pub mod backend;
 mod converge;
@@ -27,7 +28,7 @@ mod vrf;
 
 pub use backend::{Choice, Reason, Refusal};
 pub use converge::{Change, Ensured};
-pub use vrf::Removal;
+pub use vrf::{Found, Removal};
 
 use super::netlink::{Link, Netlink};
 use super::NetError;
@@ -284,7 +285,13 @@ pub fn check(
     let mut found = problems(nl, domain, vpc)?;
     found.extend(match domain.backend {
         Backend::Vrf => vrf::membership(nl, vpc, host)?,
-        Backend::Table => table::membership(nl, domain.table, host)?,
+        Backend::Table => table::membership(nl, domain.table, vpc, host)?,
     });
     Ok(found)
+}
+
+/// What restores an attachment's host side removed behind its record: the VPC's convergence,
+/// which every ADD of the VPC and every CNI GC run (galactic-master's `converge.rs`).
+pub fn restored_by(vpc: &VpcId) -> String {
+    format!("the next ADD of VPC {vpc} on this node or CNI GC restores it")
 }

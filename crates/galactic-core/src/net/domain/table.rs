@@ -238,6 +238,26 @@ pub fn attach(nl: &Netlink, table: u32, ifname: &str) -> Result<(), NetError> {
     Ok(())
 }
 
+/// The families whose `iif <ifname> lookup <table>` rule is not among `rules` (a dump of both
+/// families' rules).
+pub fn missing_attach_rules(rules: &[RuleSpec], table: u32, ifname: &str) -> Vec<Family> {
+    Family::ALL
+        .into_iter()
+        .filter(|f| !rules.contains(&attach_rule(*f, table, ifname)))
+        .collect()
+}
+
+/// Adds the host interface's rule of one family (the repair of one [`missing_attach_rules`]
+/// names).
+pub fn attach_family(
+    nl: &Netlink,
+    table: u32,
+    ifname: &str,
+    family: Family,
+) -> Result<(), NetError> {
+    nl.add_rule(&attach_rule(family, table, ifname))
+}
+
 /// Removes the host interface's rules.
 pub fn detach(nl: &Netlink, table: u32, ifname: &str) -> Result<(), NetError> {
     for family in Family::ALL {
@@ -249,7 +269,7 @@ pub fn detach(nl: &Netlink, table: u32, ifname: &str) -> Result<(), NetError> {
 /// How the VPC's table and rules differ from the record; each message says what restores it.
 pub fn problems(nl: &Netlink, domain: &Domain, vpc: &VpcId) -> Result<Vec<String>, NetError> {
     let mut problems = Vec::new();
-    let restores = format!("the next ADD of VPC {vpc} on this node restores it");
+    let restores = format!("the next ADD of VPC {vpc} on this node restores it, or CNI GC");
     for family in Family::ALL {
         // Listed once for both checks: the table's size is the VPC's routes.
         let rules = nl.rules(family)?;
@@ -283,7 +303,12 @@ pub fn problems(nl: &Netlink, domain: &Domain, vpc: &VpcId) -> Result<Vec<String
 }
 
 /// Whether the host interface's rules steer it into the table.
-pub fn membership(nl: &Netlink, table: u32, host: &Link) -> Result<Vec<String>, NetError> {
+pub fn membership(
+    nl: &Netlink,
+    table: u32,
+    vpc: &VpcId,
+    host: &Link,
+) -> Result<Vec<String>, NetError> {
     let mut problems = Vec::new();
     for family in Family::ALL {
         if !nl
@@ -291,10 +316,10 @@ pub fn membership(nl: &Netlink, table: u32, host: &Link) -> Result<Vec<String>, 
             .contains(&attach_rule(family, table, &host.name))
         {
             problems.push(format!(
-                "{} rule 'iif {} lookup {table}' is missing: add the attachment again (ADD, or DEL \
-                 then ADD) to restore it",
+                "{} rule 'iif {} lookup {table}' is missing; {}",
                 family.label(),
                 host.name,
+                super::restored_by(vpc),
             ));
         }
     }

@@ -76,6 +76,61 @@ pub fn create(nl: &Netlink, vpc: &VpcId, table: u32) -> Result<(), NetError> {
     ready(nl, vpc, table).map(|_| ())
 }
 
+/// What [`ready`] may change on a device it did not create, as found before it ran: its
+/// sysctls and its link state. An adoption that fails (or whose ADD rolls back) puts them back
+/// ([`restore`]), so the device is left as it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// `(family, key, value)` of each sysctl [`ready`] sets.
+    sysctls: Vec<(Family, &'static str, String)>,
+    /// Whether the device was up.
+    up: bool,
+}
+
+/// The sysctls [`ready`] sets on the device, and the value it sets.
+const READY_SYSCTLS: [(Family, &str, &str); 3] = [
+    (Family::V4, "rp_filter", "0"),
+    (Family::V4, "forwarding", "1"),
+    (Family::V6, "forwarding", "1"),
+];
+
+/// The VPC's device's state as [`ready`] would change it.
+pub fn observe(nl: &Netlink, vpc: &VpcId) -> Result<Found, NetError> {
+    let name = vrf_name(vpc);
+    let mut sysctls = Vec::new();
+    for (family, key, _) in READY_SYSCTLS {
+        sysctls.push((family, key, sysctl::get_interface(family, &name, key)?));
+    }
+    Ok(Found {
+        sysctls,
+        up: nl.require_link(&name)?.up,
+    })
+}
+
+/// Puts back what [`observe`] found, where it differs now (a device gone meanwhile has
+/// nothing to put back). Every step runs; the first failure is returned.
+pub fn restore(nl: &Netlink, vpc: &VpcId, found: &Found) -> Result<(), NetError> {
+    let name = vrf_name(vpc);
+    let Some(link) = nl.link(&name)? else {
+        return Ok(());
+    };
+    let mut first = None;
+    for (family, key, value) in &found.sysctls {
+        let now = sysctl::get_interface(*family, &name, key);
+        if now.as_deref().ok() != Some(value.as_str()) {
+            if let Err(e) = sysctl::set_interface(*family, &name, key, value) {
+                first.get_or_insert(e);
+            }
+        }
+    }
+    if link.up && !found.up {
+        if let Err(e) = nl.set_down(link.index) {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
 /// Readies the VPC's VRF bound to `table`, idempotently: the `local` rule after the l3mdev rule,
 /// the table closed, rp_filter off and forwarding on, the device up. Returns what was missing.
 pub fn ready(nl: &Netlink, vpc: &VpcId, table: u32) -> Result<Vec<String>, NetError> {
@@ -90,9 +145,10 @@ pub fn ready(nl: &Netlink, vpc: &VpcId, table: u32) -> Result<Vec<String>, NetEr
             family.label()
         ));
     }
-    sysctl::set_interface(Family::V4, &name, "rp_filter", "0")?;
-    sysctl::set_interface(Family::V4, &name, "forwarding", "1")?;
-    sysctl::set_interface(Family::V6, &name, "forwarding", "1")?;
+    for (family, key, value) in READY_SYSCTLS {
+        sysctl::set_interface(family, &name, key, value)?;
+    }
+    failpoint::hit("after-vrf-sysctls")?;
     let link = nl.require_link(&name)?;
     if !link.up {
         nl.set_up(link.index)?;
@@ -114,8 +170,7 @@ pub fn attach(nl: &Netlink, vpc: &VpcId, host: &Link) -> Result<(), NetError> {
 /// what isolates the VPC; each message says what restores it.
 pub fn problems(nl: &Netlink, vpc: &VpcId, table: u32) -> Result<Vec<String>, NetError> {
     let name = vrf_name(vpc);
-    let rejoin =
-        "and each attachment of the VPC must be added again (ADD, or DEL then ADD) to rejoin it";
+    let rejoin = "with the VPC's attachments rejoined (CNI GC does the same)";
     let mut problems = match nl.link(&name)? {
         None => vec![format!(
             "VRF {name} does not exist, though this node's record holds it for VPC {vpc} with table \
@@ -149,9 +204,9 @@ pub fn membership(nl: &Netlink, vpc: &VpcId, host: &Link) -> Result<Vec<String>,
         return Ok(Vec::new());
     }
     Ok(vec![format!(
-        "{} is not enslaved to VRF {name}: add the attachment again (ADD, or DEL then ADD) to \
-         rejoin it",
-        host.name
+        "{} is not enslaved to VRF {name}; {}",
+        host.name,
+        super::restored_by(vpc)
     )])
 }
 

@@ -42,6 +42,20 @@ impl Netlink {
             .collect())
     }
 
+    /// Every address of every link, as (link index, address): one dump for a node-wide
+    /// comparison.
+    pub fn all_addresses(&self) -> Result<Vec<(u32, IpNetwork)>, NetError> {
+        let request = self.handle.address().get().execute();
+        let msgs: Vec<AddressMessage> = self
+            .runtime
+            .block_on(request.try_collect())
+            .map_err(nl("list addresses".to_owned()))?;
+        Ok(counted(msgs)
+            .iter()
+            .filter_map(|m| address_from(m).map(|a| (m.header.index, a)))
+            .collect())
+    }
+
     /// Global-scope addresses on a link, in the kernel's order.
     pub fn global_addresses(&self, index: u32) -> Result<Vec<IpNetwork>, NetError> {
         Ok(self

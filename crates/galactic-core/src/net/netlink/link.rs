@@ -109,6 +109,15 @@ impl Netlink {
             .map_err(nl(format!("set link {index} up")))
     }
 
+    /// Sets a link administratively down (the undo of [`Netlink::set_up`] on a device that was
+    /// found down).
+    pub fn set_down(&self, index: u32) -> Result<(), NetError> {
+        let msg = LinkUnspec::new_with_index(index).down().build();
+        self.runtime
+            .block_on(self.handle.link().set(msg).execute())
+            .map_err(nl(format!("set link {index} down")))
+    }
+
     /// Sets a link's MTU.
     pub fn set_mtu(&self, index: u32, mtu: u32) -> Result<(), NetError> {
         let msg = LinkUnspec::new_with_index(index).mtu(mtu).build();

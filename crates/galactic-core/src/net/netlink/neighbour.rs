@@ -82,6 +82,25 @@ impl Netlink {
             .collect())
     }
 
+    /// Every permanent neighbour entry of every link, as (link index, address, MAC): one dump
+    /// for a node-wide comparison.
+    pub fn all_permanent_neighbours(&self) -> Result<Vec<(u32, IpAddr, String)>, NetError> {
+        let request = self.handle.neighbours().get().execute();
+        let msgs: Vec<NeighbourMessage> = self
+            .runtime
+            .block_on(request.try_collect())
+            .map_err(nl("list neighbours"))?;
+        Ok(counted(msgs)
+            .iter()
+            .filter_map(|m| neighbour_from(m).map(|n| (m.header.ifindex, n)))
+            .filter(|(_, n)| n.state == NeighState::Permanent)
+            .filter_map(|(index, n)| match n.lladdr.as_deref() {
+                Some(bytes) if bytes.len() == 6 => Some((index, n.ip, format_mac(bytes))),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// Every IPv4 and IPv6 neighbour entry on a link, in the kernel's order.
     pub fn neighbours(&self, index: u32) -> Result<Vec<Neighbour>, NetError> {
         let request = self.handle.neighbours().get().execute();

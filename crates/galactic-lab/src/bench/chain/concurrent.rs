@@ -75,22 +75,7 @@ pub(super) fn measure(
         let pods: Vec<TestNetns> = (0..concurrency)
             .map(|_| TestNetns::new("gbench-burst"))
             .collect();
-        let calls: Vec<Call<'_>> = pods
-            .iter()
-            .enumerate()
-            .map(|(i, pod)| Call {
-                cid: format!("burst{round:03}{i:04}"),
-                netns: pod.path().display().to_string(),
-                cni_path,
-                node,
-                probe: Path::new(""),
-                patch: Some(serde_json::json!({
-                    "vpcattachment": format!("c{i}"),
-                    "terminations": [{"network": format!("fd91:{i:x}::/64")},
-                                     {"network": format!("10.91.{}.0/24", i % 256)}],
-                })),
-            })
-            .collect();
+        let calls = burst_calls(&pods, round, node, cni_path);
         let added = all_at_once(&calls, |call| {
             run_chain(chain, call, Verb::Add, None, Probe::Timed).map(|p| (p.total, p.result))
         });
@@ -121,6 +106,30 @@ pub(super) fn measure(
         }
     }
     Ok(figures)
+}
+
+/// One call per pod of a burst: each its own VPC attachment and terminations.
+fn burst_calls<'a>(
+    pods: &[TestNetns],
+    round: usize,
+    node: &'a TestNode,
+    cni_path: &'a Path,
+) -> Vec<Call<'a>> {
+    pods.iter()
+        .enumerate()
+        .map(|(i, pod)| Call {
+            cid: format!("burst{round:03}{i:04}"),
+            netns: pod.path().display().to_string(),
+            cni_path,
+            node,
+            probe: Path::new(""),
+            patch: Some(serde_json::json!({
+                "vpcattachment": format!("c{i}"),
+                "terminations": [{"network": format!("fd91:{i:x}::/64")},
+                                 {"network": format!("10.91.{}.0/24", i % 256)}],
+            })),
+        })
+        .collect()
 }
 
 /// Runs `work` for every item on threads of their own, released together; each outcome with

@@ -261,34 +261,16 @@ fn run_chain(
     };
     for i in order {
         let name = chain.list.plugin_type(i).to_owned();
-        let binary = chain.bins.join(&name);
-        // Debian's reference plugins speak up to 1.0.0; both chains use it so they do the same
-        // work.
-        let att = Attachment::new(&call.cid, &call.netns, "eth0");
-        let mut conf = chain.list.plugin_conf(i, prev.as_ref(), &att);
-        for (key, value) in call.patch.iter().filter_map(Value::as_object).flatten() {
-            if let Some(field) = conf.get_mut(key) {
-                *field = value.clone();
-            }
-        }
-        let stdin = conf.to_string();
-        let run: Finished = match probe {
-            Probe::Timed => {
-                process::start(process::command(&binary, &env), stdin.as_bytes())?.wait()?
-            }
-            Probe::Rss => {
-                let Probed {
-                    finished,
-                    started_rss_kib,
-                } = process::run_probed(call.probe, &binary, &env, stdin.as_bytes())?;
-                pass.rss.push(Peak {
-                    plugin: name.clone(),
-                    kib: finished.max_rss_kib,
-                    started: started_rss_kib,
-                });
-                finished
-            }
-        };
+        let stdin = stage_conf(chain, call, i, prev.as_ref());
+        let run = run_stage(
+            probe,
+            call,
+            &chain.bins.join(&name),
+            &env,
+            &stdin,
+            &name,
+            &mut pass,
+        )?;
         if !run.status.success() {
             return Err(Error::Plugin {
                 plugin: name,
@@ -306,6 +288,49 @@ fn run_chain(
     }
     pass.result = prev.unwrap_or(Value::Null);
     Ok(pass)
+}
+
+/// Plugin `i`'s stdin: its entry of the chain with `prev` as prevResult and the call's patch.
+fn stage_conf(chain: &Chain, call: &Call<'_>, i: usize, prev: Option<&Value>) -> String {
+    // Debian's reference plugins speak up to 1.0.0; both chains use it so they do the same
+    // work.
+    let att = Attachment::new(&call.cid, &call.netns, "eth0");
+    let mut conf = chain.list.plugin_conf(i, prev, &att);
+    for (key, value) in call.patch.iter().filter_map(Value::as_object).flatten() {
+        if let Some(field) = conf.get_mut(key) {
+            *field = value.clone();
+        }
+    }
+    conf.to_string()
+}
+
+/// Runs one plugin of the chain, timed or under the RSS probe (whose peak goes into `pass`).
+fn run_stage(
+    probe: Probe,
+    call: &Call<'_>,
+    binary: &Path,
+    env: &[(&str, String)],
+    stdin: &str,
+    name: &str,
+    pass: &mut Pass,
+) -> Result<Finished> {
+    match probe {
+        Probe::Timed => {
+            Ok(process::start(process::command(binary, env), stdin.as_bytes())?.wait()?)
+        }
+        Probe::Rss => {
+            let Probed {
+                finished,
+                started_rss_kib,
+            } = process::run_probed(call.probe, binary, env, stdin.as_bytes())?;
+            pass.rss.push(Peak {
+                plugin: name.to_owned(),
+                kib: finished.max_rss_kib,
+                started: started_rss_kib,
+            });
+            Ok(finished)
+        }
+    }
 }
 
 impl Chain {

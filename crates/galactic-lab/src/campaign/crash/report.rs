@@ -1,5 +1,6 @@
 //! What a crash campaign counted, and its replayable random source.
 
+use super::invariant::{Kind, Leftovers};
 use galactic_testkit::harness::{Error, Result};
 use std::fmt;
 use std::time::Duration;
@@ -7,10 +8,16 @@ use std::time::Duration;
 /// What a campaign counted.
 #[derive(Debug, Default)]
 pub struct Report {
+    /// Where galactic-bgp published (`local` or `kubernetes`).
+    pub publisher: &'static str,
     /// The random seed (replay with `--seed`).
     pub seed: u64,
     /// Steps run.
     pub steps: usize,
+    /// Of which parallel teardowns (several pods DELed at once, each chain in reverse).
+    pub parallel_teardowns: usize,
+    /// Pods those teardowns DELed.
+    pub parallel_dels: usize,
     /// Processes that died of SIGKILL (random or at a failpoint).
     pub kills: usize,
     /// Of which at a named failpoint.
@@ -19,14 +26,12 @@ pub struct Report {
     pub missed: usize,
     /// ADDs failed on purpose at a failpoint (rollback path).
     pub failpoint_errors: usize,
-    /// Recoveries after a fault (DEL or GC) that left the invariants intact.
+    /// Recoveries after a fault (DEL or GC).
     pub recoveries: usize,
     /// Of which by GC.
     pub gc_recoveries: usize,
-    /// Things left without an owner.
-    pub leaks: Vec<String>,
-    /// Addresses held twice.
-    pub duplicates: Vec<String>,
+    /// What outlived its attachment, by kind.
+    pub leftovers: Leftovers,
     /// Other invariant violations (a CHECK or clean DEL that failed, a store problem).
     pub violations: Vec<String>,
     /// Wall time.
@@ -37,14 +42,17 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "crash campaign: {} steps in {:.1} s (seed {:#x})",
+            "crash campaign, {} publisher: {} steps in {:.1} s (seed {:#x}); {} parallel teardowns of {} pods",
+            self.publisher,
             self.steps,
             self.elapsed.as_secs_f64(),
-            self.seed
+            self.seed,
+            self.parallel_teardowns,
+            self.parallel_dels
         )?;
         writeln!(
             f,
-            "  kills: {} ({} at named failpoints, {} random; {} attempts missed a finished process)",
+            "  kills: {} ({} at named failpoints, {} random; {} attempts found the process already finished)",
             self.kills,
             self.failpoint_kills,
             self.kills - self.failpoint_kills,
@@ -62,15 +70,21 @@ impl fmt::Display for Report {
             self.recoveries - self.gc_recoveries,
             self.gc_recoveries
         )?;
-        writeln!(f, "  leaks found: {}", self.leaks.len())?;
-        writeln!(f, "  duplicates found: {}", self.duplicates.len())?;
+        writeln!(
+            f,
+            "  leftovers by kind (target 0 each): {}",
+            self.leftovers.total()
+        )?;
+        for kind in Kind::ALL {
+            writeln!(f, "    {:<52} {}", kind.label(), self.leftovers.count(kind))?;
+        }
         write!(f, "  other violations: {}", self.violations.len())?;
-        for line in self
-            .leaks
-            .iter()
-            .chain(&self.duplicates)
-            .chain(&self.violations)
-        {
+        for kind in Kind::ALL {
+            for item in self.leftovers.items(kind) {
+                write!(f, "\n    {}: {item}", kind.label())?;
+            }
+        }
+        for line in &self.violations {
             write!(f, "\n    {line}")?;
         }
         Ok(())
@@ -80,11 +94,11 @@ impl fmt::Display for Report {
 impl Report {
     /// Fails when any invariant failed.
     pub fn verdict(&self) -> Result<()> {
-        if !self.leaks.is_empty() || !self.duplicates.is_empty() || !self.violations.is_empty() {
+        if self.leftovers.total() > 0 || !self.violations.is_empty() {
             return Err(Error::Invariants(format!(
-                "{} leaks, {} duplicates, {} violations (seed {:#x})",
-                self.leaks.len(),
-                self.duplicates.len(),
+                "{} publisher: {} leftovers, {} violations (seed {:#x})",
+                self.publisher,
+                self.leftovers.total(),
                 self.violations.len(),
                 self.seed
             )));

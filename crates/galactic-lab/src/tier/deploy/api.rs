@@ -7,11 +7,13 @@
 //! token, which the tier makes the service account's.
 
 use crate::tier::{Context, Result};
+use galactic_testkit::apiserver::FaultAction;
 use galactic_testkit::apiserver::{ApiServer, Fixture};
 use galactic_testkit::harness::Entered;
 use galactic_testkit::privileged::TestNetns;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The simulated node's own address (its InternalIP), on an interface of its namespace.
 pub const NODE_IP: &str = "192.0.2.10";
@@ -167,5 +169,44 @@ impl ServiceAccount {
             let _ = std::fs::remove_dir_all(old);
         }
         Ok(())
+    }
+}
+
+/// How the API server fails during the export in (d).
+#[derive(Debug, Clone, Copy)]
+pub enum ApiFailure {
+    /// Every LIST of BGPAdvertisements answers 500.
+    Answers500,
+    /// Every LIST of BGPAdvertisements is answered only after the client's deadline.
+    TimesOut,
+}
+
+impl ApiFailure {
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Self::Answers500 => "500",
+            Self::TimesOut => "timeout",
+        }
+    }
+
+    pub(super) fn action(self) -> FaultAction {
+        match self {
+            Self::Answers500 => FaultAction::Status(500),
+            // Well past the export client's 10 s per attempt.
+            Self::TimesOut => FaultAction::Delay(Duration::from_secs(40)),
+        }
+    }
+
+    /// Whether the failed install met this failure, not another one (a CA it could not read,
+    /// a refused token).
+    pub(super) fn met(self, api: &Api, seen_before: usize, stderr: &str) -> bool {
+        match self {
+            Self::Answers500 => api.fixture().requests()[seen_before..]
+                .iter()
+                .any(|r| r.path.contains("bgpadvertisements") && r.status == 500),
+            // The fixture records a delayed request when it answers, after the client gave up:
+            // the client's own words show it.
+            Self::TimesOut => stderr.contains("no answer within"),
+        }
     }
 }

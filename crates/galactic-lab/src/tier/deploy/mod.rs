@@ -9,6 +9,7 @@
 //! failing API server during its export.
 
 pub mod api;
+mod go_pod;
 pub mod host;
 pub mod image;
 pub mod manifest;

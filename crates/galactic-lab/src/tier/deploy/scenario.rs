@@ -2,13 +2,14 @@
 //! init container run again (a restart, a DaemonSet update), a node the Go chain served, and a
 //! failing API server during the Go node's export.
 
-use super::api::{Api, ServiceAccount};
+use super::api::{Api, ApiFailure, ServiceAccount};
+use super::go_pod::GoPod;
 use super::host::{Entry, HostRoot, Tree, GO_BINARIES, GO_SHARD_SIDS, GO_UPLINKS};
 use super::manifest::{Container, DaemonSet, Kubelet};
 use crate::tier::podman::engine::Engine;
 use crate::tier::podman::report::step;
 use crate::tier::{Context, Error, Result};
-use galactic_testkit::apiserver::{Fault, FaultAction};
+use galactic_testkit::apiserver::Fault;
 use galactic_testkit::privileged::TestNetns;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -504,7 +505,7 @@ impl Scene<'_> {
         if ran.success {
             fail!("the install succeeded against a failing API server");
         }
-        if !failure.met(&self.api, seen_before, &ran) {
+        if !failure.met(&self.api, seen_before, &ran.stderr) {
             fail!(
                 "the install did not fail on the API server's {} (it failed for another reason): {}",
                 failure.label(),
@@ -611,37 +612,7 @@ impl Scene<'_> {
         if !out.status.success() {
             fail!("install.sh rollback failed: {}", stderr.trim());
         }
-        // write-markers' JSON report, then the paths install.sh changed.
-        let report: Value = serde_json::Deserializer::from_slice(&out.stdout)
-            .into_iter()
-            .next()
-            .and_then(|r| r.ok())
-            .ok_or_else(|| Error::failed("write-markers printed no JSON report".to_owned()))?;
-        // A /96 slot of the /64 pool holds 256 of the Go allocator's candidates, an IPv4 address 1.
-        expect("markers written", &report["written"], &json!(2 * 256 + 2))?;
-        let markers = |pool: &str| {
-            std::fs::read_dir(host.path(&format!("var/lib/cni/galactic-ipam/{pool}")))
-                .map(|entries| {
-                    entries
-                        .flatten()
-                        .filter(|e| e.file_name() != "lock")
-                        .count()
-                })
-                .unwrap_or(0)
-        };
-        expect(
-            "IPv6 markers",
-            &json!(markers("fd00:10:ff01::-64")),
-            &json!(512),
-        )?;
-        expect("IPv4 markers", &json!(markers("10.1.0.0-24")), &json!(2))?;
-        let read = |path: &str| std::fs::read(host.path(path)).ok();
-        if read("etc/cni/net.d/10-galactic.conflist").is_none()
-            || read("etc/cni/net.d/10-galactic.conflist")
-                != read("etc/galactic/datapath/10-galactic.conflist")
-        {
-            fail!("the Go conflist is not back in the conf dir with the node's settings");
-        }
+        expect_rolled_back(host, &out.stdout)?;
         println!("       {}", last_line(&stderr));
         Ok(())
     }
@@ -690,182 +661,41 @@ impl Scene<'_> {
     }
 }
 
-/// A pod and a VM the Go chain attached and that live across the switch: the pod's veth host
-/// end in the node's namespace under the Go chain's name, its addresses and routes as the Go
-/// veth plugin sets them (the pod's /96 address and an on-link default route to the gateway;
-/// the gateway as a /128 on the host end and a host route to the pod), in a namespace of its
-/// own; the VM's tap with the gateway and a host route to the VM.
-struct GoPod {
-    netns: TestNetns,
-}
-
-/// The Go chain's host-end name for VPC `U`, attachment `1` (`G{vpc:9}{att:3}H`).
-const GO_HOST_END: &str = "G00000000U001H";
-/// The Go chain's tap of a VM on attachment `2` of the same VPC.
-const GO_TAP: &str = "G00000000U002H";
-const GO_VM: &str = "fd20:99::200:0";
-const GO_POD: &str = "fd20:99::100:0";
-const GO_GATEWAY: &str = "fd20:99::1";
-
-impl GoPod {
-    fn attach(node: &TestNetns) -> Result<Self> {
-        let netns = TestNetns::new("deploy-gopod");
-        let pod = netns.name().to_owned();
-        let on_node: [&[&str]; 8] = [
-            &[
-                "link",
-                "add",
-                GO_HOST_END,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "eth0",
-                "netns",
-                &pod,
-            ],
-            &[
-                "addr",
-                "add",
-                &format!("{GO_GATEWAY}/128"),
-                "dev",
-                GO_HOST_END,
-                "nodad",
-            ],
-            &["link", "set", GO_HOST_END, "up"],
-            &["route", "add", &format!("{GO_POD}/128"), "dev", GO_HOST_END],
-            // A VM's tap (its VMM holds the fd; here nobody does, so it has no carrier).
-            &["tuntap", "add", "dev", GO_TAP, "mode", "tap"],
-            &[
-                "addr",
-                "add",
-                &format!("{GO_GATEWAY}/128"),
-                "dev",
-                GO_TAP,
-                "nodad",
-            ],
-            &["link", "set", GO_TAP, "up"],
-            &["route", "add", &format!("{GO_VM}/128"), "dev", GO_TAP],
-        ];
-        let in_pod: [&[&str]; 3] = [
-            &[
-                "addr",
-                "add",
-                &format!("{GO_POD}/96"),
-                "dev",
-                "eth0",
-                "nodad",
-            ],
-            &["link", "set", "eth0", "up"],
-            &[
-                "route", "add", "default", "via", GO_GATEWAY, "dev", "eth0", "onlink",
-            ],
-        ];
-        for (ns, args) in on_node
-            .iter()
-            .map(|a| (node, a))
-            .chain(in_pod.iter().map(|a| (&netns, a)))
-        {
-            let (ok, out) = ns.try_ip(args);
-            if !ok {
-                fail!("set up the Go pod (ip {}): {out}", args.join(" "));
-            }
-        }
-        Ok(Self { netns })
+/// What `install.sh rollback` must leave (f): write-markers' JSON report first on `stdout`, the
+/// Go allocator's markers of both live allocations, and the Go conflist back in the conf dir.
+fn expect_rolled_back(host: &HostRoot, stdout: &[u8]) -> Result<()> {
+    // write-markers' JSON report, then the paths install.sh changed.
+    let report: Value = serde_json::Deserializer::from_slice(stdout)
+        .into_iter()
+        .next()
+        .and_then(|r| r.ok())
+        .ok_or_else(|| Error::failed("write-markers printed no JSON report".to_owned()))?;
+    // A /96 slot of the /64 pool holds 256 of the Go allocator's candidates, an IPv4 address 1.
+    expect("markers written", &report["written"], &json!(2 * 256 + 2))?;
+    let markers = |pool: &str| {
+        std::fs::read_dir(host.path(&format!("var/lib/cni/galactic-ipam/{pool}")))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name() != "lock")
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    expect(
+        "IPv6 markers",
+        &json!(markers("fd00:10:ff01::-64")),
+        &json!(512),
+    )?;
+    expect("IPv4 markers", &json!(markers("10.1.0.0-24")), &json!(2))?;
+    let read = |path: &str| std::fs::read(host.path(path)).ok();
+    if read("etc/cni/net.d/10-galactic.conflist").is_none()
+        || read("etc/cni/net.d/10-galactic.conflist")
+            != read("etc/galactic/datapath/10-galactic.conflist")
+    {
+        fail!("the Go conflist is not back in the conf dir with the node's settings");
     }
-
-    /// Its interfaces' global addresses and its routes on both sides, as `ip` lists them (the
-    /// kernel's link-local addresses and routes come and go on their own after the link is up).
-    fn state(&self, node: &TestNetns) -> Result<Vec<String>> {
-        let mut state = Vec::new();
-        for (ns, args) in [
-            (
-                node,
-                &[
-                    "-6",
-                    "-o",
-                    "addr",
-                    "show",
-                    "dev",
-                    GO_HOST_END,
-                    "scope",
-                    "global",
-                ][..],
-            ),
-            (node, &["-6", "route", "show", "dev", GO_HOST_END]),
-            (
-                &self.netns,
-                &["-6", "-o", "addr", "show", "dev", "eth0", "scope", "global"],
-            ),
-            (&self.netns, &["-6", "route", "show"]),
-            (
-                node,
-                &["-6", "-o", "addr", "show", "dev", GO_TAP, "scope", "global"],
-            ),
-            (node, &["-6", "route", "show", "dev", GO_TAP]),
-            (node, &["-o", "link", "show", "dev", GO_TAP]),
-        ] {
-            let (ok, out) = ns.try_ip(args);
-            if !ok {
-                fail!("read the Go pod (ip {}): {out}", args.join(" "));
-            }
-            let lines = out.lines().filter(|l| !l.starts_with("fe80::"));
-            state.extend(lines.map(str::to_owned));
-        }
-        Ok(state)
-    }
-
-    fn reaches_gateway(&self) -> Result<()> {
-        let out = self
-            .netns
-            .exec(&["ping", "-6", "-c", "1", "-W", "2", GO_GATEWAY]);
-        if !out.status.success() {
-            fail!(
-                "the live Go pod no longer reaches its gateway: {}",
-                String::from_utf8_lossy(&out.stdout).trim()
-            );
-        }
-        Ok(())
-    }
-}
-
-/// How the API server fails during the export in (d).
-#[derive(Debug, Clone, Copy)]
-pub enum ApiFailure {
-    /// Every LIST of BGPAdvertisements answers 500.
-    Answers500,
-    /// Every LIST of BGPAdvertisements is answered only after the client's deadline.
-    TimesOut,
-}
-
-impl ApiFailure {
-    fn label(self) -> &'static str {
-        match self {
-            Self::Answers500 => "500",
-            Self::TimesOut => "timeout",
-        }
-    }
-
-    fn action(self) -> FaultAction {
-        match self {
-            Self::Answers500 => FaultAction::Status(500),
-            // Well past the export client's 10 s per attempt.
-            Self::TimesOut => FaultAction::Delay(Duration::from_secs(40)),
-        }
-    }
-
-    /// Whether the failed install met this failure, not another one (a CA it could not read,
-    /// a refused token).
-    fn met(self, api: &Api, seen_before: usize, ran: &Ran) -> bool {
-        match self {
-            Self::Answers500 => api.fixture().requests()[seen_before..]
-                .iter()
-                .any(|r| r.path.contains("bgpadvertisements") && r.status == 500),
-            // The fixture records a delayed request when it answers, after the client gave up:
-            // the client's own words show it.
-            Self::TimesOut => ran.stderr.contains("no answer within"),
-        }
-    }
+    Ok(())
 }
 
 /// The installer's message for a failed export names what failed and what the operator can
