@@ -44,6 +44,10 @@ pub fn del(req: &Request) -> Result<(), BgpError> {
         return Ok(());
     };
     let backend = Backend::open(&req.node, ClientOptions::default())?;
+    if let Backend::Local(local) = &backend {
+        // A killed ADD's temporaries go with its DEL, also of documents DEL does not rewrite.
+        let _ = local.sweep_temporaries();
+    }
     let store = backend.store();
     let ns = req.node.namespace.as_str();
     let tenant = tenant_identifier(&ids.vpc, &ids.att);

@@ -2,12 +2,27 @@
 //!
 //! A file is replaced through a temporary file in the same directory and a rename, so a reader
 //! sees the old or the new content, never a torn one, even when the writer is SIGKILLed. The
-//! temporary is `<stem>.tmp.<pid>`:
+//! temporary is `<stem>.tmp.<pid>`. No temporary outlives the recovery of its writer (the
+//! runtime's DEL of the attachment, or its next ADD), whether or not the file it was for ever
+//! came to exist:
 //! - every writer of a file holds the lock that owns that file (each record kind has one), so a
-//!   temporary of the file found by the next writer was left by a writer that was killed between
-//!   its write and its rename: [`write_json`] removes it first, and nothing accumulates;
-//! - a temporary whose process is gone is removed by [`sweep_temporaries`] (GC), also when the
-//!   file it was for is never written again.
+//!   temporary of the file found by the next writer, or by [`remove`], was left by a writer that
+//!   was killed between its write and its rename: both remove it first;
+//! - a reader that finds the file missing ([`read_json`]) and a listing of a directory
+//!   ([`json_files`]) remove the temporaries they meet whose writer is gone (no lock needed:
+//!   [`writer_gone`]): a DEL after an ADD killed while it created the file finds no file to
+//!   remove, but it looks for it;
+//! - [`remove_dead_temporaries`] does the same for a file that exists (a shared record a DEL
+//!   reads but does not rewrite), [`sweep_temporaries`] for a whole directory (GC).
+//!
+//! Liveness is judged by the temporary's pid (every writer is a plugin process the node's runtime
+//! started, in the host's pid namespace, as every reader is). A pid the kernel has handed to a new process
+//! since the writer died makes its temporary look live: it then stays until the next write or
+//! removal of its file (under the lock) or a later sweep. That is a late removal, never a wrong
+//! one: a temporary is only removed when no process with its pid exists, or under the file's
+//! lock. The one race left, a dead writer's pid reused by a new writer of the *same* file
+//! between a sweeper's check and its unlink, makes that writer's rename find its temporary
+//! gone; [`write_bytes`] then writes it again.
 
 use serde::{de::DeserializeOwned, Serialize};
 use std::io::ErrorKind;
@@ -55,7 +70,8 @@ impl StateError {
     }
 }
 
-/// Reads `path` as JSON; `None` when it does not exist.
+/// Reads `path` as JSON; `None` when it does not exist. A missing file's temporaries whose
+/// writers are gone are removed (module comment): the writer that was creating it was killed.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StateError> {
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
@@ -64,7 +80,11 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StateErr
                 path: path.to_owned(),
                 source,
             }),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            // Best effort: a reader must not fail for a leftover; the next write or GC takes it.
+            let _ = remove_dead_temporaries(path);
+            Ok(None)
+        }
         Err(source) => Err(StateError::io("read", path)(source)),
     }
 }
@@ -78,6 +98,9 @@ pub fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), S
     write_bytes(path, &text)
 }
 
+/// How often [`write_bytes`] writes again when its temporary vanished before the rename.
+const WRITE_ATTEMPTS: usize = 3;
+
 /// [`write_json`] for bytes already encoded.
 pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     if let Some(dir) = path.parent() {
@@ -85,12 +108,54 @@ pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     }
     remove_temporaries(path)?;
     let tmp = temporary(path, std::process::id());
-    std::fs::write(&tmp, bytes).map_err(StateError::io("write", path))?;
-    std::fs::rename(&tmp, path).map_err(|source| {
-        // Best effort: a temporary that cannot be removed now goes with the next write or GC.
-        let _ = std::fs::remove_file(&tmp);
-        StateError::io("write", path)(source)
-    })
+    let mut attempt = 1;
+    loop {
+        std::fs::write(&tmp, bytes).map_err(StateError::io("write", path))?;
+        before_rename(path, &tmp)?;
+        match std::fs::rename(&tmp, path) {
+            Ok(()) => return Ok(()),
+            // Only an unlocked sweep racing with pid reuse removes a live writer's temporary
+            // (module comment): write it again.
+            Err(e) if e.kind() == ErrorKind::NotFound && attempt < WRITE_ATTEMPTS => attempt += 1,
+            Err(source) => {
+                // Best effort: a temporary that cannot be removed now goes with the next write,
+                // the next read that finds the file missing, or GC.
+                let _ = std::fs::remove_file(&tmp);
+                return Err(StateError::io("write", path)(source));
+            }
+        }
+    }
+}
+
+/// The failure points between a write and its rename: `state-before-rename:<dir>/<file>` (the
+/// file and its directory's name, e.g. `attachments/G00000000A001H.json`) and the same with
+/// the directory's parent (`bpf/attachments/G00000000A001H.json`, where two directories share
+/// a name). `:kill` leaves the temporary exactly as a writer killed there would (debug builds
+/// only). Every atomic writer of node state passes them; an armed one removes `tmp` and fails
+/// the write.
+pub fn before_rename(path: &Path, tmp: &Path) -> Result<(), StateError> {
+    #[cfg(debug_assertions)]
+    {
+        let components: Vec<String> = path
+            .components()
+            .rev()
+            .take(3)
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        for depth in [2, 3].into_iter().filter(|d| *d <= components.len()) {
+            let mut names: Vec<&str> = components[..depth].iter().map(String::as_str).collect();
+            names.reverse();
+            let point = format!("state-before-rename:{}", names.join("/"));
+            if let Err(injected) = crate::failpoint::hit(&point) {
+                let _ = std::fs::remove_file(tmp);
+                return Err(StateError::io("write", path)(std::io::Error::other(
+                    injected,
+                )));
+            }
+        }
+    }
+    let _ = (path, tmp);
+    Ok(())
 }
 
 /// The temporary a writer with `pid` uses for `path`: `<stem>.tmp.<pid>`.
@@ -118,13 +183,48 @@ pub fn remove_temporaries(path: &Path) -> Result<usize, StateError> {
     remove_matching(dir, |name| temporary_pid(name, Some(&stem)).is_some())
 }
 
-/// Removes the temporaries in `dir` whose writer process is gone (GC: it holds no file's lock,
-/// so a live writer's temporary stays). A pid reused by a live process keeps its file until a
-/// later sweep or the next write of that file. Returns how many went.
+/// Removes the temporaries of `path` whose writer is gone ([`writer_gone`]), whether or not
+/// `path` exists; no lock needed. For a shared record that the DEL of one of its writers reads
+/// but does not rewrite. Returns how many went.
+pub fn remove_dead_temporaries(path: &Path) -> Result<usize, StateError> {
+    let (Some(dir), Some(stem)) = (path.parent(), path.file_stem()) else {
+        return Ok(0);
+    };
+    remove_dead_temporaries_named(dir, &stem.to_string_lossy())
+}
+
+/// Removes the temporaries `<name>.tmp.<pid>` in `dir` whose writer is gone: for writers that
+/// name their temporaries after the whole file name, in a directory of their own.
+pub fn remove_dead_temporaries_named(dir: &Path, name: &str) -> Result<usize, StateError> {
+    remove_matching(dir, |entry| {
+        temporary_pid(entry, Some(name)).is_some_and(writer_gone)
+    })
+}
+
+/// Removes the temporaries in `dir` whose writer is gone (GC: it holds no file's lock, so a
+/// live writer's temporary stays). Returns how many went.
 pub fn sweep_temporaries(dir: &Path) -> Result<usize, StateError> {
     remove_matching(dir, |name| {
-        temporary_pid(name, None).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        temporary_pid(name, None).is_some_and(writer_gone)
     })
+}
+
+/// Whether the writer with `pid` can no longer touch its temporary: no process has the pid, or
+/// only a zombie does (a SIGKILLed writer its parent has not reaped yet). Our own pid counts as
+/// live: a thread of this process may be writing that file. A reused pid counts as live too;
+/// the module comment says why that is harmless.
+pub fn writer_gone(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // `pid (comm) S …`: the state follows the last `)` (a comm may contain one).
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| matches!(state, "Z" | "X")),
+        Err(e) => e.kind() == ErrorKind::NotFound,
+    }
 }
 
 fn remove_matching(dir: &Path, stale: impl Fn(&str) -> bool) -> Result<usize, StateError> {
@@ -169,27 +269,119 @@ fn unlink(path: &Path) -> Result<(), StateError> {
     }
 }
 
-/// The `<prefix>*.json` files of `dir` (none when the directory does not exist).
+/// The `<prefix>*.json` files of `dir` (none when the directory does not exist). The listing
+/// also removes the temporaries of `<prefix>*` files whose writer is gone (module comment): a
+/// scan that finds no record of an attachment is a reader of the record that was never renamed
+/// into place.
 pub fn json_files(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>, StateError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => return Err(StateError::io("list", dir)(source)),
     };
-    Ok(entries
-        .flatten()
-        .filter(|e| {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            name.starts_with(prefix) && name.ends_with(".json")
-        })
-        .map(|e| e.path())
-        .collect())
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with(prefix) {
+            continue;
+        }
+        if name.ends_with(".json") {
+            files.push(entry.path());
+        } else if temporary_pid(&name, None).is_some_and(writer_gone) {
+            // Best effort, as in `read_json`.
+            let _ = unlink(&entry.path());
+        }
+    }
+    Ok(files)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No process has this pid (above the kernel's pid_max limit).
+    const DEAD: u32 = 4_294_967_295;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut left: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        left
+    }
+
+    /// A DEL after an ADD killed while it created the record finds no record: looking for it
+    /// removes what the killed writer left, and never a live writer's temporary.
+    #[test]
+    fn reading_a_missing_file_removes_what_its_dead_writers_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let touch = |name: &str| std::fs::write(dir.path().join(name), b"{").unwrap();
+        touch(&format!("G1H.tmp.{DEAD}"));
+        touch("G1H.tmp.1"); // pid 1 is alive: a writer of this file right now
+        touch(&format!("G1H.tmp.{}", std::process::id()));
+        touch(&format!("G2H.tmp.{DEAD}"));
+        let missing = read_json::<serde_json::Value>(&dir.path().join("G1H.json")).unwrap();
+        assert!(missing.is_none());
+        let ours = format!("G1H.tmp.{}", std::process::id());
+        let mut expected = vec!["G1H.tmp.1".to_owned(), ours, format!("G2H.tmp.{DEAD}")];
+        expected.sort();
+        assert_eq!(
+            names(dir.path()),
+            expected,
+            "another file's and live ones stay"
+        );
+    }
+
+    #[test]
+    fn a_listing_removes_the_dead_temporaries_of_the_files_it_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let touch = |name: &str| std::fs::write(dir.path().join(name), b"{").unwrap();
+        touch("vpc-1.json");
+        touch(&format!("vpc-2.tmp.{DEAD}"));
+        touch("vpc-3.tmp.1");
+        touch(&format!("backend.tmp.{DEAD}"));
+        let listed = json_files(dir.path(), "vpc-").unwrap();
+        assert_eq!(listed, vec![dir.path().join("vpc-1.json")]);
+        assert_eq!(
+            names(dir.path()),
+            [
+                format!("backend.tmp.{DEAD}"),
+                "vpc-1.json".into(),
+                "vpc-3.tmp.1".into()
+            ],
+            "other prefixes and live writers' stay"
+        );
+        std::fs::remove_file(dir.path().join("vpc-1.json")).unwrap();
+        touch(&format!("vpc-4.tmp.{DEAD}"));
+        assert!(remove_dead_temporaries(&dir.path().join("vpc-4.json")).unwrap() == 1);
+        assert_eq!(
+            remove_dead_temporaries_named(dir.path(), "vpc-3").unwrap(),
+            0,
+            "pid 1 lives"
+        );
+    }
+
+    /// A SIGKILLed writer stays a zombie until its parent reaps it: it writes nothing more.
+    #[test]
+    fn a_killed_writer_not_yet_reaped_is_gone() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(!writer_gone(pid), "a running process is a live writer");
+        child.kill().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !writer_gone(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(writer_gone(pid), "a zombie is a dead writer");
+        child.wait().unwrap();
+        assert!(writer_gone(pid));
+        assert!(!writer_gone(std::process::id()), "our own pid is live");
+    }
 
     #[test]
     fn only_temporaries_of_dead_writers_are_swept() {

@@ -1,16 +1,21 @@
-//! ADD: validate → find the VPC table and the host interface → plan every termination against
-//! the table (any conflict stops here, before anything changes) → record the routes about to be
-//! installed → install the missing ones → pass `prevResult` on.
+//! ADD: validate → find the VPC table and the host interface → read the VPC table (one dump per
+//! family this attachment or the VPC's record needs) → plan every termination against it (any
+//! conflict stops here, before anything changes) → record the routes about to be installed →
+//! install the missing ones → converge the rest of the VPC's record (`converge`: routes removed
+//! behind our back re-installed, routes of an old table moved) → pass `prevResult` on.
 //!
 //! A retried ADD finds its routes present and changes nothing. Routes are created with
 //! `NLM_F_EXCL`, so even a route that appears between planning and installing (another plugin
 //! writing the same table) is never overwritten. On failure the rollback removes only the routes
-//! this call installed and the record entries this call added.
+//! this call installed and the record entries this call added. Convergence runs after this
+//! attachment's own routes are in place and never fails the ADD: it repairs other attachments'
+//! routes, and what it could not repair is logged and left to the next ADD of the VPC or GC.
 
 use crate::chain::Target;
+use crate::converge;
 use crate::error::{net, RouteError};
 use crate::plan::{self, State};
-use crate::record::{Ledger, Owned};
+use crate::record::{Ledger, Owned, VpcRoutes};
 use galactic_core::cni::{CniResult, Request};
 use galactic_core::failpoint;
 use galactic_core::ip::Family;
@@ -19,6 +24,12 @@ use galactic_core::net::domain::Domains;
 use galactic_core::net::netlink::{Link, Netlink, RouteSpec};
 use galactic_core::rollback::Rollback;
 use serde_json::json;
+use std::collections::btree_map::Entry;
+use std::collections::BTreeMap;
+
+/// The VPC table's routes, per family: read once per ADD and shared by its plan and the
+/// convergence.
+type Tables = BTreeMap<Family, Vec<RouteSpec>>;
 
 /// Everything one ADD works with, borrowed by the undo closures.
 struct Add<'a> {
@@ -67,28 +78,57 @@ impl<'a> Add<'a> {
     fn run(&'a self) -> Result<(), RouteError> {
         // Held until the rollback below has run: GC and other ADDs of the VPC wait.
         let _lock = self.ledger.lock(&self.target.conf.vpc)?;
-        let planned = self.plan()?;
+        let tables = self.read_tables(&self.ledger.get(&self.target.conf.vpc)?)?;
+        let planned = self.plan(&tables)?;
         let mut rb = Rollback::new();
         match self.apply(&planned, &mut rb) {
-            Ok(()) => {
-                rb.commit();
-                Ok(())
-            }
-            Err(e) => Err(rb.unwind(e)),
+            Ok(()) => rb.commit(),
+            Err(e) => return Err(rb.unwind(e)),
         }
+        self.converge(&tables);
+        Ok(())
+    }
+
+    /// The VPC table's routes of every family this ADD's terminations or the record's other
+    /// entries have, one dump each.
+    fn read_tables(&self, record: &VpcRoutes) -> Result<Tables, RouteError> {
+        let mut families: Vec<Family> = plan::by_family(&self.target.conf.terminations)
+            .into_iter()
+            .map(|(family, _)| family)
+            .collect();
+        families.extend(
+            record
+                .routes
+                .iter()
+                .filter(|e| !self.planned_here(e))
+                .map(|e| Family::of_net(e.dst)),
+        );
+        let mut tables = Tables::new();
+        for family in families {
+            if let Entry::Vacant(slot) = tables.entry(family) {
+                let routes = self
+                    .nl
+                    .routes(family, self.table)
+                    .map_err(net("list the VPC table"))?;
+                slot.insert(routes);
+            }
+        }
+        Ok(tables)
+    }
+
+    /// Whether `entry` is one this ADD plans itself: this attachment's, in the current table.
+    fn planned_here(&self, entry: &Owned) -> bool {
+        entry.dev == self.host.name && entry.table == self.table
     }
 
     /// Each termination's route and its state in the table; the first conflict is an error.
-    fn plan(&self) -> Result<Vec<(RouteSpec, State)>, RouteError> {
+    fn plan(&self, tables: &Tables) -> Result<Vec<(RouteSpec, State)>, RouteError> {
         let mut planned = Vec::new();
         for (family, terminations) in plan::by_family(&self.target.conf.terminations) {
-            let table = self
-                .nl
-                .routes(family, self.table)
-                .map_err(net("list the VPC table"))?;
+            let table = tables.get(&family).map_or(&[][..], Vec::as_slice);
             for t in terminations {
-                let spec = plan::route_for(t, self.table, self.host.index, &table);
-                let state = plan::classify(&spec, &table);
+                let spec = plan::route_for(t, self.table, self.host.index, table);
+                let state = plan::classify(&spec, table);
                 if let State::Conflict(existing) = &state {
                     return Err(self.conflict(&spec, existing));
                 }
@@ -96,6 +136,58 @@ impl<'a> Add<'a> {
             }
         }
         Ok(planned)
+    }
+
+    /// Converges the VPC's other recorded entries into the current table (module comment);
+    /// failures are logged, never this ADD's.
+    fn converge(&self, tables: &Tables) {
+        let vpc = &self.target.conf.vpc;
+        let result = self.ledger.get(vpc).and_then(|record| {
+            let repaired = self.repair_entries(&record, tables);
+            if repaired.is_empty() {
+                return Ok(0);
+            }
+            self.ledger
+                .put(vpc, &converge::rerecord(&record, &repaired))
+                .map(|()| repaired.len())
+        });
+        match result {
+            Ok(0) => {}
+            Ok(n) => log::info("ADD: VPC routes converged", json!({"entries": n})),
+            Err(e) => log::warn(
+                "ADD: could not converge the VPC's recorded routes; the next ADD of the VPC or GC retries",
+                json!({"err": e.to_string()}),
+            ),
+        }
+    }
+
+    /// Repairs every entry that needs it (looking up each device once); the repaired entries
+    /// by their index in `record`.
+    fn repair_entries(&self, record: &VpcRoutes, tables: &Tables) -> Vec<(usize, Owned)> {
+        let mut devs: BTreeMap<String, Option<u32>> = BTreeMap::new();
+        let mut repaired = Vec::new();
+        for (i, entry) in record.routes.iter().enumerate() {
+            let table = tables
+                .get(&Family::of_net(entry.dst))
+                .map_or(&[][..], Vec::as_slice);
+            if self.planned_here(entry) || !converge::needs_repair(entry, self.table, table) {
+                continue;
+            }
+            let dev = *devs
+                .entry(entry.dev.clone())
+                .or_insert_with(|| self.nl.link(&entry.dev).ok().flatten().map(|l| l.index));
+            let Some(fix) = converge::repair(entry, self.table, dev, table) else {
+                continue;
+            };
+            match converge::apply(&self.nl, self.target.conf.vpc.raw(), &fix) {
+                Ok(()) => repaired.push((i, fix.entry)),
+                Err(e) => log::warn(
+                    "ADD: could not converge a recorded termination route",
+                    json!({"dst": entry.dst, "dev": entry.dev, "err": e.to_string()}),
+                ),
+            }
+        }
+        repaired
     }
 
     fn apply(

@@ -1,7 +1,9 @@
 //! CHECK: every termination, both families, against the live VPC table. A termination passes
 //! when a unicast route to its canonical destination goes out of the host interface with the
 //! configured next hop (see `plan` for why `onlink` is not compared), and the route is recorded
-//! as this plugin's (otherwise GC could not clean it up). Every failure names the route. With
+//! as this plugin's (otherwise GC could not clean it up). Every failure names the route, and a
+//! missing one what restores it: the VPC's next ADD on this node or GC re-installs a recorded
+//! route (`converge`), also one recorded in a table the VPC no longer uses. With
 //! terminations to check, the VPC's routing domain itself is checked against its record too
 //! (the VRF device and its table; table mode's closing routes and gateway rules).
 
@@ -14,7 +16,7 @@ use crate::record::{Ledger, VpcRoutes};
 use galactic_core::cni::Request;
 use galactic_core::ip::Family;
 use galactic_core::net::domain::{self, Domains};
-use galactic_core::net::netlink::{Link, Netlink};
+use galactic_core::net::netlink::{Link, Netlink, RouteSpec};
 
 /// Runs CHECK; `Err(CheckFailed)` lists every difference.
 pub fn check(req: &Request) -> Result<(), RouteError> {
@@ -51,6 +53,7 @@ pub fn check(req: &Request) -> Result<(), RouteError> {
         let view = TableView {
             nl: &nl,
             host: &host,
+            vpc: vpc.raw(),
             table: domain.table,
             record: &record,
         };
@@ -66,6 +69,7 @@ pub fn check(req: &Request) -> Result<(), RouteError> {
 struct TableView<'a> {
     nl: &'a Netlink,
     host: &'a Link,
+    vpc: &'a str,
     table: u32,
     record: &'a VpcRoutes,
 }
@@ -92,7 +96,7 @@ impl TableView<'_> {
                     ))
                 }
                 State::Present => {}
-                State::Absent => problems.push(format!("termination {shown} is missing")),
+                State::Absent => problems.push(self.missing(&want, &shown)),
                 State::Conflict(existing) => problems.push(format!(
                     "termination {shown} is missing: the table routes {} instead",
                     existing
@@ -104,5 +108,26 @@ impl TableView<'_> {
             }
         }
         Ok(problems)
+    }
+
+    /// A missing termination, and what restores it: a recorded route (in any table) is
+    /// re-installed by convergence, one nobody recorded only by this attachment's ADD.
+    fn missing(&self, want: &RouteSpec, shown: &str) -> String {
+        let recorded = self
+            .record
+            .routes
+            .iter()
+            .any(|r| r.dst == want.dst && r.dev == self.host.name && r.gateway == want.gateway);
+        match recorded {
+            true => format!(
+                "termination {shown} is missing: the next ADD of VPC {} on this node or CNI GC \
+                 re-installs it",
+                self.vpc
+            ),
+            false => format!(
+                "termination {shown} is missing and not recorded: a retried ADD of this \
+                 attachment installs it"
+            ),
+        }
     }
 }

@@ -8,6 +8,8 @@
 //! configuration still cleans up. The stanza only narrows the search to its VPC when its ids
 //! parse; otherwise every VPC's record is searched. A record that cannot be rewritten (a full
 //! disk) or a lock that stays busy is code 11, so the runtime retries instead of forgetting.
+//! The temporaries a killed ADD of the VPC left go too (under the lock), so no temporary
+//! outlives the runtime's recovery of that ADD.
 
 use crate::error::RouteError;
 use crate::record::{Ledger, Owned};
@@ -34,6 +36,7 @@ pub fn del(req: &Request) -> Result<(), RouteError> {
     };
     let vpcs: Vec<VpcId> = match ChainIds::of(&req.conf.raw) {
         Ok(ids) => vec![ids.vpc],
+        // The listing also removes what dead writers left (`state::json_files`).
         Err(_) => ledger.vpcs()?.into_iter().filter_map(Result::ok).collect(),
     };
     let mut removed = 0;
@@ -66,6 +69,9 @@ impl Owner<'_> {
 /// record is read once and written at most once: its size is the VPC's live attachments'.
 fn remove_owned(ledger: &Ledger, vpc: &VpcId, owner: &Owner<'_>) -> Result<usize, RouteError> {
     let _lock = ledger.lock(vpc)?;
+    // An ADD killed between writing the record and its rename left a temporary, and its entries
+    // never reached the record: nothing below rewrites it, so the leftover goes here.
+    ledger.remove_stale_temp(vpc);
     let mut record = ledger.get(vpc)?;
     let held = record.routes.len();
     // One entry per route (Ledger::add): the owner's entries are exactly its routes' entries.

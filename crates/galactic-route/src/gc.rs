@@ -10,12 +10,17 @@
 //! record. Routes of live domains are kept: the routes go with their host interface, and DEL
 //! (`del`) already removed the entries of attachments that were torn down.
 //!
-//! GC does not read `cni.dev/valid-attachments`: a termination route belongs to the VPC table,
-//! and its lifetime is bounded by its host interface, which the master's DEL and GC remove.
+//! Entries of attachments the runtime lists (`cni.dev/valid-attachments`, this network's) are
+//! live: while their VPC has a domain, they are converged into its current table instead
+//! (`converge`: a route removed behind our back is re-installed, one left in an old table is
+//! moved), as the next ADD of the VPC would. Entries of attachments it does not list keep the
+//! fates above: their lifetime is bounded by their host interface, which the master's DEL and GC
+//! remove.
 
+use crate::converge;
 use crate::error::{net, RouteError};
 use crate::record::{Ledger, Owned, VpcRoutes};
-use galactic_core::cni::Request;
+use galactic_core::cni::{Attachment, Request};
 use galactic_core::ident::VpcId;
 use galactic_core::ip::Family;
 use galactic_core::log;
@@ -70,6 +75,14 @@ pub fn gc(req: &Request) -> Result<(), RouteError> {
         ledger,
         domains: Domains::new(&req.node.state_dir),
         nl: Netlink::current().map_err(net("open the host netlink socket"))?,
+        network: req.conf.name.clone(),
+        // Unreadable or absent: no entry is known live, so every one keeps its fate.
+        listed: req
+            .conf
+            .valid_attachments()
+            .ok()
+            .flatten()
+            .unwrap_or_default(),
     };
     let mut errors = Vec::new();
     for vpc in vpcs {
@@ -92,6 +105,10 @@ struct Sweep {
     ledger: Ledger,
     domains: Domains,
     nl: Netlink,
+    /// The network GC runs for.
+    network: String,
+    /// The attachments the runtime lists as live for it.
+    listed: Vec<Attachment>,
 }
 
 impl Sweep {
@@ -113,22 +130,69 @@ impl Sweep {
         for family in Family::ALL {
             routes.extend(self.nl.all_routes(family).map_err(net("list routes"))?);
         }
+        // The current table's routes, which listed entries converge into.
+        let current: Vec<RouteSpec> = routes
+            .iter()
+            .filter(|r| Some(r.table) == domain_table)
+            .cloned()
+            .collect();
         let mut keep = Vec::new();
         for entry in record.routes {
             let dev = index_of(&links, &entry.dev);
+            if let (true, Some(table)) = (self.is_listed(&entry), domain_table) {
+                keep.extend(self.converge(vpc, entry, table, dev, &current));
+                continue;
+            }
             match fate(&entry, domain_table, dev, &routes) {
                 Fate::Keep => keep.push(entry),
                 Fate::Forget => {}
                 Fate::Delete(route) => self.delete(vpc, &entry, &route)?,
             }
         }
-        self.ledger.put(
-            vpc,
-            &VpcRoutes {
-                vpc: vpc.raw().to_owned(),
-                routes: keep,
-            },
-        )
+        let kept = VpcRoutes {
+            vpc: vpc.raw().to_owned(),
+            routes: keep,
+        };
+        self.ledger.put(vpc, &converge::rerecord(&kept, &[]))
+    }
+
+    /// Whether the runtime lists the attachment that installed `entry` as live.
+    fn is_listed(&self, entry: &Owned) -> bool {
+        entry.network == self.network
+            && self
+                .listed
+                .iter()
+                .any(|a| a.container_id == entry.container_id && a.ifname == entry.ifname)
+    }
+
+    /// A live attachment's entry converged into the VPC's current `table`, whose routes are
+    /// `in_table`: the entry to keep (re-recorded when it moved), `None` when its host interface
+    /// is gone. A repair that fails keeps the entry as it was, for the next ADD of the VPC or GC.
+    fn converge(
+        &self,
+        vpc: &VpcId,
+        entry: Owned,
+        table: u32,
+        dev: Option<u32>,
+        in_table: &[RouteSpec],
+    ) -> Option<Owned> {
+        dev?;
+        if !converge::needs_repair(&entry, table, in_table) {
+            return Some(entry);
+        }
+        let Some(fix) = converge::repair(&entry, table, dev, in_table) else {
+            return Some(entry);
+        };
+        match converge::apply(&self.nl, vpc.raw(), &fix) {
+            Ok(()) => Some(fix.entry),
+            Err(e) => {
+                log::warn(
+                    "GC: could not converge a live attachment's termination route",
+                    json!({"dst": entry.dst, "dev": entry.dev, "err": e.to_string()}),
+                );
+                Some(entry)
+            }
+        }
     }
 
     fn delete(&self, vpc: &VpcId, entry: &Owned, route: &RouteSpec) -> Result<(), RouteError> {

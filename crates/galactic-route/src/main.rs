@@ -22,6 +22,7 @@ mod add;
 mod chain;
 mod check;
 mod conf;
+mod converge;
 #[cfg(test)]
 mod cost;
 mod del;

@@ -165,6 +165,9 @@ pub fn differences(a: &Attached<'_, TapOptions>) -> Vec<String> {
 pub fn release(node: &NodeConfig, record: &Record) -> Option<MasterError> {
     let name = file_name(&record.container_id);
     let path = node.dan_dir.join(&name);
+    // What an ADD killed while writing the file left goes even when no file came to exist
+    // (a live writer's temporary stays: `staged::settle`). Best effort: GC sweeps the rest.
+    let _ = staged::settle(&node.dan_dir, &name);
     let doc = read(&path)?;
     if !names_only(&doc, &record.host_ifname) {
         log::info(

@@ -9,8 +9,9 @@
 //! The temporary is in a subdirectory, not beside the file: upstream's RA reader parses every
 //! file of its directory, so a temporary torn by a killed writer would stop its listing, while it
 //! skips directories. The subdirectory is on the same file system, so the rename is atomic and a
-//! reader sees the old file or the new one. A killed writer's temporary is swept by GC once its
-//! process is gone ([`sweep`]).
+//! reader sees the old file or the new one. A killed writer's temporary goes with the DEL of its
+//! attachment ([`remove`], [`settle`]: whether or not the file came to exist) and with GC
+//! ([`sweep`]), once no process has the writer's pid (`galactic_core::state`'s rule).
 
 use galactic_core::state::StateError;
 use std::fs::{DirBuilder, OpenOptions};
@@ -27,7 +28,8 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StateErro
     move |source| StateError::Io { op, path, source }
 }
 
-/// Writes `bytes` to `<dir>/<name>` through a temporary and a rename.
+/// Writes `bytes` to `<dir>/<name>` through a temporary and a rename, after removing what
+/// killed writers of it left ([`settle`]).
 pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StateError> {
     let staging = dir.join(STAGING);
     DirBuilder::new()
@@ -35,32 +37,46 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), StateError> {
         .mode(0o700)
         .create(&staging)
         .map_err(io("create", &staging))?;
+    settle(dir, name)?;
     let tmp = staging.join(format!("{name}.tmp.{}", std::process::id()));
-    let written = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(bytes));
     let path = dir.join(name);
-    let renamed = written
+    let renamed = write_private(&tmp, bytes)
         .map_err(io("write", &tmp))
+        .and_then(|()| galactic_core::state::before_rename(&path, &tmp))
         .and_then(|()| std::fs::rename(&tmp, &path).map_err(io("write", &path)));
     if renamed.is_err() {
-        // Best effort: one that cannot be removed now is GC's.
+        // Best effort: one that cannot be removed now goes with the DEL or GC.
         let _ = std::fs::remove_file(&tmp);
     }
     renamed
 }
 
-/// Removes `<dir>/<name>`; a missing file is success.
+/// Creates (or truncates) `tmp` with mode 0600 and writes `bytes`.
+fn write_private(tmp: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(tmp)
+        .and_then(|mut f| f.write_all(bytes))
+}
+
+/// Removes `<dir>/<name>` and the temporaries of it that killed writers left ([`settle`]); a
+/// missing file is success.
 pub fn remove(dir: &Path, name: &str) -> Result<(), StateError> {
+    settle(dir, name)?;
     let path = dir.join(name);
     match std::fs::remove_file(&path) {
         Err(e) if e.kind() != ErrorKind::NotFound => Err(io("remove", &path)(e)),
         _ => Ok(()),
     }
+}
+
+/// Removes the temporaries of `<dir>/<name>` whose writer is gone, whether or not the file
+/// exists: the DEL of an attachment whose ADD was killed before its rename. Returns how many.
+pub fn settle(dir: &Path, name: &str) -> Result<usize, StateError> {
+    galactic_core::state::remove_dead_temporaries_named(&dir.join(STAGING), name)
 }
 
 /// Removes the temporaries of `dir` whose writer is gone (GC).

@@ -20,3 +20,4 @@ mod publish;
 mod refusals;
 mod repair;
 mod retract;
+mod temporaries;

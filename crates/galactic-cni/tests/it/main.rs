@@ -3,12 +3,14 @@
 //!
 //! - [`attach`]: ADD/CHECK/DEL of every addressing mode, reachability and isolation, retries;
 //! - [`lifecycle`]: failures at every step, DEL after the pod or config changed, claims, GC,
-//!   refusals, the host services filter, the VRF backend.
+//!   refusals, the host services filter, the VRF backend;
+//! - [`temporaries`]: DEL after an ADD killed between a state write and its rename.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 mod attach;
 mod lifecycle;
+mod temporaries;
 
 use galactic_testkit::host::Host;
 pub use galactic_testkit::inspect::*;

@@ -151,3 +151,59 @@ fn a_long_history_leaves_only_live_attachments_in_the_record() {
     );
     rt.del(&chain("1"), &keep.attachment()).unwrap();
 }
+
+/// Every `*.tmp.*` file under the host's state directory.
+fn temporaries(host: &Host) -> Vec<String> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if entry.file_name().to_string_lossy().contains(".tmp.") {
+                out.push(path.display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&host.path("state"), &mut out);
+    out
+}
+
+/// An ADD SIGKILLed between writing the VPC's record and its rename, when no record existed
+/// and when another attachment's did (its entries then never reached the record, so DEL finds
+/// nothing to rewrite): the runtime's DEL alone (no GC) leaves no temporary.
+#[test]
+fn a_del_after_an_add_killed_before_its_record_rename_leaves_no_temporary() {
+    galactic_testkit::privileged!();
+    let host = common::host("rl5");
+    let rt = common::runtime(&host);
+    let record = route_record(&host, "A");
+    let point = format!(
+        "state-before-rename:routes/{}:kill",
+        record.file_name().unwrap().to_string_lossy()
+    );
+    let killed = rt.clone().env("GALACTIC_FAILPOINTS", &point);
+    let keep = Pod::new("rl5k");
+    for (round, att) in ["1", "2"].into_iter().enumerate() {
+        let pod = Pod::new("rl5p");
+        let err = killed.add(&chain(att), &pod.attachment()).unwrap_err();
+        assert!(err.code().is_none(), "killed, no CNI answer: {err}");
+        assert_eq!(temporaries(&host).len(), 1, "{:?}", temporaries(&host));
+        assert_eq!(
+            record.exists(),
+            round == 1,
+            "the record existed only the second time"
+        );
+        rt.del(&chain(att), &pod.attachment()).unwrap();
+        assert_eq!(
+            temporaries(&host),
+            Vec::<String>::new(),
+            "after DEL, round {round}"
+        );
+        if round == 0 {
+            rt.add(&chain("1"), &keep.attachment()).unwrap();
+        }
+    }
+    assert_eq!(entries(&host).len(), 2, "the live attachment's entries");
+    rt.del(&chain("1"), &keep.attachment()).unwrap();
+}

@@ -6,6 +6,7 @@
 mod common;
 
 mod chain;
+mod converge;
 mod fuzz;
 mod lifetime;
 mod ownership;

@@ -339,3 +339,36 @@ fn a_full_disk_under_the_ra_records_fails_the_add_for_a_retry() {
         .iter()
         .all(|n| n == "filler" || n.is_empty()));
 }
+
+/// An ADD SIGKILLed between writing the DAN file or the RA record and renaming it into place:
+/// the runtime's DEL alone (no GC) leaves no temporary, though neither file ever existed.
+#[test]
+fn a_del_after_an_add_killed_before_its_rename_leaves_no_temporary() {
+    galactic_testkit::privileged!();
+    let host = host("kkill", json!({}));
+    let rt = runtime(&host);
+    let conf = conf("K", json!({"dan": true}));
+    for dir in ["dans", "ra"] {
+        let vm = Pod::new("kkillvm");
+        let file = match dir {
+            "dans" => format!("{}.json", vm.id),
+            _ => hname("K", "1"),
+        };
+        let point = format!("state-before-rename:{dir}/{file}:kill");
+        let err = rt
+            .clone()
+            .env("GALACTIC_FAILPOINTS", &point)
+            .add(&conf, &vm.attachment())
+            .unwrap_err();
+        assert!(
+            err.code().is_none(),
+            "{point}: killed, no CNI answer: {err}"
+        );
+        let staged = std::fs::read_dir(host.path(dir).join(".galactic-tmp")).unwrap();
+        assert_eq!(staged.count(), 1, "{point}: the killed writer's temporary");
+        rt.del(&conf, &vm.attachment()).unwrap();
+        // `entries` fails on any temporary left.
+        assert!(entries(&host.path("dans")).is_empty(), "{point}");
+        assert!(entries(&host.path("ra")).is_empty(), "{point}");
+    }
+}

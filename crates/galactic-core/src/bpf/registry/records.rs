@@ -173,9 +173,16 @@ pub(super) fn remove_record(state_dir: &Path, host_ifname: &str) -> Result<(), B
     Ok(state::remove(&record_path(state_dir, host_ifname))?)
 }
 
-/// Every registration record (unparseable ones are skipped: they must not stop GC).
+/// Every registration record (unparseable ones are skipped: they must not stop GC). Every
+/// registration and every removal lists them first, so the listing also removes what killed
+/// writers of the registry left, where no process with their pid is left
+/// ([`state::sweep_temporaries`]): the VPC-wide egress records too, which the removal of an
+/// attachment that is not its table's last never reads.
 pub fn all_records(state_dir: &Path) -> Result<Vec<AttachmentRecord>, BpfError> {
     let dir = records_dir(state_dir);
+    // Best effort: GC sweeps what cannot be removed now.
+    let _ = state::sweep_temporaries(&dir);
+    let _ = state::sweep_temporaries(&nat66_dir(state_dir));
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),

@@ -101,9 +101,19 @@ impl Domains {
         self.dir.join(format!("vpc-{}.json", vpc.hex()))
     }
 
-    /// The domain of `vpc`, if one was created.
+    /// The domain of `vpc`, if one was created. The record's temporaries whose writers are gone
+    /// go too, also when the record exists: an ADD killed while it rewrote the VPC's record (a
+    /// new gateway, a re-bound table) leaves one that the DEL of its attachment, which reads the
+    /// record but never rewrites it, must not leave behind (`crate::state`). The directory
+    /// holds one file per VPC of the node, so the listing stays small.
     pub fn get(&self, vpc: &VpcId) -> Result<Option<Domain>, NetError> {
-        Ok(read_json(&self.record_path(vpc))?)
+        let path = self.record_path(vpc);
+        let domain = read_json(&path)?;
+        if domain.is_some() {
+            // Best effort: the next write of the record or GC takes what is left.
+            let _ = state::remove_dead_temporaries(&path);
+        }
+        Ok(domain)
     }
 
     /// Every recorded domain.
