@@ -9,6 +9,7 @@ mod common;
 
 mod adopted;
 mod datapath;
+mod deferred_removal;
 mod export;
 mod fuzz;
 mod installer;
@@ -20,3 +21,4 @@ mod publish;
 mod refusals;
 mod repair;
 mod retract;
+mod teardown_orders;
