@@ -190,17 +190,35 @@ impl Publications {
             .is_empty())
     }
 
-    /// Every record on the node (unparseable ones are skipped: they must not stop GC, and
-    /// [`Self::any_of_vpc`] still counts them).
-    pub fn all(&self) -> Result<Vec<Publication>, BgpError> {
+    /// GC: removes the temporaries killed writers left in every VPC's directory (a live
+    /// writer's stays: its process exists). How many went. A directory stays: only a holder of
+    /// the VPC's lock removes it (DEL), since an ADD may be writing into it.
+    pub fn sweep_temporaries(&self) -> Result<usize, BgpError> {
+        let mut removed = state::sweep_temporaries(&self.root).map_err(state_err)?;
+        for dir in self.vpc_dirs()? {
+            removed += state::sweep_temporaries(&dir).map_err(state_err)?;
+        }
+        Ok(removed)
+    }
+
+    fn vpc_dirs(&self) -> Result<Vec<PathBuf>, BgpError> {
         let entries = match std::fs::read_dir(&self.root) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(io(format!("list {}", self.root.display()))(e)),
         };
-        let dirs = entries.flatten().map(|e| e.path()).filter(|p| p.is_dir());
+        Ok(entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect())
+    }
+
+    /// Every record on the node (unparseable ones are skipped: they must not stop GC, and
+    /// [`Self::any_of_vpc`] still counts them).
+    pub fn all(&self) -> Result<Vec<Publication>, BgpError> {
         let mut out = Vec::new();
-        for dir in dirs {
+        for dir in self.vpc_dirs()? {
             for file in state::json_files(&dir, "").map_err(state_err)? {
                 if let Ok(Some(p)) = state::read_json::<Publication>(&file) {
                     out.push(p);

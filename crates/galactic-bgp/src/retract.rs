@@ -21,7 +21,7 @@ use galactic_core::cni::Request;
 use galactic_core::ident::{
     bgp_advertisement_name, bgp_vrf_instance_name, is_legacy_advertisement_name, ChainIds,
 };
-use galactic_core::{log, state};
+use galactic_core::log;
 use galactic_kube::{BGPAdvertisement, BGPVRFInstance, ClientOptions};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -142,6 +142,7 @@ pub fn gc(req: &Request) -> Result<(), BgpError> {
     records.ensure_seeded(&req.node, &node, None)?;
     let masters = held(&req.node)?;
     let forgotten = retract_unlisted(req, &backend, &records, &masters)?;
+    records.sweep_temporaries()?;
     if backend.is_kube() {
         let moved = crate::legacy::move_listed(req, &backend)?;
         log::info(
@@ -153,7 +154,6 @@ pub fn gc(req: &Request) -> Result<(), BgpError> {
     if let Backend::Local(local) = &backend {
         local.sweep_temporaries()?;
     }
-    let _ = state::sweep_temporaries(&req.node.state_dir.join(crate::publications::DIR));
     let store = backend.store();
     let ns = req.node.namespace.as_str();
     let live = Live::of(&records.all()?, &masters, &node);
