@@ -24,19 +24,6 @@ pub fn published_ids(req: &Request, cid: &str, ifname: &str) -> Option<ChainIds>
     recorded.or_else(|| ChainIds::of(&req.conf.raw).ok())
 }
 
-/// How many attachments of the VPC other than this one the node's masters hold.
-pub fn others_of_vpc(req: &Request, vpc: &VpcId, cid: &str, ifname: &str) -> usize {
-    let Ok(records) = Records::new(&req.node.state_dir).all() else {
-        // Unknown: keep the shared instance (it is retired with the VPC's next last DEL, or by
-        // GC).
-        return 1;
-    };
-    records
-        .iter()
-        .filter(|r| r.vpc == vpc.raw() && !r.is_for(&req.conf.name, cid, ifname))
-        .count()
-}
-
 /// Every attachment the node's masters hold.
 pub fn held(node: &NodeConfig) -> Result<Vec<Record>, BgpError> {
     Records::new(&node.state_dir)

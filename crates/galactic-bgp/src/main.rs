@@ -23,6 +23,7 @@ mod netns;
 mod node_identity;
 mod ops;
 mod prev;
+mod publications;
 mod publish;
 mod retract;
 mod slice;

@@ -1,13 +1,14 @@
 //! ADD and STATUS (CHECK: `check`; DEL and GC: `retract`).
 
 use crate::annotations::{self, ContainerRecord};
-use crate::attachments::{others_of_vpc, vpc_lock};
+use crate::attachments::vpc_lock;
 use crate::conf::Stanza;
 use crate::crds;
 use crate::datapath::{self, Attachment};
 use crate::error::{BgpError, NodeNameError, PrevResultError};
 use crate::netns;
 use crate::prev::{self, Facts};
+use crate::publications::{forget_and_retire, AttachmentKey, Publication, Publications, SliceRef};
 use crate::publish::{self, AdvertisementInput, Router};
 use crate::slice::{self, PodRef, SliceInput};
 use crate::store::kube::{InstalledCrd, KubeStore};
@@ -239,6 +240,12 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
         });
     }
     let target = Target::resolve(req, &plan, &backend)?;
+    let key = AttachmentKey {
+        network: &req.conf.name,
+        container_id: &target.container_id,
+        ifname: req.env.ifname()?.as_str(),
+    };
+    Publications::new(&req.node.state_dir).ensure_seeded(&req.node, &target.node, Some(&key))?;
     let mut rollback = Rollback::new();
     let vrf_id = target.ensure_vrf(&mut rollback)?;
     let sid = target.register_datapath(vrf_id, &mut rollback)?;
@@ -246,6 +253,7 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     // Debug builds: a test stops the ADD here to prove the rollback removes only this ADD's rows.
     galactic_core::failpoint::hit("bgp-after-datapath")?;
     let advertisement = target.advertise(vrf_id, &mut rollback)?;
+    galactic_core::failpoint::hit("bgp-before-slice")?;
     target.publish_slice(sid, &mut rollback)?;
     rollback.commit();
     log::info(
@@ -297,28 +305,47 @@ impl<'a> Target<'a> {
         })
     }
 
-    /// The VPC's BGPVRFInstance on this node, created when it is the VPC's first attachment
-    /// here (under the VPC's lock); its vrfID.
+    /// This attachment's publication record (its intent: what this ADD will publish), then the
+    /// VPC's BGPVRFInstance on this node, created when it is the VPC's first attachment here,
+    /// both under the VPC's lock; its vrfID. A record this ADD created is undone last, after
+    /// everything else it published: the record goes and, with the VPC's last record, the
+    /// instance ([`forget_and_retire`]).
     fn ensure_vrf(&self, rollback: &mut Rollback<'a>) -> Result<u32, BgpError> {
         let store = self.backend.store();
-        let held = vpc_lock(&self.req.node, &self.plan.stanza.vpc)?;
+        let vpc = &self.plan.stanza.vpc;
+        let intent = self.publication()?;
+        let held = vpc_lock(&self.req.node, vpc)?;
+        if Publications::new(&self.req.node.state_dir).put(vpc, &intent)? {
+            let (node, vpc) = (&self.req.node, vpc.clone());
+            rollback.push(
+                format!("forget the publication record of {}", intent.host_ifname),
+                move || {
+                    forget_and_retire(node, store, &vpc, Some(&intent), &intent.vrf_instance)
+                        .map(|_| ())
+                },
+            );
+        }
+        // Debug builds: a test kills the ADD here, after the intent and before any object.
+        galactic_core::failpoint::hit("bgp-after-intent")?;
         let vrf =
             publish::ensure_vrf_instance(store, self.ns, &self.vrf_name, &self.router, &self.rt)?;
         drop(held);
-        if let Some(uid) = vrf.created_uid {
-            let (req, ns, name) = (self.req, self.ns, self.vrf_name.clone());
-            let ifname = req.env.ifname()?.as_str().to_owned();
-            let (cid, vpc) = (self.container_id.clone(), self.plan.stanza.vpc.clone());
-            rollback.push(format!("delete BGPVRFInstance {name}"), move || {
-                // Another attachment's ADD may have found the instance meanwhile: it stays then.
-                let _vpc = vpc_lock(&req.node, &vpc)?;
-                if others_of_vpc(req, &vpc, &cid, &ifname) == 0 {
-                    store.delete(Kind::VrfInstance, ns, &name, &uid)?;
-                }
-                Ok::<(), BgpError>(())
-            });
-        }
         Ok(vrf.vrf_id)
+    }
+
+    /// What this ADD publishes, by name: its publication record.
+    fn publication(&self) -> Result<Publication, BgpError> {
+        let key = AttachmentKey {
+            network: &self.req.conf.name,
+            container_id: &self.container_id,
+            ifname: self.req.env.ifname()?.as_str(),
+        };
+        let mut p = Publication::named(&key, &self.plan.ids(), self.ns, &self.node);
+        p.endpoint_slice = self.plan.pod.as_ref().map(|pod| SliceRef {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+        });
+        Ok(p)
     }
 
     /// The attachment's eBPF datapath rows, when the node's router has a uSID; its SID.

@@ -9,6 +9,7 @@ mod common;
 
 mod adopted;
 mod datapath;
+mod deferred_removal;
 mod export;
 mod fuzz;
 mod installer;
@@ -20,4 +21,5 @@ mod publish;
 mod refusals;
 mod repair;
 mod retract;
+mod teardown_orders;
 mod temporaries;

@@ -12,6 +12,8 @@
 //! ```text
 //! <state_dir>/bpf/
 //!   lock                         flock: one registration/removal at a time on the node
+//!   deferred/G{vpc}{att}H.json   {"hostIfname","error"}: a removal DEL could not finish, retried
+//!                                by the next registration or removal (`deferred.rs`)
 //!   attachments/G{vpc}{att}H.json {"hostIfname","ifindex","block","argument","vrfTableId",
 //!                                  "prefixes":[canonical CIDR…],"pinDir","egressKind"}
 //!   nat66/{table}.json           {"vrfTableId","prefix","pinDir","sid","linkIfindex","dmac",
@@ -36,6 +38,7 @@
 //! opted out, a prefix left the node config), each only while it still holds what was written or
 //! what that replaced (a route someone else put at that prefix since is left alone).
 
+mod deferred;
 mod kind;
 mod newest;
 mod records;
@@ -43,6 +46,7 @@ mod removal;
 mod retable;
 mod verify;
 
+pub use deferred::{deferred, Deferral};
 pub use newest::attachment_identity;
 pub use records::{
     all_nat66_records, all_records, egress_records, nat66_key, read_nat66_record, read_record,
@@ -186,6 +190,10 @@ impl NodeMaps {
 pub fn register_attachment(r: &Registration<'_>) -> Result<AttachmentRecord, BpfError> {
     let mut m = NodeMaps::open(r.pin_dir)?;
     let _lock = lock(r.state_dir)?;
+    // Removals an earlier DEL could not finish, before this registration's rows: one readdir
+    // when there are none (`deferred.rs`).
+    deferred::retry_locked(r.state_dir);
+    deferred::supersede_locked(r.state_dir, r.host_ifname);
     let record = AttachmentRecord {
         host_ifname: r.host_ifname.to_owned(),
         ifindex: r.host_ifindex,

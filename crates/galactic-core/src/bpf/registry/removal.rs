@@ -2,6 +2,7 @@
 
 use super::records::*;
 use super::*;
+
 /// Removes the rows of `host_ifname`'s registration, if it has one: its `ifindex_vrf_table`
 /// row (only while it still points at the recorded VRF), its pass-through entries (only those
 /// no other registration lists) and, when it was its table's last registration, the VPC's
@@ -132,6 +133,7 @@ pub fn sweep_attachments(
     live: &HashSet<String>,
 ) -> Result<Vec<String>, BpfError> {
     let _lock = lock(state_dir)?;
+    deferred::retry_locked(state_dir);
     let mut removed = Vec::new();
     let mut first_error = None;
     for record in all_records(state_dir)? {
@@ -172,13 +174,31 @@ pub fn sweep_attachments(
     }
 }
 
-/// [`unregister_attachment`] for the masters' DEL, which never fails on datapath state: an
-/// error is logged and the registration record stays, so the next CNI GC retries it.
+/// [`unregister_attachment`] for the masters' DEL, which never fails on datapath state: the
+/// removals an earlier DEL deferred are retried first; an error is logged and the removal
+/// deferred (a marker in `<state_dir>/bpf/deferred/`, `deferred.rs`), so the next registration
+/// or removal on the node retries it, and the next CNI GC too.
 pub fn unregister_or_defer(state_dir: &Path, host_ifname: &str) {
-    if let Err(e) = unregister_attachment(state_dir, host_ifname) {
+    let outcome = lock(state_dir).and_then(|_lock| {
+        deferred::retry_locked(state_dir);
+        unregister_locked(state_dir, host_ifname).inspect_err(|e| {
+            // Best effort: without the marker GC is still the fallback.
+            if let Err(marker) = deferred::defer_locked(state_dir, host_ifname, &e.to_string()) {
+                warn_defer(host_ifname, &marker);
+            }
+        })
+    });
+    if let Err(e) = outcome {
         crate::log::warn(
-            "DEL: could not remove the attachment's eBPF datapath rows; GC retries",
+            "DEL: could not remove the attachment's eBPF datapath rows; the next registration or removal on the node retries",
             serde_json::json!({"hostIfname": host_ifname, "err": e.to_string()}),
         );
     }
+}
+
+fn warn_defer(host_ifname: &str, e: &BpfError) {
+    crate::log::warn(
+        "DEL: could not record the deferred eBPF removal; GC retries",
+        serde_json::json!({"hostIfname": host_ifname, "err": e.to_string()}),
+    );
 }
