@@ -183,11 +183,13 @@ impl Publications {
         Ok(())
     }
 
-    /// Whether any record of `vpc` is left (a temporary is no record).
-    pub fn any_of_vpc(&self, vpc: &VpcId) -> Result<bool, BgpError> {
-        Ok(!state::json_files(&self.vpc_dir(vpc), "")
+    /// Whether any record of `vpc` other than `own`'s is there (a temporary is no record).
+    pub fn others_of_vpc(&self, vpc: &VpcId, own: Option<&Publication>) -> Result<bool, BgpError> {
+        let own = own.map(|p| self.path(vpc, &p.host_ifname, &p.container_id));
+        Ok(state::json_files(&self.vpc_dir(vpc), "")
             .map_err(state_err)?
-            .is_empty())
+            .iter()
+            .any(|path| Some(path) != own.as_ref()))
     }
 
     /// GC: removes the temporaries killed writers left in every VPC's directory (a live
@@ -215,7 +217,7 @@ impl Publications {
     }
 
     /// Every record on the node (unparseable ones are skipped: they must not stop GC, and
-    /// [`Self::any_of_vpc`] still counts them).
+    /// [`Self::others_of_vpc`] still counts them).
     pub fn all(&self) -> Result<Vec<Publication>, BgpError> {
         let mut out = Vec::new();
         for dir in self.vpc_dirs()? {
@@ -294,11 +296,13 @@ impl Publications {
 }
 
 /// The last step of every retraction (DEL, a failed ADD's rollback, GC): under the VPC's lock,
-/// removes `own` (the record of the attachment whose objects were just retracted, if it had one),
-/// then retires the VPC's VRF instance `vrf_instance` when no record of the VPC is left.
-/// Idempotent, and run also without a record of one's own (a DEL retried after a kill between
-/// the record's removal and the retirement), so any order of the chain's DELs ends with nothing
-/// of the VPC published. Whether an instance was deleted.
+/// retires the VPC's VRF instance `vrf_instance` when no record of the VPC but `own` (the record
+/// of the attachment whose objects were just retracted, if it had one) is left, then removes
+/// `own`. The record goes last, so a retraction killed in between leaves a record that names
+/// the instance: the runtime's retried DEL or its GC (which finds only records) finishes it.
+/// Idempotent, and run also without a record of one's own (a DEL retried after such a kill), so
+/// any order of the chain's DELs ends with nothing of the VPC published. Whether an instance was
+/// deleted.
 pub fn forget_and_retire(
     node: &NodeConfig,
     store: &dyn ObjectStore,
@@ -308,14 +312,17 @@ pub fn forget_and_retire(
 ) -> Result<bool, BgpError> {
     let records = Publications::new(&node.state_dir);
     let _vpc = vpc_lock(node, vpc)?;
+    let retired = match records.others_of_vpc(vpc, own)? {
+        true => false,
+        false => {
+            galactic_core::failpoint::hit("bgp-before-vrf-retire")?;
+            publish::retire_vrf_instance(store, &node.namespace, vrf_instance)?
+        }
+    };
     if let Some(own) = own {
         records.remove(vpc, own)?;
     }
-    if records.any_of_vpc(vpc)? {
-        return Ok(false);
-    }
-    galactic_core::failpoint::hit("bgp-before-vrf-retire")?;
-    publish::retire_vrf_instance(store, &node.namespace, vrf_instance)
+    Ok(retired)
 }
 
 /// [`forget_and_retire`] for a record read back from disk (GC).

@@ -302,9 +302,9 @@ fn reversed(publisher: Publisher, tag: &str) {
     scene.assert_nothing_left("reversed");
 }
 
-/// galactic-bgp SIGKILLed in its DEL, after retracting its objects (every chain) and after
-/// forgetting its record (the VPC's last one: before the VRF instance goes), and the chain's
-/// DEL retried by the runtime until it succeeds.
+/// galactic-bgp SIGKILLed in its DEL, after retracting its objects (every chain) and, for the
+/// VPC's last record, just before the VRF instance goes (its record still there), and the
+/// chain's DEL retried by the runtime until it succeeds.
 fn killed(publisher: Publisher, tag: &str) {
     galactic_testkit::privileged!();
     let scene = Scene::new(tag, publisher);
@@ -330,6 +330,33 @@ fn killed(publisher: Publisher, tag: &str) {
     scene.assert_nothing_left("killed");
 }
 
+/// The same kill just before the VRF instance goes (the VPC's last record), but the runtime
+/// gives those attachments up and, having lost its cache, sends only GC (no DEL of the cached
+/// attachments first, as libcni's GC would): galactic-bgp's GC alone finds the record the killed
+/// DEL left and finishes its retraction, with either publisher.
+fn killed_then_gc(publisher: Publisher, tag: &str) {
+    galactic_testkit::privileged!();
+    let scene = Scene::new(tag, publisher);
+    scene.assert_published();
+    let rt = scene
+        .runtime()
+        .env("GALACTIC_FAILPOINTS", "bgp-before-vrf-retire:kill");
+    let given_up: Vec<_> = scene
+        .pods
+        .iter()
+        .filter(|p| rt.del(&p.list, &p.att).is_err())
+        .collect();
+    assert_eq!(given_up.len(), VPCS.len(), "kills");
+    rt.lose_cache();
+    for p in given_up {
+        scene
+            .runtime()
+            .gc(&p.list, &[])
+            .unwrap_or_else(|e| panic!("GC: {e}"));
+    }
+    scene.assert_nothing_left("killed_then_gc");
+}
+
 macro_rules! both_publishers {
     ($($case:ident),*) => {
         mod local {
@@ -347,7 +374,14 @@ macro_rules! both_publishers {
     };
 }
 
-both_publishers!(sequential, parallel, staged, reversed, killed);
+both_publishers!(
+    sequential,
+    parallel,
+    staged,
+    reversed,
+    killed,
+    killed_then_gc
+);
 
 /// Kubernetes publisher: the runtime's DEL after a galactic-bgp ADD killed at any step deletes
 /// what that ADD created, by its intent record, with no GC of galactic-router.

@@ -229,22 +229,6 @@ impl Lab {
         }
     }
 
-    /// Deletes a published document, as the cluster's own GC (galactic-router's) reclaims what
-    /// a crash left with the Kubernetes publisher (`docs/kubernetes.md`, GC); `key` is
-    /// `namespace/name`.
-    pub fn reclaim_document(&self, plural: &str, key: &str) {
-        let (ns, name) = key.split_once('/').unwrap_or(("", key));
-        match &self.api {
-            Some(api) => {
-                api.fixture().remove(plural, Some(ns), name);
-            }
-            None => {
-                let path = self.state_dir().join("bgp").join(ns).join(plural);
-                let _ = std::fs::remove_file(path.join(format!("{name}.json")));
-            }
-        }
-    }
-
     /// The IPAM store directory.
     pub fn ipam_dir(&self) -> PathBuf {
         self.host.path("ipam")

@@ -4,8 +4,7 @@
 
 use super::invariant::{self, Found, Ident, Kind, Population};
 use super::{Campaign, Subject};
-use crate::campaign::{Lab, Publisher, CHAIN, NAMESPACE, NODE_NAME, POD_NAMESPACE};
-use galactic_core::ident::{bgp_advertisement_name, bgp_vrf_instance_name};
+use crate::campaign::{Lab, CHAIN};
 use galactic_testkit::harness::{io, json, Result};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -89,29 +88,6 @@ impl Campaign<'_> {
             }
         }
         Ok(found)
-    }
-
-    /// With the Kubernetes publisher GC removes nothing it published: what a crash left is
-    /// galactic-router's GC's to reclaim (`docs/kubernetes.md`, GC). After a recovery by GC the
-    /// campaign reclaims as that GC would, exactly the given-up attachment's documents (and its
-    /// VPC's VRF instance when the VPC has no live attachment), so that the invariant judges the
-    /// chain, not the missing cluster component. The local publisher's GC reclaims its own.
-    pub(super) fn reclaim_as_the_cluster(&mut self, given_up: &Subject) -> Result<()> {
-        if self.lab.publisher != Publisher::Kubernetes {
-            return Ok(());
-        }
-        let (vpc, att) = (&given_up.vpc, &given_up.att);
-        let ad = bgp_advertisement_name(vpc, att, NODE_NAME);
-        self.lab
-            .reclaim_document("bgpadvertisements", &format!("{NAMESPACE}/{ad}"));
-        let slice = format!("{POD_NAMESPACE}/{}", given_up.cid);
-        self.lab.reclaim_document("endpointslices", &slice);
-        if !self.live.iter().any(|l| &l.vpc == vpc) {
-            let vrf = bgp_vrf_instance_name(vpc, NODE_NAME);
-            self.lab
-                .reclaim_document("bgpvrfinstances", &format!("{NAMESPACE}/{vrf}"));
-        }
-        Ok(())
     }
 }
 

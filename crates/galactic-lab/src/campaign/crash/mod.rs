@@ -304,7 +304,6 @@ impl<'a> Campaign<'a> {
         if by_gc {
             let valid: Vec<String> = self.live.iter().map(|l| l.cid.clone()).collect();
             self.lab.gc(&valid)?;
-            self.reclaim_as_the_cluster(&a)?;
             self.report.gc_recoveries += 1;
             return self.check(&format!("after recovering {} by GC", a.cid), true);
         }
