@@ -446,8 +446,9 @@ impl Scene {
             }
         }
         // Per attachment nothing may stay; per node and per VPC only what outlives a container
-        // by design: lock files, the routing domains (GC's, next step) and the local
-        // publisher's resourceVersion counter (it only grows). galactic-bgp's publications go
+        // by design: lock files, the routing domains (GC's, next step), the local
+        // publisher's resourceVersion counter (it only grows) and galactic-bgp's marker that the
+        // node's publication records were seeded (once per node). galactic-bgp's publications go
         // with the VPC's last attachment on the node (its DEL retracts them).
         let state = self.host.path("state");
         let records: Vec<String> = self
@@ -458,6 +459,7 @@ impl Scene {
                 let first = relative.components().next().map(|c| c.as_os_str());
                 !(f.ends_with(".lock")
                     || relative == Path::new("bgp/revision")
+                    || relative == Path::new("bgp-attachments/seeded")
                     || first.is_some_and(|c| ["locks", "routing"].map(OsStr::new).contains(&c)))
             })
             .collect();
