@@ -448,7 +448,7 @@ fn seeded_apiserver(host: &Host) -> ApiServer {
 }
 
 /// The `*.json` documents of `dir` (none when it does not exist), by path.
-fn json_docs(dir: &Path) -> Vec<(PathBuf, Value)> {
+pub(crate) fn json_docs(dir: &Path) -> Vec<(PathBuf, Value)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };

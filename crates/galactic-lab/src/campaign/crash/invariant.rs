@@ -7,7 +7,7 @@
 //! plugin's own account of it, and judge it against the campaign's attachments: the live ones
 //! and the gone ones (ever attached in this campaign, not live now).
 
-use crate::campaign::NODE_NAME;
+use crate::campaign::{json_docs, NODE_NAME};
 use galactic_core::bpf::abi::FAMILY_IPV4;
 use galactic_core::bpf::registry::AttachmentRecord;
 use galactic_core::ident::{bgp_advertisement_name, bgp_vrf_instance_name, VpcId};
@@ -231,25 +231,10 @@ impl Leftovers {
     }
 }
 
-/// The `*.json` documents of `dir` (none when it does not exist), by path.
-fn json_files(dir: &Path) -> Vec<(PathBuf, Value)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
-        .filter_map(|e| {
-            let doc = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
-            Some((e.path(), doc))
-        })
-        .collect()
-}
-
 /// Master records of containers that are not live.
 pub fn master_records(state_dir: &Path, pop: &Population) -> Vec<Found> {
     let live = pop.live_cids();
-    let records = json_files(&state_dir.join("attachments"));
+    let records = json_docs(&state_dir.join("attachments"));
     records
         .into_iter()
         .filter_map(|(path, doc)| {
@@ -265,7 +250,7 @@ pub fn master_records(state_dir: &Path, pop: &Population) -> Vec<Found> {
 /// Routing-domain records of VPCs without a live attachment (call right after a GC only).
 pub fn domain_records(state_dir: &Path, pop: &Population) -> Vec<Found> {
     let live = pop.live_vpc_hex();
-    let records = json_files(&state_dir.join("routing"));
+    let records = json_docs(&state_dir.join("routing"));
     records
         .into_iter()
         .filter_map(|(path, _)| {
@@ -281,7 +266,7 @@ pub fn domain_records(state_dir: &Path, pop: &Population) -> Vec<Found> {
 pub fn route_entries(state_dir: &Path, pop: &Population) -> Vec<Found> {
     let live = pop.live_cids();
     let mut out = Vec::new();
-    for (path, doc) in json_files(&state_dir.join("routes")) {
+    for (path, doc) in json_docs(&state_dir.join("routes")) {
         for entry in doc["routes"].as_array().into_iter().flatten() {
             let cid = entry["containerId"].as_str().unwrap_or_default();
             if !live.contains(cid) {
