@@ -22,12 +22,14 @@
 //!   `resourceVersion` on PUT/PATCH/DELETE), 422 `Invalid` with `details.causes` (field, reason,
 //!   message as apimachinery words them, [`failure`]), as `Status` bodies;
 //! - per-request fault injection ([`Fault`]): an error status, added latency, or a dropped
-//!   connection, matched by method and path;
-//! - a record of every request ([`Seen`]) so tests can assert what the client sent.
+//!   connection, matched by method and path; and a latency for every request
+//!   ([`Fixture::set_latency`]), the round trip to a server a network away;
+//! - a record of every request ([`Seen`]) so tests can assert what the client sent, and how many
+//!   requests of which verb and resource an operation made ([`count_requests`]).
 //!
 //! It serves the same handler in-process ([`Fixture::service`], a `tower::Service` for
 //! `kube::Client::new`, no transport and no authentication) and over HTTPS on a loopback port
-//! ([`ApiServer`]: HTTP/1.1 over TLS with a cluster CA and a server certificate made per server
+//! ([`ApiServer`]: HTTP/2 or HTTP/1.1 (ALPN) over TLS with a cluster CA and a server certificate made per server
 //! ([`tls`]), 401 `Unauthorized` without its bearer token), with a kubeconfig writer for child
 //! processes that trusts that CA and presents that token, as production's does. There is no
 //! plain-HTTP server: what the plugins meet in a cluster is TLS with verification on. No watch,
@@ -101,6 +103,64 @@ pub struct Seen {
     pub content_type: Option<String>,
     /// HTTP status answered (0 for a dropped connection).
     pub status: u16,
+    /// The HTTP version it came over (`HTTP/1.1`, `HTTP/2.0`).
+    pub version: String,
+}
+
+impl Seen {
+    /// What the request does, in the API's words: `get`, `list`, `create`, `update`, `patch`,
+    /// `delete` (a collection GET is a `list`).
+    pub fn verb(&self) -> &'static str {
+        let names_one = self.resource_path().is_some_and(|(_, name)| name.is_some());
+        match (self.method.as_str(), names_one) {
+            ("GET", true) => "get",
+            ("GET", false) => "list",
+            ("POST", _) => "create",
+            ("PUT", _) => "update",
+            ("PATCH", _) => "patch",
+            ("DELETE", _) => "delete",
+            _ => "other",
+        }
+    }
+
+    /// The resource's plural (`bgpadvertisements`, `pods`, …), or the path when it names none.
+    pub fn resource(&self) -> String {
+        self.resource_path()
+            .map_or_else(|| self.path.clone(), |(plural, _)| plural.to_owned())
+    }
+
+    /// `(plural, name)` of `/api/v1/...` and `/apis/<group>/<version>/...` paths.
+    fn resource_path(&self) -> Option<(&str, Option<&str>)> {
+        let segments: Vec<&str> = self.path.trim_matches('/').split('/').collect();
+        let rest = match segments.as_slice() {
+            ["api", _, rest @ ..] => rest,
+            ["apis", _, _, rest @ ..] => rest,
+            _ => return None,
+        };
+        let rest = match rest {
+            ["namespaces", _, tail @ ..] if !tail.is_empty() => tail,
+            other => other,
+        };
+        match rest {
+            [plural] => Some((plural, None)),
+            [plural, name, ..] => Some((plural, Some(name))),
+            [] => None,
+        }
+    }
+}
+
+/// Requests counted by `(verb, resource)` ([`Seen::verb`], [`Seen::resource`]), sorted.
+pub type RequestCounts = std::collections::BTreeMap<(String, String), usize>;
+
+/// `requests` counted by verb and resource.
+pub fn count_requests(requests: &[Seen]) -> RequestCounts {
+    let mut counts = RequestCounts::new();
+    for seen in requests {
+        *counts
+            .entry((seen.verb().to_owned(), seen.resource()))
+            .or_default() += 1;
+    }
+    counts
 }
 
 #[derive(Default)]
@@ -108,6 +168,9 @@ struct Shared {
     store: Mutex<Store>,
     faults: Mutex<Vec<Fault>>,
     seen: Mutex<Vec<Seen>>,
+    /// Waited before every request is answered: the round trip to an API server a network
+    /// away, on a loopback socket.
+    latency: Mutex<Duration>,
 }
 
 /// A handle on one fixture's state; cheap to clone, shared by every server and service built
@@ -197,6 +260,22 @@ impl Fixture {
         lock(&self.shared.seen).clone()
     }
 
+    /// How many requests were received so far (to count those of one operation:
+    /// `requests()[before..]`).
+    pub fn request_count(&self) -> usize {
+        lock(&self.shared.seen).len()
+    }
+
+    /// Waits `latency` before answering every request from now on (each request waits on its
+    /// own: requests in flight together wait together, as over a network).
+    pub fn set_latency(&self, latency: Duration) {
+        *lock(&self.shared.latency) = latency;
+    }
+
+    fn latency(&self) -> Duration {
+        *lock(&self.shared.latency)
+    }
+
     /// Takes the first queued fault matching the request, decrementing its count.
     fn take_fault(&self, method: &str, path: &str) -> Option<FaultAction> {
         let mut faults = lock(&self.shared.faults);
@@ -223,7 +302,7 @@ impl Fixture {
     }
 }
 
-/// The fixture served over HTTPS (HTTP/1.1 over TLS) by a background thread, as a cluster
+/// The fixture served over HTTPS (HTTP/2 or HTTP/1.1 by ALPN, over TLS) by a background thread, as a cluster
 /// serves its API: a certificate signed by a cluster CA of its own, and every request must carry
 /// its bearer token. Stopped on drop.
 pub struct ApiServer {

@@ -77,10 +77,12 @@ impl ClusterCa {
         // The provider is named rather than taken from the process default: a test binary that
         // links another rustls provider must not change what the fixture serves.
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_single_cert(vec![certificate.der().clone()], key_der)?;
+        // As kube-apiserver: HTTP/2 for a client that offers it, HTTP/1.1 for one that does not.
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
     }
 }

@@ -135,6 +135,16 @@ impl Engine {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// The `status` of every event Podman logged for the container `name`, oldest first.
+    pub fn events_of(&self, name: &str) -> Vec<String> {
+        let log = std::fs::read_to_string(self.root.join("tmp/events.log")).unwrap_or_default();
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["Name"] == name)
+            .map(|e| e["Status"].as_str().unwrap_or("?").to_owned())
+            .collect()
+    }
+
     /// Writes a network (a conflist) where Podman finds it (`net.d/<name>.conflist`).
     pub fn add_network(&self, conflist: &serde_json::Value) -> Result<()> {
         let name = conflist["name"].as_str().context("a conflist name")?;
