@@ -7,6 +7,7 @@
 mod bench_chain;
 mod bench_ipam;
 mod bench_route;
+mod bench_rules;
 mod bench_startup;
 mod bpf_maps;
 mod check_layout;
@@ -69,6 +70,8 @@ enum Command {
     BenchIpam(bench_ipam::Args),
     /// galactic-route ADD/CHECK/DEL on a fresh VPC vs. long history and many routes
     BenchRoute(bench_route::Args),
+    /// Table mode's packet path: pod-to-pod round trip with a rule per attachment vs. per VPC
+    BenchRules(bench_rules::Args),
     /// Median start-up cost of every release plugin vs. the spawn floor
     BenchStartup(bench_startup::Args),
     /// Every plugin's peak RSS in ADD/CHECK/DEL at most half of bridge's (as root)
@@ -120,6 +123,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::BenchChain(args) => bench_chain::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
         Command::BenchRoute(args) => bench_route::run(&args),
+        Command::BenchRules(args) => bench_rules::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),
         Command::CheckRss(args) => check_rss::run(&args),
         Command::CheckLayout(args) => check_layout::run(&args),

@@ -129,7 +129,7 @@ impl<'a, D: Device> Add<'a, D> {
             host_ifname: conf.host_ifname(),
             host: Netlink::current().map_err(MasterError::node("open the host netlink socket"))?,
             records: Records::new(&req.node.state_dir),
-            domains: Domains::new(&req.node.state_dir),
+            domains: Domains::for_node(&req.node),
             req,
             conf,
             mac: mac::requested(&req.env.args, &req.conf.raw)?,

@@ -7,15 +7,18 @@
 //!
 //! What one convergence brings back, per live attachment whose host interface exists (one whose
 //! interface is gone is its DEL's or GC's):
-//! - its membership: enslaved to the VPC's VRF (and up), or its `iif <host> lookup T` rules;
+//! - its membership: enslaved to the VPC's VRF (and up), or its element `<host> : <VPC mark>` in
+//!   the node's VPC-mark map (table mode); once it is there, the interface's `iif <host> lookup
+//!   T` rules of a release before the marks are retired (added before removed: the attachment's
+//!   traffic is never cut off);
 //! - its host gateway addresses, its pod routes in the VPC table and its permanent neighbours,
 //!   from the record's `configured` (a record of a release before it has none: those come back
 //!   with the attachment's next ADD, and the convergence says so);
 //! - its eBPF rows in the domain's current table, when its VRF was re-bound to another table
 //!   (only a registration that has a record is moved).
 //!
-//! It is cheap: one dump per object kind (links; rules; routes of the VPC table; addresses;
-//! neighbours), then set comparisons; a healthy VPC costs the dumps and nothing else.
+//! It is cheap: one dump per object kind (links; rules and map elements; routes of the VPC table;
+//! addresses; neighbours), then set comparisons; a healthy VPC costs the dumps and nothing else.
 //!
 //! Races. The convergence runs under the VPC's lock (`Records::lock_vpc`) and restores only
 //! records in stage `live`: an ADD writes its record `adding` and makes it `live` only once it has
@@ -33,8 +36,9 @@ use galactic_core::attachment::{Configured, Record, Records, Stage};
 use galactic_core::ident::{vrf_name, VpcId};
 use galactic_core::ip::Family;
 use galactic_core::log;
-use galactic_core::net::domain::{table, Backend, Domain, Domains};
-use galactic_core::net::netlink::{Link, Netlink, RouteSpec, RuleSpec};
+use galactic_core::net::domain::{marks, table, Backend, Domain, Domains};
+use galactic_core::net::netlink::{Link, Netlink, RouteSpec};
+use galactic_core::net::nftables::map::Element;
 use galactic_core::net::NetError;
 use ipnetwork::IpNetwork;
 use serde_json::json;
@@ -49,6 +53,8 @@ pub struct Outcome {
     pub restored: Vec<String>,
     /// Each failure, named (the convergence goes on past one).
     pub failed: Vec<String>,
+    /// Rules of a previous release retired once the marks select their traffic, each named.
+    pub retired: Vec<String>,
 }
 
 /// The node's objects the host gateways are compared against, each kind dumped once.
@@ -92,8 +98,8 @@ pub fn attachments(
         .iter()
         .filter_map(|r| links.get(&r.host_ifname).map(|l| (r, l)))
         .collect();
-    let rules = match domain.backend {
-        Backend::Table => [host.rules(Family::V4)?, host.rules(Family::V6)?].concat(),
+    let elements = match domain.backend {
+        Backend::Table => marks::elements()?,
         Backend::Vrf => Vec::new(),
     };
     let node = Members {
@@ -101,10 +107,19 @@ pub fn attachments(
         domain,
         vpc,
         links: &links,
-        rules: &rules,
+        elements: &elements,
     };
     for (record, link) in &present {
         node.restore(record, link, &mut out);
+    }
+    if domain.backend == Backend::Table {
+        // Between the new selection and the old one's removal: a test holds the convergence
+        // here to see the traffic flow with both.
+        if let Err(e) = galactic_core::failpoint::hit("converge-before-retire") {
+            out.failed.push(e.to_string());
+        } else {
+            retire_legacy_rules(host, domain, &present, &mut out)?;
+        }
     }
     // Enslaving a device cycles it down and up, which flushes its IPv6 addresses and its
     // neighbours: those are dumped after the memberships are restored.
@@ -124,24 +139,64 @@ pub fn attachments(
 }
 
 /// What the memberships are compared against: the domain and the node's links and (table
-/// mode) rules, each dumped once.
+/// mode) map elements, each dumped once.
 struct Members<'a> {
     host: &'a Netlink,
     domain: &'a Domain,
     vpc: &'a VpcId,
     links: &'a HashMap<String, Link>,
-    rules: &'a [RuleSpec],
+    elements: &'a [Element],
+}
+
+/// Table mode: the `iif` rules of a previous release (and `fwmark` rules of a former mask) of
+/// the attachments whose elements are now in place, removed. The elements are dumped again:
+/// only an interface the map selects loses its old rule.
+fn retire_legacy_rules(
+    host: &Netlink,
+    domain: &Domain,
+    present: &[(&Record, &Link)],
+    out: &mut Outcome,
+) -> Result<(), NetError> {
+    let elements = marks::elements()?;
+    let migrated: Vec<&str> = present
+        .iter()
+        .map(|(_, link)| link.name.as_str())
+        .filter(|name| !table::is_detached(&elements, domain, name))
+        .collect();
+    let rules = [host.rules(Family::V4)?, host.rules(Family::V6)?].concat();
+    match table::retire_legacy_rules(host, domain, &rules, &migrated) {
+        Ok(retired) => out.retired.extend(retired.iter().map(|r| {
+            format!(
+                "{} rule at {} {} lookup {}",
+                r.family.label(),
+                r.priority,
+                r.iif.as_deref().map_or_else(
+                    || r.fwmark.map_or(String::new(), |m| format!(
+                        "fwmark {:#x}/{:#x}",
+                        m.mark, m.mask
+                    )),
+                    |i| format!("iif {i}")
+                ),
+                r.table
+            )
+        })),
+        Err(e) => out
+            .failed
+            .push(format!("retire the rules of a previous release: {e}")),
+    }
+    Ok(())
 }
 
 impl Members<'_> {
-    /// The attachment's membership of the domain: enslaved to the VRF and up, or its rules.
+    /// The attachment's membership of the domain: enslaved to the VRF and up, or its map
+    /// element.
     fn restore(&self, record: &Record, link: &Link, out: &mut Outcome) {
         let Self {
             host,
             domain,
             vpc,
             links,
-            rules,
+            elements,
         } = *self;
         match domain.backend {
             Backend::Vrf => {
@@ -167,17 +222,17 @@ impl Members<'_> {
                 }
             }
             Backend::Table => {
-                for family in table::missing_attach_rules(rules, domain.table, &record.host_ifname)
-                {
+                if table::is_detached(elements, domain, &record.host_ifname) {
+                    let mark = domain
+                        .mark
+                        .map_or_else(String::new, |m| format!("{:#x}", m.value));
                     attempt(
                         out,
                         format!(
-                            "{} rule 'iif {} lookup {}'",
-                            family.label(),
-                            link.name,
-                            domain.table
+                            "element '{} : {mark}' of map inet galactic vpc_marks",
+                            link.name
                         ),
-                        || table::attach_family(host, domain.table, &link.name, family),
+                        || table::reattach(elements, domain, &link.name),
                     );
                 }
             }
@@ -294,6 +349,12 @@ fn report(domain: &Domain, by: &str, out: &Outcome) {
         log::info(
             "converge: restored the VPC's attachments' state removed behind their records",
             json!({"vpc": domain.vpc, "table": domain.table, "by": by, "restored": out.restored}),
+        );
+    }
+    if !out.retired.is_empty() {
+        log::info(
+            "converge: retired rules of a previous release: the VPC's firewall mark selects these interfaces now",
+            json!({"vpc": domain.vpc, "table": domain.table, "by": by, "retired": out.retired}),
         );
     }
     if !out.failed.is_empty() {

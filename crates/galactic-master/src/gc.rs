@@ -21,7 +21,7 @@ use galactic_core::ident::VpcId;
 use galactic_core::ip::Family;
 use galactic_core::log;
 use galactic_core::net::domain::table::ATTACH_PRIORITY;
-use galactic_core::net::domain::{Domains, Removal};
+use galactic_core::net::domain::{marks, Domains, Removal};
 use galactic_core::net::netlink::Netlink;
 use galactic_core::net::{firewall, NetError};
 use serde_json::json;
@@ -38,7 +38,7 @@ pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
         .collect();
     let host = Netlink::current().map_err(MasterError::node("open the host netlink socket"))?;
     let records = Records::new(&req.node.state_dir);
-    let domains = Domains::new(&req.node.state_dir);
+    let domains = Domains::for_node(&req.node);
     // 1. The attachments of this network the runtime no longer lists: ours by their records,
     //    the upstream chain's when no listed attachment can be it (decision 0061).
     let mut failures = remove_stale::<D>(req, &valid, &host, &records, &domains)?;
@@ -150,14 +150,18 @@ fn delegate_gc<D: Device>(req: &Request) -> Result<(), MasterError> {
     Ok(Delegate::new(&plugin_type, &req.env.path).call(Command::Gc, &req.stdin)?)
 }
 
-/// Removes policy rules and forward-accept rules of host interfaces no record owns: rules
-/// outlive their interface (a crash between the link deletion and the rule deletion leaves them
-/// "detached"). Ours are recognised by their table (one of our domains') or our comment tag.
+/// Removes policy rules, VPC-mark map elements and forward-accept rules of host interfaces no
+/// record owns: they outlive their interface (a crash between the link deletion and their
+/// deletion leaves them "detached"). Ours are recognised by their table (one of our domains'),
+/// our map or our comment tag.
 fn sweep_orphans(
     host: &Netlink,
     domains: &Domains,
     records: &Records,
 ) -> Result<(), galactic_core::net::NetError> {
+    // The elements before the records: an ADD writes its record before its element, so every
+    // element listed here of an attachment in flight has its record in the listing below.
+    let elements = marks::elements()?;
     let owned: HashSet<String> = records.all()?.into_iter().map(|r| r.host_ifname).collect();
     let tables: HashSet<u32> = domains.all()?.into_iter().map(|d| d.table).collect();
     for family in Family::ALL {
@@ -170,6 +174,12 @@ fn sweep_orphans(
             }
         }
     }
+    let unowned: Vec<String> = elements
+        .iter()
+        .filter(|e| !owned.contains(&e.ifname))
+        .map(|e| e.ifname.clone())
+        .collect();
+    marks::deselect_all(&elements, &unowned)?;
     for ifname in firewall::owned_interfaces()?
         .into_iter()
         .filter(|i| !owned.contains(i))

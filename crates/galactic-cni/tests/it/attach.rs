@@ -267,8 +267,14 @@ fn a_retried_add_converges_without_duplicates() {
     let first = rt.add(&conf, &pod.attachment()).unwrap();
     let second = rt.add(&conf, &pod.attachment()).unwrap();
     assert_eq!(first, second);
-    let rules = host.netns.ip(&["-6", "rule", "show"]);
-    assert_eq!(rules.matches(&hname("R", "1")).count(), 1, "{rules}");
+    let map = String::from_utf8_lossy(
+        &host
+            .netns
+            .exec(&["nft", "list", "map", "inet", "galactic", "vpc_marks"])
+            .stdout,
+    )
+    .into_owned();
+    assert_eq!(map.matches(&hname("R", "1")).count(), 1, "{map}");
     let addrs = pod
         .ns
         .ip_json(&["-6", "addr", "show", "dev", "eth0", "scope", "global"]);

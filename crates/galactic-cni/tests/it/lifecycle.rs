@@ -350,6 +350,9 @@ fn gc_sweeps_rules_and_firewall_entries_no_record_owns() {
         "insert rule ip filter FORWARD iifname \"{ghost}\" accept comment \"galactic:{ghost}\""
     );
     assert!(host.netns.exec(&["nft", &tagged]).status.success());
+    // Its element of the VPC-mark map (an element outlives its interface too).
+    let element = format!("add element inet galactic vpc_marks {{ \"{ghost}\" : 0x1000000 }}");
+    assert!(host.netns.exec(&["nft", &element]).status.success());
 
     rt.gc(&c, &[&pod.attachment()]).unwrap();
     assert_eq!(

@@ -4,12 +4,15 @@
 //! - [`attach`]: ADD/CHECK/DEL of every addressing mode, reachability and isolation, retries;
 //! - [`lifecycle`]: failures at every step, DEL after the pod or config changed, claims, GC,
 //!   refusals, the host services filter, the VRF backend;
+//! - [`marks`]: table mode's VPC selection by firewall mark: isolation with pod-set marks, the
+//!   migration from one rule per host interface;
 //! - [`temporaries`]: DEL after an ADD killed between a state write and its rename.
 
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 mod attach;
 mod lifecycle;
+mod marks;
 mod temporaries;
 
 use galactic_testkit::host::Host;

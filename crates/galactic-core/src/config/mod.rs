@@ -40,6 +40,9 @@ pub const NODE_CONFIG_ENV: &str = "GALACTIC_CNI_NODE_CONFIG";
 pub const DEFAULT_BPF_PIN_DIR: &str = "/sys/fs/bpf/galactic";
 /// Default tc priority of the uSID egress filter (`ebpf_filter_priority`).
 pub const DEFAULT_EBPF_FILTER_PRIORITY: u16 = 1;
+/// Default `table_mark_mask`: the top byte of the mark (255 VPCs per node), clear of
+/// kube-proxy's 0x4000/0x8000 and of the other users `docs/decisions/0076` lists.
+pub const DEFAULT_TABLE_MARK_MASK: u32 = 0xff00_0000;
 /// Default root of the upstream implementation's IPAM marker files (`ipam_legacy_dir`).
 pub const DEFAULT_IPAM_LEGACY_DIR: &str = "/var/lib/cni/galactic-ipam";
 /// Default bound on waiting for the IPAM store lock (`ipam_lock_timeout_ms`).
@@ -89,6 +92,9 @@ pub struct NodeConfig {
     pub log_max_bytes: u64,
     /// Routing domain backend (`routing_domain`: vrf|table|auto).
     pub routing_domain: RoutingDomainMode,
+    /// The firewall-mark bits table-mode routing domains select a VPC's traffic by
+    /// (`table_mark_mask`: contiguous, at least 2 bits; default [`DEFAULT_TABLE_MARK_MASK`]).
+    pub table_mark_mask: u32,
     /// Publication backend (`publisher`: kubernetes|local).
     pub publisher: Publisher,
     /// Node-local state directory (`state_dir`).
@@ -137,6 +143,7 @@ impl NodeConfig {
             log_level: Level::Info,
             log_max_bytes: 10 * 1024 * 1024,
             routing_domain: RoutingDomainMode::Auto,
+            table_mark_mask: DEFAULT_TABLE_MARK_MASK,
             publisher: Publisher::Kubernetes,
             state_dir: PathBuf::from("/var/lib/galactic"),
             bpf_pin_dir: PathBuf::from(DEFAULT_BPF_PIN_DIR),
@@ -293,6 +300,12 @@ impl NodeConfig {
                     "auto" => Some(RoutingDomainMode::Auto),
                     _ => None,
                 },
+            )?,
+            table_mark_mask: layers.parsed(
+                "table_mark_mask",
+                d.table_mark_mask,
+                "a contiguous bit mask of at least 2 bits, e.g. 0xff000000",
+                values::mark_mask,
             )?,
             publisher: layers.parsed(
                 "publisher",

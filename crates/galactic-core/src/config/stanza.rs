@@ -16,13 +16,14 @@ use serde_json::{Map, Value};
 use std::path::{Component, Path, PathBuf};
 
 /// Top-level node-level keys: set in the node config (or `GALACTIC_CNI_<KEY>`), never in a stanza.
-pub const NODE_KEYS: [&str; 19] = [
+pub const NODE_KEYS: [&str; 20] = [
     "node_name",
     "kubeconfig",
     "log_file",
     "log_level",
     "log_max_bytes",
     "routing_domain",
+    "table_mark_mask",
     "publisher",
     "state_dir",
     "bpf_pin_dir",

@@ -507,3 +507,26 @@ fn the_kata_keys_resolve_as_upstream_names_them_and_never_from_a_stanza() {
         assert!(err.contains(key), "{err}");
     }
 }
+
+#[test]
+fn the_table_mark_mask_is_one_run_of_at_least_two_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let resolve = |value: &str| {
+        let file = write(
+            dir.path(),
+            "node.json",
+            &json!({ "table_mark_mask": value }).to_string(),
+        );
+        NodeConfig::resolve_from(&json!({}), &env_of(&[]), &file, None)
+    };
+    assert_eq!(
+        NodeConfig::defaults().table_mark_mask,
+        DEFAULT_TABLE_MARK_MASK
+    );
+    assert_eq!(resolve("0x00f00000").unwrap().table_mark_mask, 0x00f0_0000);
+    assert_eq!(resolve("768").unwrap().table_mark_mask, 0x300);
+    for refused in ["0", "0x1000", "0xf0f00000", "mark", "0x1_0000_0000"] {
+        let err = resolve(refused).unwrap_err().to_string();
+        assert!(err.contains("table_mark_mask"), "{refused}: {err}");
+    }
+}

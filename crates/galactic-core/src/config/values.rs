@@ -26,6 +26,19 @@ pub(super) fn filter_priority(raw: &str) -> Option<u16> {
     raw.trim().parse::<u16>().ok().filter(|p| *p > 0)
 }
 
+/// A firewall-mark mask: hexadecimal (`0x…`) or decimal, one run of at least 2 set bits (a VPC's
+/// mark is a number in those bits; 0 is no VPC, so one bit would hold a single VPC).
+pub(super) fn mark_mask(raw: &str) -> Option<u32> {
+    let raw = raw.trim();
+    let mask = match raw.strip_prefix("0x").or_else(|| raw.strip_prefix("0X")) {
+        Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+        None => raw.parse::<u32>().ok()?,
+    };
+    let run = mask >> mask.trailing_zeros().min(31);
+    let contiguous = mask != 0 && run & (run.wrapping_add(1)) == 0;
+    (contiguous && mask.count_ones() >= 2).then_some(mask)
+}
+
 /// A SID: an IPv6 unicast address (the unspecified address and multicast cannot be routed to).
 pub(super) fn shard_sid(raw: &str) -> Option<Ipv6Addr> {
     raw.parse::<Ipv6Addr>()

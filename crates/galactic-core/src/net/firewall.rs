@@ -151,8 +151,16 @@ fn nft_batch(batch: &str) -> Result<(), NetError> {
     Ok(())
 }
 
-/// The table of our own for the host-service filter (table-mode routing domains).
-const OWN_TABLE: &str = "galactic";
+/// The table of our own for the host-service filter and the VPC marks (table-mode routing
+/// domains).
+pub const OWN_TABLE: &str = "galactic";
+/// The prerouting chain and the `ifname : mark` map of the VPC marks (one name for both: nft
+/// keeps chains and maps apart).
+pub const VPC_MARKS: &str = "vpc_marks";
+/// The VPC-mark chain's priority: raw's (-300) less 10, so it runs before every iptables table
+/// and every nft chain at the usual priorities that could read or set marks (conntrack -200,
+/// mangle -150, dstnat -100, filter 0).
+const VPC_MARKS_PRIORITY: i32 = -310;
 /// Its input chain, holding the one host-service rule.
 const OWN_INPUT_CHAIN: &str = "input";
 
@@ -177,6 +185,34 @@ pub fn protect_host_services() -> Result<(), NetError> {
          add chain inet {OWN_TABLE} {OWN_INPUT_CHAIN} {{ type filter hook input priority 0 ; policy accept ; }}\n\
          add rule inet {OWN_TABLE} {OWN_INPUT_CHAIN} iifname \"G*\" meta l4proto {{ tcp, udp }} reject comment \"galactic:host-services\"\n"
     ))
+}
+
+/// Table mode only: a packet from a VPC host interface gets its VPC's mark, which the VPC's
+/// `fwmark` rule steers into its table; packets of interfaces not in the map are untouched. The
+/// map's elements (one per attachment) are written over netlink ([`super::nftables::map`]).
+/// Idempotent; returns whether the chain had to be created.
+///
+/// As for [`protect_host_services`], the map, chain and rule are created in one `nft -f -`
+/// transaction, once per node: their chain seen over netlink means all three are there.
+/// `meta mark set` replaces the whole mark, which is none on these packets (a packet crossing a
+/// veth between namespaces, or written to a tap, carries no mark) and which runs before anything
+/// else could set one.
+pub fn mark_vpc_traffic() -> Result<bool, NetError> {
+    if super::nftables::has_chain(super::nftables::FAMILY_INET, OWN_TABLE, VPC_MARKS)? {
+        return Ok(false);
+    }
+    if !available() {
+        return Err(NetError::Unsupported {
+            what: "table-mode VPC marks need nft (Debian package nftables) once per node".into(),
+        });
+    }
+    nft_batch(&format!(
+        "add table inet {OWN_TABLE}\n\
+         add map inet {OWN_TABLE} {VPC_MARKS} {{ type ifname : mark ; }}\n\
+         add chain inet {OWN_TABLE} {VPC_MARKS} {{ type filter hook prerouting priority {VPC_MARKS_PRIORITY} ; policy accept ; }}\n\
+         add rule inet {OWN_TABLE} {VPC_MARKS} meta mark set iifname map @{VPC_MARKS} comment \"galactic:vpc-marks\"\n"
+    ))?;
+    Ok(true)
 }
 
 #[cfg(test)]

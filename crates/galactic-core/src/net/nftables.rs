@@ -10,6 +10,8 @@ use super::NetError;
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
 use std::io;
 
+pub mod map;
+mod message;
 pub mod rules;
 
 const NFNL_SUBSYS_NFTABLES: u16 = 10;

@@ -119,6 +119,7 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
         priority: 1000,
         iif: Some("GH".into()),
         from: None,
+        fwmark: None,
         table: 1001,
     };
     let from = RuleSpec {
@@ -126,9 +127,22 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
         priority: 1001,
         iif: Some("lo".into()),
         from: Some("fd66:1::1/128".parse().unwrap()),
+        fwmark: None,
         table: 1001,
     };
-    for spec in [&rule, &from] {
+    // A marked rule reads back with its mark and mask (CHECK compares them).
+    let marked = RuleSpec {
+        family: Family::V6,
+        priority: 1000,
+        iif: None,
+        from: None,
+        fwmark: Some(crate::net::netlink::MarkMatch {
+            mark: 0x0300_0000,
+            mask: 0xff00_0000,
+        }),
+        table: 1001,
+    };
+    for spec in [&rule, &from, &marked] {
         nl.add_rule(spec).unwrap();
         nl.add_rule(spec).unwrap();
     }
@@ -148,6 +162,7 @@ fn addresses_routes_rules_and_neighbours_round_trip() {
             .count(),
         1
     );
+    assert!(nl.rules(Family::V6).unwrap().contains(&marked));
     nl.delete_rule(&rule).unwrap();
     nl.delete_rule(&rule).unwrap();
     assert!(!nl.rules(Family::V4).unwrap().contains(&rule));
@@ -457,4 +472,56 @@ fn a_table_dump_receives_that_table_only() {
         assert_eq!(routes[0].table, 70_000);
         assert_eq!(received, 1);
     }
+}
+
+#[test]
+fn vpc_mark_elements_written_over_netlink_and_by_nft_are_the_same_elements() {
+    use super::domain::marks::{self, Mark};
+    galactic_testns::privileged!();
+    let host = TestNetns::new("marks");
+    let ns = Netns::open(&host.path()).unwrap();
+    let nft = |args: &str| {
+        let out = host.exec(&["nft", args]);
+        assert!(out.status.success(), "nft {args}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let a = Mark {
+        value: 0x0100_0000,
+        mask: 0xff00_0000,
+    };
+    let b = Mark {
+        value: 0x0200_0000,
+        ..a
+    };
+    super::netns::run_in(&ns, || {
+        // No map yet: nothing listed, nothing to remove.
+        assert_eq!(marks::elements().unwrap(), Vec::new());
+        marks::deselect("Gnone").unwrap();
+        assert!(marks::prepare_node().unwrap(), "created once");
+        assert!(!marks::prepare_node().unwrap(), "then seen over netlink");
+        marks::select(&marks::elements().unwrap(), "G000000001001H", a).unwrap();
+        marks::select(&marks::elements().unwrap(), "G000000001001H", a).unwrap();
+    })
+    .unwrap();
+    let listed = nft("list map inet galactic vpc_marks");
+    assert!(
+        listed.contains("\"G000000001001H\" : 0x01000000"),
+        "{listed}"
+    );
+    nft("add element inet galactic vpc_marks { \"Gbynft\" : 0x02000000 }");
+    super::netns::run_in(&ns, || {
+        let elements = marks::elements().unwrap();
+        assert!(marks::is_selected(&elements, "Gbynft", b), "{elements:?}");
+        // Another VPC's mark replaces the element's in one batch.
+        marks::select(&elements, "G000000001001H", b).unwrap();
+        let elements = marks::elements().unwrap();
+        assert!(marks::is_selected(&elements, "G000000001001H", b));
+        assert_eq!(elements.len(), 2, "{elements:?}");
+        marks::deselect("Gbynft").unwrap();
+        marks::deselect("Gbynft").unwrap();
+        let names = vec!["G000000001001H".to_owned(), "Gnone".to_owned()];
+        assert_eq!(marks::deselect_all(&elements, &names).unwrap(), 1);
+        assert_eq!(marks::elements().unwrap(), Vec::new());
+    })
+    .unwrap();
 }

@@ -1,7 +1,8 @@
 //! Benchmarks of the plugins as processes, the way a runtime runs them: the full chain against
 //! the reference plugins ([`chain`]), the IPAM against `host-local` at several occupancies
-//! ([`ipam`]), galactic-route as its VPC and node grow ([`route`]), and the start-up cost of every
-//! binary against the spawn floor ([`startup`]).
+//! ([`ipam`]), galactic-route as its VPC and node grow ([`route`]), the start-up cost of every
+//! binary against the spawn floor ([`startup`]), and what table mode's VPC selection costs on the
+//! packet path ([`rules`]).
 //!
 //! The caller builds what is measured (xtask builds static release plugins and the `rss-probe`
 //! launcher, and installs the reference plugins) and passes its paths in; each bench returns
@@ -10,6 +11,7 @@
 pub mod chain;
 pub mod ipam;
 pub mod route;
+pub mod rules;
 pub mod startup;
 
 use galactic_testkit::harness::{io, Result};

@@ -84,6 +84,24 @@ impl<'a> Vpc<'a> {
         self.host.netns.ip(args)
     }
 
+    /// One `nft` command in the node's namespace (it must succeed).
+    fn nft(&self, command: &str) {
+        let out = self.host.netns.exec(&["nft", command]);
+        assert!(
+            out.status.success(),
+            "nft {command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The VPC's firewall mark as recorded, `0x…`.
+    fn mark(&self) -> String {
+        let value = domain(self.host, VPC).unwrap()["mark"]["value"]
+            .as_u64()
+            .unwrap();
+        format!("{value:#x}")
+    }
+
     /// The CHECK of attachment `i` (0, 1: the pods; 2: the VM).
     fn check(&self, i: usize) -> Result<(), String> {
         let (list, att) = self.attachment(i);
@@ -228,14 +246,14 @@ fn an_attachments_rules_addresses_routes_and_neighbours_removed_behind_its_recor
         .to_owned();
     let p1v6 = ip_of(&vpc.results[0], 0);
 
-    // Behind the records: p1's IPv4 policy rule, the VM's IPv6 one, p1's IPv6 gateway address
-    // and its permanent neighbour, p2's IPv6 pod route and the VM's IPv4 one.
-    vpc.ip(&[
-        "-4", "rule", "del", "pref", "1000", "iif", &h1, "lookup", &t,
-    ]);
-    vpc.ip(&[
-        "-6", "rule", "del", "pref", "1000", "iif", &hv, "lookup", &t,
-    ]);
+    // Behind the records: p1's and the VM's elements of the VPC-mark map, p1's IPv6 gateway
+    // address and its permanent neighbour, p2's IPv6 pod route and the VM's IPv4 one.
+    let mark = vpc.mark();
+    for dev in [&h1, &hv] {
+        vpc.nft(&format!(
+            "delete element inet galactic vpc_marks {{ \"{dev}\" }}"
+        ));
+    }
     vpc.ip(&["-6", "addr", "del", &format!("{gw6}/128"), "dev", &h1]);
     vpc.ip(&["-6", "neigh", "del", &p1v6, "dev", &h1]);
     let r2 = vpc.pod_route("-6", &h2);
@@ -247,7 +265,7 @@ fn an_attachments_rules_addresses_routes_and_neighbours_removed_behind_its_recor
     vpc.assert_check_names(
         0,
         &[
-            format!("IPv4 rule 'iif {h1} lookup {t}' is missing; {REMEDY}"),
+            format!("element '{h1} : {mark}' is missing from nftables map 'inet galactic vpc_marks' (its packets do not reach table {t}); {REMEDY}"),
             format!("gateway address {gw6}/128 is not on {h1}; {REMEDY}"),
         ],
     );
@@ -260,7 +278,7 @@ fn an_attachments_rules_addresses_routes_and_neighbours_removed_behind_its_recor
     vpc.assert_check_names(
         2,
         &[
-            format!("IPv6 rule 'iif {hv} lookup {t}' is missing; {REMEDY}"),
+            format!("element '{hv} : {mark}' is missing from nftables map"),
             format!("route {rv} dev {hv} is missing from table {t}; {REMEDY}"),
         ],
     );
@@ -269,8 +287,8 @@ fn an_attachments_rules_addresses_routes_and_neighbours_removed_behind_its_recor
     vpc.assert_healthy("the next ADD");
     let restored = restorations(&host);
     for want in [
-        format!("IPv4 rule 'iif {h1} lookup {t}'"),
-        format!("IPv6 rule 'iif {hv} lookup {t}'"),
+        format!("element '{h1} : {mark}' of map inet galactic vpc_marks"),
+        format!("element '{hv} : {mark}' of map inet galactic vpc_marks"),
         format!("gateway address {gw6}/128 on {h1}"),
         format!("permanent neighbour {p1v6} on {h1}"),
         format!("route {r2} dev {h2} in table {t}"),
@@ -326,6 +344,31 @@ fn the_domains_objects_and_the_whole_tables_routes_removed_behind_the_records_ar
     vpc.repair_by_gc();
     vpc.assert_healthy("GC after the closing routes");
 
+    // The node's VPC-mark chain with its map (every element), and the VPC's IPv6 mark rule.
+    let mark = vpc.mark();
+    vpc.nft("delete table inet galactic");
+    vpc.ip(&[
+        "-6",
+        "rule",
+        "del",
+        "pref",
+        "1000",
+        "fwmark",
+        &format!("{mark}/0xff000000"),
+        "lookup",
+        &t,
+    ]);
+    vpc.assert_check_names(
+        1,
+        &[
+            format!("nftables chain 'inet galactic vpc_marks' (the VPC marks of table-mode routing domains) is missing; {DOMAIN_REMEDY}"),
+            format!("IPv6 rule 'fwmark {mark}/0xff000000 lookup {t}' (the VPC's traffic) is missing; {DOMAIN_REMEDY}"),
+            format!("element '{} : {mark}' is missing", hname(VPC, "2")),
+        ],
+    );
+    vpc.repair_by_gc();
+    vpc.assert_healthy("GC after the VPC-mark chain and rule");
+
     // The whole table: every pod route, the gateways' local routes, the closing routes.
     for f in ["-4", "-6"] {
         vpc.ip(&[f, "route", "flush", "table", &t]);
@@ -355,8 +398,15 @@ fn the_domains_objects_and_the_whole_tables_routes_removed_behind_the_records_ar
     vpc.down();
 }
 
-/// Every rule and route of the node that names `dev`.
+/// Every rule, route and VPC-mark map element of the node that names `dev`.
 fn traces_of(host: &Host, dev: &str) -> Vec<String> {
+    let ruleset = host.netns.exec(&["nft", "list", "ruleset"]);
+    let quoted = format!("\"{dev}\"");
+    let elements: Vec<String> = String::from_utf8_lossy(&ruleset.stdout)
+        .split([',', '\n', '{', '}'])
+        .filter(|e| e.contains(&quoted))
+        .map(|e| e.trim().to_owned())
+        .collect();
     ["-4", "-6"]
         .iter()
         .flat_map(|f| {
@@ -369,6 +419,7 @@ fn traces_of(host: &Host, dev: &str) -> Vec<String> {
                 .map(str::to_owned)
                 .collect::<Vec<_>>()
         })
+        .chain(elements)
         .collect()
 }
 

@@ -75,21 +75,20 @@ fn table_state_removed_behind_the_record_is_reported_by_check_and_restored_by_th
         .map(|i| r1["ips"][i]["gateway"].as_str().unwrap().to_owned())
         .collect();
 
-    // Behind the record: the table flushed, the gateways' and the attachment's rules deleted,
-    // the local rule back at priority 0 (as after a reboot with the state directory kept).
+    // Behind the record: the table flushed, the gateways' rules and the attachment's map element
+    // deleted, the local rule back at priority 0 (as after a reboot with the state directory
+    // kept).
+    let mark = domain(&host, "T").unwrap()["mark"]["value"]
+        .as_u64()
+        .unwrap();
+    let h1 = hname("T", "1");
+    let nft = host.netns.exec(&[
+        "nft",
+        &format!("delete element inet galactic vpc_marks {{ \"{h1}\" }}"),
+    ]);
+    assert!(nft.status.success(), "{nft:?}");
     for family in ["-4", "-6"] {
         host.netns.ip(&[family, "route", "flush", "table", &table]);
-        host.netns.ip(&[
-            family,
-            "rule",
-            "del",
-            "pref",
-            "1000",
-            "iif",
-            &hname("T", "1"),
-            "lookup",
-            &table,
-        ]);
         host.netns
             .ip(&[family, "rule", "add", "pref", "0", "lookup", "local"]);
         host.netns
@@ -125,8 +124,9 @@ fn table_state_removed_behind_the_record_is_reported_by_check_and_restored_by_th
             gateways[1]
         ),
         format!(
-            "rule 'iif {} lookup {table}' is missing; the next ADD of VPC T on this node or CNI GC restores it",
-            hname("T", "1")
+            "element '{h1} : {mark:#x}' is missing from nftables map 'inet galactic vpc_marks' \
+             (its packets do not reach table {table}); the next ADD of VPC T on this node or CNI \
+             GC restores it"
         ),
     ] {
         assert!(msg.contains(&want), "CHECK names {want:?}: {msg}");

@@ -4,7 +4,8 @@
 //! |---|---|---|---|
 //! | none | no device | allocates a free table, records it, creates the objects | `Created` |
 //! | none | a VRF bound to table N (the Go chain's) | records N, readies the device (closing routes, sysctls, up; what it found is kept for the undo) | `Adopted` |
-//! | held | as recorded | restores what was removed behind the record (closing routes, the local rule, table mode's gateway routes and rules), usually nothing | `Unchanged` / `Healed` |
+//! | held | as recorded | restores what was removed behind the record (closing routes, the local rule, table mode's VPC-mark chain, mark rules, gateway routes and rules), usually nothing | `Unchanged` / `Healed` |
+//! | held, table mode without a mark (a previous release's record) or of another `table_mark_mask` | – | allocates the mark, records it, adds its rules (the attachments' convergence then moves them onto it) | `Healed` |
 //! | held | no device | recreates it bound to the recorded table | `Healed` |
 //! | held | a VRF bound to another table M | re-records M (the device is what galactic-router uses) and flushes the old table if nothing is bound to it | `Healed` |
 //!
@@ -68,12 +69,16 @@ impl Domains {
     }
 
     fn create(&self, nl: &Netlink, vpc: &VpcId, backend: Backend) -> Result<Ensured, NetError> {
-        let domain = Domain {
+        let mut domain = Domain {
             vpc: vpc.raw().to_owned(),
             backend,
             table: self.free_table(nl)?,
             gateways: BTreeSet::new(),
+            mark: None,
         };
+        if backend == Backend::Table {
+            self.assign_mark(nl, &mut domain)?;
+        }
         // Intent first: from here on, a crash leaves a record the next ADD completes.
         self.save(vpc, &domain)?;
         let built = failpoint::hit("after-domain-record")
@@ -106,6 +111,7 @@ impl Domains {
             backend: Backend::Vrf,
             table,
             gateways: BTreeSet::new(),
+            mark: None,
         };
         let opened = table::open_families(nl, table)?;
         let found = vrf::observe(nl, vpc)?;
@@ -150,7 +156,15 @@ impl Domains {
     fn heal(&self, nl: &Netlink, vpc: &VpcId, mut domain: Domain) -> Result<Ensured, NetError> {
         let mut healed = Vec::new();
         match domain.backend {
-            Backend::Table => healed.extend(table::ensure(nl, &domain)?),
+            Backend::Table => {
+                // A record of a release before the marks (or of another mask) gets its mark
+                // first: the rules `ensure` adds follow it.
+                if let Some(assigned) = self.assign_mark(nl, &mut domain)? {
+                    self.save(vpc, &domain)?;
+                    healed.push(assigned);
+                }
+                healed.extend(table::ensure(nl, &domain)?);
+            }
             Backend::Vrf => {
                 healed.extend(self.heal_device(nl, vpc, &mut domain)?);
                 healed.extend(vrf::ready(nl, vpc, domain.table)?);

@@ -3,16 +3,18 @@
 //!
 //! Two backends give each VPC its own table:
 //! - `vrf`: a VRF device `G{vpc:9}V` bound to the table; host interfaces are enslaved to it.
-//! - `table`: the table plus policy rules (`iif <host end> lookup T` at 1000, `iif lo from <gw>
-//!   lookup T` at 1001), with the node's `local` rule moved after them (see [`table`]). For kernels
-//!   without VRF; its weaker isolation is documented in `docs/routing-domains.md`.
+//! - `table`: the table plus policy rules (`fwmark <VPC mark> lookup T` at 1000, the mark set
+//!   from the host interface by the node's nftables map ([`marks`]); `iif lo from <gw> lookup T`
+//!   at 1001), with the node's `local` rule moved after them (see [`table`]). For kernels without
+//!   VRF; its weaker isolation is documented in `docs/routing-domains.md`.
 //!
 //! State (under `<state_dir>/routing/`, all changes under the node-wide `lock`):
 //! ```text
 //! routing/
 //!   lock                 flock: serialises domain creation, table allocation, teardown
 //!   backend              "vrf" | "table": whether the kernel can create VRF devices (probed once)
-//!   vpc-<hex>.json       {"vpc","backend","table","gateways":[...]}: one per domain we hold
+//!   vpc-<hex>.json       {"vpc","backend","table","gateways":[...],"mark"}: one per domain we hold
+//!                        ("mark": {"value","mask"}, table mode: the VPC's firewall mark)
 //! ```
 //! A table id is only ever taken from ids no route, rule or VRF on the node uses, or adopted with
 //! the VPC's existing VRF device; only a table recorded here is ever flushed. The record is
@@ -23,6 +25,7 @@
 
 pub mod backend;
 mod converge;
+pub mod marks;
 pub mod table;
 mod vrf;
 
@@ -32,7 +35,7 @@ pub use vrf::{Found, Removal};
 
 use super::netlink::{Link, Netlink};
 use super::NetError;
-use crate::config::{Publisher, RoutingDomainMode};
+use crate::config::{NodeConfig, Publisher, RoutingDomainMode, DEFAULT_TABLE_MARK_MASK};
 use crate::ident::VpcId;
 use crate::lockfile::{self, LockGuard};
 use crate::state::{self, read_json, write_json};
@@ -70,19 +73,35 @@ pub struct Domain {
     pub table: u32,
     /// Gateway addresses of the VPC on this node (table mode routes and rules follow them).
     pub gateways: BTreeSet<IpAddr>,
+    /// Table mode: the mark selecting the VPC's traffic (none in a record of a release before
+    /// the marks, or of a VRF domain; `Domains::ensure` allocates it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark: Option<marks::Mark>,
 }
 
 /// The node's routing-domain state directory.
 #[derive(Debug, Clone)]
 pub struct Domains {
     dir: PathBuf,
+    /// The node's `table_mark_mask`: table-mode marks are allocated within it.
+    mark_mask: u32,
 }
 
 impl Domains {
-    /// The state under `<state_dir>/routing`.
+    /// The state under `<state_dir>/routing`, allocating marks within the default mask (for
+    /// readers of the records; what creates or repairs domains uses [`Domains::for_node`]).
     pub fn new(state_dir: &Path) -> Self {
         Self {
             dir: state_dir.join("routing"),
+            mark_mask: DEFAULT_TABLE_MARK_MASK,
+        }
+    }
+
+    /// The node's state, allocating marks within its `table_mark_mask`.
+    pub fn for_node(node: &NodeConfig) -> Self {
+        Self {
+            mark_mask: node.table_mark_mask,
+            ..Self::new(&node.state_dir)
         }
     }
 
@@ -237,6 +256,39 @@ impl Domains {
         Ok(removal)
     }
 
+    /// The domain's mark, allocated when it has none or one of another mask than the node's
+    /// (the mask changed): the lowest mark within the mask no other record, rule or map element
+    /// uses. Returns what changed (for the log); the caller saves the record.
+    fn assign_mark(&self, nl: &Netlink, domain: &mut Domain) -> Result<Option<String>, NetError> {
+        if domain.mark.is_some_and(|m| m.mask == self.mark_mask) {
+            return Ok(None);
+        }
+        let mut taken: BTreeSet<u32> = self
+            .all()?
+            .into_iter()
+            .filter(|d| d.vpc != domain.vpc)
+            .filter_map(|d| d.mark.map(|m| m.value))
+            .collect();
+        taken.extend(table::marks_in_use(nl)?);
+        let mark = marks::allocate(self.mark_mask, &taken).ok_or_else(|| {
+            NetError::Conflict(format!(
+                "no free firewall mark within table_mark_mask {:#x} for another table-mode \
+                 routing domain on this node: every mark is taken by a VPC of this node or a \
+                 rule; widen table_mark_mask in the node config",
+                self.mark_mask
+            ))
+        })?;
+        let was = domain.mark.replace(mark);
+        Ok(Some(match was {
+            None => format!("firewall mark {} allocated", mark.label()),
+            Some(old) => format!(
+                "firewall mark {} allocated in place of {} (table_mark_mask changed)",
+                mark.label(),
+                old.label()
+            ),
+        }))
+    }
+
     /// Lowest table id in [`FIRST_TABLE`, `LAST_TABLE`] that no route, rule, VRF or record uses.
     fn free_table(&self, nl: &Netlink) -> Result<u32, NetError> {
         let mut used: BTreeSet<u32> = self.all()?.iter().map(|d| d.table).collect();
@@ -252,11 +304,12 @@ impl Domains {
 pub fn attach(nl: &Netlink, domain: &Domain, vpc: &VpcId, host: &Link) -> Result<(), NetError> {
     match domain.backend {
         Backend::Vrf => vrf::attach(nl, vpc, host),
-        Backend::Table => table::attach(nl, domain.table, &host.name),
+        Backend::Table => table::attach(domain, &host.name),
     }
 }
 
-/// Detaches a host interface (its rules; a VRF slave leaves with its link). Missing is success.
+/// Detaches a host interface (its map element and any rule of a previous release; a VRF slave
+/// leaves with its link). Missing is success.
 pub fn detach(nl: &Netlink, domain: &Domain, host_ifname: &str) -> Result<(), NetError> {
     match domain.backend {
         Backend::Vrf => Ok(()),
@@ -285,7 +338,7 @@ pub fn check(
     let mut found = problems(nl, domain, vpc)?;
     found.extend(match domain.backend {
         Backend::Vrf => vrf::membership(nl, vpc, host)?,
-        Backend::Table => table::membership(nl, domain.table, vpc, host)?,
+        Backend::Table => table::membership(domain, vpc, host)?,
     });
     Ok(found)
 }

@@ -9,13 +9,21 @@
 //! - per VPC: `unreachable default` in both families (no fall-through to main);
 //! - per gateway: `local <gw> dev lo table T` (ARP/local delivery once the local rule moved) and
 //!   `iif lo from <gw> lookup T` at 1001 (host replies go back into the VPC, not out the uplink);
-//! - per host interface: `iif <H> lookup T` at 1000, removed explicitly on DEL because rules
-//!   outlive their interface.
+//! - per VPC: `fwmark <mark>/<mask> lookup T` at 1000 in both families, and per host interface
+//!   one element `<H> : <mark>` of the node's VPC-mark map ([`super::marks`]), removed explicitly
+//!   on DEL because it outlives its interface. Policy rules grow with VPCs, not attachments: the
+//!   kernel walks the rule list for every packet.
+//!
+//! Releases before the marks steered each host interface by its own rule `iif <H> lookup T` at
+//! 1000 ([`legacy_attach_rule`]); the VPC's convergence retires those once the interface's
+//! element is in place ([`retire_legacy_rules`]), and DEL removes one left.
 
 use super::super::firewall;
-use super::super::netlink::{Link, Netlink, RouteKind, RouteSpec, RuleSpec};
+use super::super::netlink::{Link, MarkMatch, Netlink, RouteKind, RouteSpec, RuleSpec};
+use super::super::nftables::map::Element;
 use super::super::sysctl;
 use super::super::NetError;
+use super::marks::{self, Mark};
 use super::Domain;
 use crate::ident::VpcId;
 use crate::ip::Family;
@@ -49,18 +57,47 @@ fn local_rule(family: Family, priority: u32) -> RuleSpec {
         priority,
         iif: None,
         from: None,
+        fwmark: None,
         table: LOCAL_TABLE,
     }
 }
 
-fn attach_rule(family: Family, table: u32, ifname: &str) -> RuleSpec {
+/// The rule of a previous release steering one host interface into the table.
+pub fn legacy_attach_rule(family: Family, table: u32, ifname: &str) -> RuleSpec {
     RuleSpec {
         family,
         priority: ATTACH_PRIORITY,
         iif: Some(ifname.to_owned()),
         from: None,
+        fwmark: None,
         table,
     }
+}
+
+/// The VPC's rule: packets of its mark look up its table.
+fn vpc_rule(family: Family, table: u32, mark: Mark) -> RuleSpec {
+    RuleSpec {
+        family,
+        priority: ATTACH_PRIORITY,
+        iif: None,
+        from: None,
+        fwmark: Some(MarkMatch {
+            mark: mark.value,
+            mask: mark.mask,
+        }),
+        table,
+    }
+}
+
+/// The domain's mark; a table-mode domain without one is a record `Domains::ensure` has not
+/// completed.
+fn mark_of(domain: &Domain) -> Result<Mark, NetError> {
+    domain.mark.ok_or_else(|| NetError::NotFound {
+        what: format!(
+            "the firewall mark of VPC {}'s routing domain (its next ADD or CNI GC allocates one)",
+            domain.vpc
+        ),
+    })
 }
 
 fn gateway_rule(table: u32, gw: IpAddr) -> RuleSpec {
@@ -69,6 +106,7 @@ fn gateway_rule(table: u32, gw: IpAddr) -> RuleSpec {
         priority: GATEWAY_PRIORITY,
         iif: Some("lo".into()),
         from: Some(IpNetwork::from(gw)),
+        fwmark: None,
         table,
     }
 }
@@ -86,13 +124,19 @@ fn gateway_route(nl: &Netlink, table: u32, gw: IpAddr) -> Result<RouteSpec, NetE
     })
 }
 
-/// Node-wide preparation, idempotent: moves the local rule, sets the ICMP source sysctl and the
-/// host-service filter. Returns whether the local rule had to be moved.
-pub fn prepare_node(nl: &Netlink) -> Result<bool, NetError> {
-    let moved = move_local_rule(nl)?;
+/// Node-wide preparation, idempotent: moves the local rule, sets the ICMP source sysctl, the
+/// host-service filter and the VPC-mark chain. Returns what had to be restored.
+pub fn prepare_node(nl: &Netlink) -> Result<Vec<String>, NetError> {
+    let mut restored = Vec::new();
+    if move_local_rule(nl)? {
+        restored.push("moved the local rule after the VPC rules".to_owned());
+    }
     sysctl::set_global("ipv4.icmp_errors_use_inbound_ifaddr", "1")?;
     firewall::protect_host_services()?;
-    Ok(moved)
+    if marks::prepare_node()? {
+        restored.push("created the VPC-mark chain inet galactic vpc_marks".to_owned());
+    }
+    Ok(restored)
 }
 
 /// Moves the `local` rule from priority 0 to [`LOCAL_PRIORITY`] (both families; the new rule is
@@ -151,13 +195,11 @@ fn has_default(routes: &[RouteSpec]) -> bool {
     routes.iter().any(|r| r.dst.prefix() == 0)
 }
 
-/// Creates (or repairs) the VPC's table: node-wide preparation, the table's closing routes and
-/// the recorded gateways' routes and rules. Returns what was missing (for the log).
+/// Creates (or repairs) the VPC's table: node-wide preparation, the table's closing routes, the
+/// VPC's mark rules and the recorded gateways' routes and rules. Returns what was missing (for
+/// the log).
 pub fn ensure(nl: &Netlink, domain: &Domain) -> Result<Vec<String>, NetError> {
-    let mut restored = Vec::new();
-    if prepare_node(nl)? {
-        restored.push("moved the local rule after the VPC rules".to_owned());
-    }
+    let mut restored = prepare_node(nl)?;
     for family in close_table(nl, domain.table)? {
         restored.push(format!(
             "{} 'unreachable default' in table {}",
@@ -166,6 +208,19 @@ pub fn ensure(nl: &Netlink, domain: &Domain) -> Result<Vec<String>, NetError> {
         ));
     }
     let rules = [nl.rules(Family::V4)?, nl.rules(Family::V6)?].concat();
+    let mark = mark_of(domain)?;
+    for family in Family::ALL {
+        let rule = vpc_rule(family, domain.table, mark);
+        if !rules.contains(&rule) {
+            nl.add_rule(&rule)?;
+            restored.push(format!(
+                "{} rule 'fwmark {} lookup {}'",
+                family.label(),
+                mark.label(),
+                domain.table
+            ));
+        }
+    }
     for gw in &domain.gateways {
         if !rules.contains(&gateway_rule(domain.table, *gw)) {
             restored.push(format!("the routes and rule of gateway {gw}"));
@@ -230,46 +285,71 @@ pub fn remove_gateway(nl: &Netlink, table: u32, gw: IpAddr) -> Result<(), NetErr
     nl.delete_route(&gateway_route(nl, table, gw)?)
 }
 
-/// Steers the host interface's traffic (both families) into the table.
-pub fn attach(nl: &Netlink, table: u32, ifname: &str) -> Result<(), NetError> {
-    for family in Family::ALL {
-        nl.add_rule(&attach_rule(family, table, ifname))?;
-    }
-    Ok(())
+/// Steers the host interface's traffic (both families) into the table: its element in the
+/// VPC-mark map.
+pub fn attach(domain: &Domain, ifname: &str) -> Result<(), NetError> {
+    marks::select(&marks::elements()?, ifname, mark_of(domain)?)
 }
 
-/// The families whose `iif <ifname> lookup <table>` rule is not among `rules` (a dump of both
-/// families' rules).
-pub fn missing_attach_rules(rules: &[RuleSpec], table: u32, ifname: &str) -> Vec<Family> {
-    Family::ALL
-        .into_iter()
-        .filter(|f| !rules.contains(&attach_rule(*f, table, ifname)))
-        .collect()
+/// Whether the host interface's element is missing from `elements` (a dump of the map).
+pub fn is_detached(elements: &[Element], domain: &Domain, ifname: &str) -> bool {
+    domain
+        .mark
+        .is_none_or(|mark| !marks::is_selected(elements, ifname, mark))
 }
 
-/// Adds the host interface's rule of one family (the repair of one [`missing_attach_rules`]
-/// names).
-pub fn attach_family(
-    nl: &Netlink,
-    table: u32,
-    ifname: &str,
-    family: Family,
-) -> Result<(), NetError> {
-    nl.add_rule(&attach_rule(family, table, ifname))
+/// Adds the host interface's element (the repair [`is_detached`] calls for).
+pub fn reattach(elements: &[Element], domain: &Domain, ifname: &str) -> Result<(), NetError> {
+    marks::select(elements, ifname, mark_of(domain)?)
 }
 
-/// Removes the host interface's rules.
+/// Removes the host interface's element, and its rules of a previous release. Missing is
+/// success.
 pub fn detach(nl: &Netlink, table: u32, ifname: &str) -> Result<(), NetError> {
+    marks::deselect(ifname)?;
     for family in Family::ALL {
-        nl.delete_rule(&attach_rule(family, table, ifname))?;
+        nl.delete_rule(&legacy_attach_rule(family, table, ifname))?;
     }
     Ok(())
+}
+
+/// Removes the rules of `table` that no longer select its traffic, now that `migrated` (host
+/// interfaces whose elements are in place) are selected by mark: their own `iif` rules of a
+/// previous release, and `fwmark` rules of another mark than the domain's (the mask changed).
+/// Removed only after the new selection is in place, so the traffic is never cut off. `rules`
+/// is a dump of both families. Returns the rules removed.
+pub fn retire_legacy_rules(
+    nl: &Netlink,
+    domain: &Domain,
+    rules: &[RuleSpec],
+    migrated: &[&str],
+) -> Result<Vec<RuleSpec>, NetError> {
+    let current = domain.mark.map(|m| MarkMatch {
+        mark: m.value,
+        mask: m.mask,
+    });
+    let mut retired = Vec::new();
+    for rule in rules
+        .iter()
+        .filter(|r| r.priority == ATTACH_PRIORITY && r.table == domain.table)
+    {
+        let legacy = rule.fwmark.is_none()
+            && rule.from.is_none()
+            && rule.iif.as_deref().is_some_and(|i| migrated.contains(&i));
+        let stale_mark = rule.fwmark.is_some() && current.is_some() && rule.fwmark != current;
+        if legacy || stale_mark {
+            nl.delete_rule(rule)?;
+            retired.push(rule.clone());
+        }
+    }
+    Ok(retired)
 }
 
 /// How the VPC's table and rules differ from the record; each message says what restores it.
 pub fn problems(nl: &Netlink, domain: &Domain, vpc: &VpcId) -> Result<Vec<String>, NetError> {
     let mut problems = Vec::new();
     let restores = format!("the next ADD of VPC {vpc} on this node restores it, or CNI GC");
+    problems.extend(marks::node_problem(&restores)?);
     for family in Family::ALL {
         // Listed once for both checks: the table's size is the VPC's routes.
         let rules = nl.rules(family)?;
@@ -281,6 +361,21 @@ pub fn problems(nl: &Netlink, domain: &Domain, vpc: &VpcId) -> Result<Vec<String
             &rules,
             &routes,
         ));
+        match domain.mark {
+            Some(mark) if !rules.contains(&vpc_rule(family, domain.table, mark)) => {
+                problems.push(format!(
+                    "{} rule 'fwmark {} lookup {}' (the VPC's traffic) is missing; {restores}",
+                    family.label(),
+                    mark.label(),
+                    domain.table
+                ));
+            }
+            Some(_) => {}
+            None => problems.push(format!(
+                "VPC {vpc}'s routing domain has no firewall mark recorded (a record of a release \
+                 before the VPC marks); {restores}"
+            )),
+        }
         for gw in domain.gateways.iter().filter(|g| Family::of(**g) == family) {
             if !routes
                 .iter()
@@ -302,32 +397,37 @@ pub fn problems(nl: &Netlink, domain: &Domain, vpc: &VpcId) -> Result<Vec<String
     Ok(problems)
 }
 
-/// Whether the host interface's rules steer it into the table.
-pub fn membership(
-    nl: &Netlink,
-    table: u32,
-    vpc: &VpcId,
-    host: &Link,
-) -> Result<Vec<String>, NetError> {
-    let mut problems = Vec::new();
-    for family in Family::ALL {
-        if !nl
-            .rules(family)?
-            .contains(&attach_rule(family, table, &host.name))
-        {
-            problems.push(format!(
-                "{} rule 'iif {} lookup {table}' is missing; {}",
-                family.label(),
-                host.name,
-                super::restored_by(vpc),
-            ));
-        }
+/// Whether the host interface's element steers it into the table.
+pub fn membership(domain: &Domain, vpc: &VpcId, host: &Link) -> Result<Vec<String>, NetError> {
+    let Some(mark) = domain.mark else {
+        // `problems` names the missing mark.
+        return Ok(Vec::new());
+    };
+    if marks::is_selected(&marks::elements()?, &host.name, mark) {
+        return Ok(Vec::new());
     }
-    Ok(problems)
+    Ok(vec![format!(
+        "element '{} : {:#x}' is missing from nftables map 'inet galactic vpc_marks' (its \
+         packets do not reach table {}); {}",
+        host.name,
+        mark.value,
+        domain.table,
+        super::restored_by(vpc),
+    )])
 }
 
-/// Removes the VPC's rules and every route of its table.
+/// Removes the VPC's rules, every route of its table and the map elements of its mark (a mark
+/// is allocated again to another VPC: an element left would steer into that VPC).
 pub fn remove(nl: &Netlink, domain: &Domain) -> Result<(), NetError> {
+    if let Some(mark) = domain.mark {
+        let elements = marks::elements()?;
+        let names: Vec<String> = elements
+            .iter()
+            .filter(|e| e.mark == mark.value)
+            .map(|e| e.ifname.clone())
+            .collect();
+        marks::deselect_all(&elements, &names)?;
+    }
     for family in Family::ALL {
         for rule in nl
             .rules(family)?
@@ -341,6 +441,19 @@ pub fn remove(nl: &Netlink, domain: &Domain) -> Result<(), NetError> {
         }
     }
     Ok(())
+}
+
+/// Marks the node's rules and map elements use (a new VPC's mark is none of them).
+pub fn marks_in_use(nl: &Netlink) -> Result<BTreeSet<u32>, NetError> {
+    let mut used: BTreeSet<u32> = marks::elements()?.into_iter().map(|e| e.mark).collect();
+    for family in Family::ALL {
+        used.extend(
+            nl.rules(family)?
+                .into_iter()
+                .filter_map(|r| r.fwmark.map(|m| m.mark)),
+        );
+    }
+    Ok(used)
 }
 
 /// Tables any route or rule of the node refers to.

@@ -15,7 +15,7 @@ pub use address::AddrFlags;
 pub use link::Link;
 pub use neighbour::{format_mac, parse_mac, NeighState, Neighbour};
 pub use route::{masked, RouteKind, RouteLookup, RouteSpec, UplinkRoute};
-pub use rule::RuleSpec;
+pub use rule::{MarkMatch, RuleSpec};
 
 use super::netns::{run_in, Netns};
 use super::NetError;

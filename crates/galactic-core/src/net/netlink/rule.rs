@@ -8,7 +8,8 @@ use netlink_packet_route::route::RouteHeader;
 use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
 use rtnetlink::IpVersion;
 
-/// A policy rule (`ip rule`): `[iif IIF] [from SRC] lookup TABLE` at `priority`.
+/// A policy rule (`ip rule`): `[iif IIF] [from SRC] [fwmark MARK/MASK] lookup TABLE` at
+/// `priority`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleSpec {
     /// IPv4 or IPv6 rule list.
@@ -19,8 +20,19 @@ pub struct RuleSpec {
     pub iif: Option<String>,
     /// Source prefix.
     pub from: Option<IpNetwork>,
+    /// Firewall mark and mask.
+    pub fwmark: Option<MarkMatch>,
     /// Table to look up.
     pub table: u32,
+}
+
+/// `fwmark MARK/MASK`: the packet's mark, masked, equals `mark`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkMatch {
+    /// The value.
+    pub mark: u32,
+    /// The bits compared.
+    pub mask: u32,
 }
 
 impl Netlink {
@@ -66,17 +78,26 @@ fn rule_from(msg: &RuleMessage, family: Family) -> RuleSpec {
         priority: 0,
         iif: None,
         from: None,
+        fwmark: None,
         table: u32::from(msg.header.table),
     };
+    let (mut mark, mut mask) = (None, None);
     for attr in &msg.attributes {
         match attr {
             RuleAttribute::Priority(p) => spec.priority = *p,
             RuleAttribute::Iifname(name) => spec.iif = Some(name.clone()),
             RuleAttribute::Source(ip) => spec.from = IpNetwork::new(*ip, msg.header.src_len).ok(),
             RuleAttribute::Table(t) => spec.table = *t,
+            RuleAttribute::FwMark(m) => mark = Some(*m),
+            RuleAttribute::FwMask(m) => mask = Some(*m),
             _ => {}
         }
     }
+    // A mark without a mask compares every bit (the kernel's default).
+    spec.fwmark = mark.map(|mark| MarkMatch {
+        mark,
+        mask: mask.unwrap_or(u32::MAX),
+    });
     spec
 }
 
@@ -94,6 +115,10 @@ fn rule_message(spec: &RuleSpec) -> RuleMessage {
         msg.header.src_len = from.prefix();
         msg.attributes.push(RuleAttribute::Source(from.ip()));
     }
+    if let Some(m) = spec.fwmark {
+        msg.attributes.push(RuleAttribute::FwMark(m.mark));
+        msg.attributes.push(RuleAttribute::FwMask(m.mask));
+    }
     msg
 }
 
@@ -108,6 +133,9 @@ fn describe_rule(spec: &RuleSpec) -> String {
     }
     if let Some(from) = spec.from {
         text += &format!(" from {from}");
+    }
+    if let Some(m) = spec.fwmark {
+        text += &format!(" fwmark {:#x}/{:#x}", m.mark, m.mask);
     }
     text + &format!(" lookup {}", spec.table)
 }

@@ -84,7 +84,8 @@ impl Scene {
         self.removal(&baseline)?;
         println!(
             "[NOTE] left by design for the node's lifetime: the table backend's local rule at 32765 and \
-             the host-services chain of nftables table inet galactic (node-wide, made by the first ADD)"
+             the host-services and VPC-mark chains (and the empty map) of nftables table inet galactic \
+             (node-wide, made by the first ADD)"
         );
         println!(
             "test-podman: scenario {:.1} s",

@@ -85,10 +85,30 @@ pub fn table_routes(host: &Host, table: u32) -> Vec<String> {
     out
 }
 
-/// The kernel's answer to "where does a packet to `dst` arriving on `iif` from `from` go".
+/// The kernel's answer to "where does a packet to `dst` arriving on `iif` from `from` go". In
+/// table mode such a packet carries its VPC's mark, set from `iif` by the node's VPC-mark map
+/// before routing; `ip route get` runs no nftables, so the mark is passed as the map has it.
 pub fn route_get(host: &Host, dst: &str, from: &str, iif: &str) -> (bool, String) {
-    host.netns
-        .try_ip(&["route", "get", dst, "from", from, "iif", iif])
+    let mut args = vec!["route", "get", dst, "from", from, "iif", iif];
+    let mark = vpc_mark(host, iif);
+    if let Some(mark) = &mark {
+        args.extend(["mark", mark.as_str()]);
+    }
+    host.netns.try_ip(&args)
+}
+
+/// `iif`'s mark in the node's VPC-mark map (table mode), if it has one.
+fn vpc_mark(host: &Host, iif: &str) -> Option<String> {
+    let out = host
+        .netns
+        .exec(&["nft", "list", "map", "inet", "galactic", "vpc_marks"]);
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let quoted = format!("\"{iif}\" : ");
+    let at = listed.find(&quoted)? + quoted.len();
+    listed[at..]
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .next()
+        .map(str::to_owned)
 }
 
 /// One route of `ip -j route show`, as text.
