@@ -1,7 +1,8 @@
 //! Benchmarks of the plugins as processes, the way a runtime runs them: the full chain against
 //! the reference plugins ([`chain`]), the IPAM against `host-local` at several occupancies
 //! ([`ipam`]), galactic-route as its VPC and node grow ([`route`]), and the start-up cost of every
-//! binary against the spawn floor ([`startup`]).
+//! binary against the spawn floor ([`startup`]), and galactic-bgp's Kubernetes publisher against
+//! an API server with a round trip ([`kube`]).
 //!
 //! The caller builds what is measured (xtask builds static release plugins and the `rss-probe`
 //! launcher, and installs the reference plugins) and passes its paths in; each bench returns
@@ -9,6 +10,7 @@
 
 pub mod chain;
 pub mod ipam;
+pub mod kube;
 pub mod route;
 pub mod startup;
 
