@@ -6,6 +6,7 @@
 
 mod bench_chain;
 mod bench_ipam;
+mod bench_kube;
 mod bench_route;
 mod bench_rules;
 mod bench_startup;
@@ -68,6 +69,9 @@ enum Command {
     BenchChain(bench_chain::Args),
     /// IPAM ADD/CHECK/DEL at several occupancies, galactic-ipam vs. host-local
     BenchIpam(bench_ipam::Args),
+    /// galactic-bgp's Kubernetes publisher: requests per ADD/DEL vs. upstream, wall time at
+    /// 0, 1 and 5 ms per request, client start-up
+    BenchKube(bench_kube::Args),
     /// galactic-route ADD/CHECK/DEL on a fresh VPC vs. long history and many routes
     BenchRoute(bench_route::Args),
     /// Table mode's packet path: pod-to-pod round trip with a rule per attachment vs. per VPC
@@ -122,6 +126,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::TestDeploy(args) => deploy::run(&args),
         Command::BenchChain(args) => bench_chain::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
+        Command::BenchKube(args) => bench_kube::run(&args),
         Command::BenchRoute(args) => bench_route::run(&args),
         Command::BenchRules(args) => bench_rules::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),

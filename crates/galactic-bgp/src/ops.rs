@@ -8,12 +8,14 @@ use crate::datapath::{self, Attachment};
 use crate::error::{BgpError, NodeNameError, PrevResultError};
 use crate::netns;
 use crate::prev::{self, Facts};
-use crate::publications::{forget_and_retire, AttachmentKey, Publication, Publications, SliceRef};
+use crate::publications::{
+    forget_and_retire, AttachmentKey, Publication, Publications, Published, RecordedVrf, SliceRef,
+};
 use crate::publish::{self, AdvertisementInput, Router};
 use crate::slice::{self, PodRef, SliceInput};
 use crate::store::kube::{InstalledCrd, KubeStore};
 use crate::store::local::{LocalStore, LOCAL_LOCK_WAIT};
-use crate::store::{Documents, Kind, ObjectStore, StoreError};
+use crate::store::{document, parse, Documents, Done, Kind, ObjectStore, Op, StoreError};
 use galactic_core::attachment::ChainPosition;
 use galactic_core::bpf::usid::Usid;
 use galactic_core::cni::{CniResult, Request};
@@ -24,8 +26,8 @@ use galactic_core::ident::{
 };
 use galactic_core::log;
 use galactic_core::rollback::Rollback;
-use galactic_kube::BGPAdvertisement;
 use galactic_kube::{detect_node_name, local_addresses, ClientOptions, KubeClient, RetryPolicy};
+use galactic_kube::{BGPAdvertisement, BGPVRFInstance};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use std::net::Ipv6Addr;
@@ -203,21 +205,34 @@ pub(crate) fn advertise_here<'a>(
     ids: &ChainIds,
     rollback: &mut Rollback<'a>,
 ) -> Result<(), BgpError> {
-    if let Some(uid) = publish::publish_advertisement(store, input, &netns::alive)? {
+    let applied = publish::publish_advertisement(store, input, &netns::alive)?;
+    undo_advertisement(store, input, &applied, rollback);
+    leave_legacy(store, input.namespace, ids, input.container_id)
+}
+
+/// The undo of an advertisement this call created.
+fn undo_advertisement<'a>(
+    store: &'a dyn ObjectStore,
+    input: &AdvertisementInput<'_>,
+    applied: &publish::Applied,
+    rollback: &mut Rollback<'a>,
+) {
+    if let Some(uid) = applied.created_uid.clone() {
         let (ns, name) = (input.namespace.to_owned(), input.name.to_owned());
         rollback.push(format!("delete BGPAdvertisement {name}"), move || {
             store.delete(Kind::Advertisement, &ns, &name, &uid)
         });
     }
-    leave_legacy(store, input.namespace, ids, input.container_id)
 }
 
-/// The pod's uid for the owner reference: required from the API, optional locally.
-fn pod_uid(backend: &Backend, pod: &PodRef) -> Result<Option<String>, BgpError> {
-    match backend
-        .store()
-        .get_typed::<Pod>(&pod.namespace, &pod.name)?
-    {
+/// The pod's uid for the owner reference from the Pod as read (`found`): required from the
+/// API, optional locally.
+fn pod_uid(
+    backend: &Backend,
+    pod: &PodRef,
+    found: Option<Pod>,
+) -> Result<Option<String>, BgpError> {
+    match found {
         Some(object) => Ok(object.metadata.uid),
         None if backend.is_kube() => Err(BgpError::Store(StoreError::NotFound {
             what: format!("get owning Pod {}/{}", pod.namespace, pod.name),
@@ -226,10 +241,13 @@ fn pod_uid(backend: &Backend, pod: &PodRef) -> Result<Option<String>, BgpError> 
     }
 }
 
-/// ADD: publish, then print `prevResult` unchanged. Everything is read and checked first
-/// ([`Target::resolve`]); then the documents and rows are written in order (VRF instance,
-/// datapath rows, advertisement, EndpointSlice), each write pushing its undo, so a failure
-/// removes only what this ADD created.
+/// ADD: publish, then print `prevResult` unchanged. Its publication record first; then, under
+/// the VPC's lock, every read at once ([`FirstRound`]: the node's routers, the VPC's VRF
+/// instances unless another record of the VPC names its instance, the legacy advertisement,
+/// the pod) and the VRF instance; then the datapath rows, and the advertisement and
+/// EndpointSlice created together (each read and rewritten only when it exists already); each
+/// write pushing its undo, so a failure removes only what this ADD created. What the writes
+/// answered goes into the record last (what DEL deletes by).
 pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     let plan = plan(req)?;
     verify_chain(req, &plan)?;
@@ -239,30 +257,38 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
             step: "publish EndpointSlice",
         });
     }
-    let target = Target::resolve(req, &plan, &backend)?;
+    let node = node_name(&req.node, &backend)?;
     let key = AttachmentKey {
         network: &req.conf.name,
-        container_id: &target.container_id,
+        container_id: req.env.container_id()?.as_str(),
         ifname: req.env.ifname()?.as_str(),
     };
-    Publications::new(&req.node.state_dir).ensure_seeded(&req.node, &target.node, Some(&key))?;
+    Publications::new(&req.node.state_dir).ensure_seeded(&req.node, &node, Some(&key))?;
     let mut rollback = Rollback::new();
-    let vrf_id = target.ensure_vrf(&mut rollback)?;
-    let sid = target.register_datapath(vrf_id, &mut rollback)?;
+    let (target, vrf, round) = Target::publish_vrf(req, &plan, &backend, node, &mut rollback)?;
+    let sid = target.register_datapath(vrf.vrf_id, &mut rollback)?;
     target.migrate_local_legacy()?;
     // Debug builds: a test stops the ADD here to prove the rollback removes only this ADD's rows.
     galactic_core::failpoint::hit("bgp-after-datapath")?;
-    let advertisement = target.advertise(vrf_id, &mut rollback)?;
     galactic_core::failpoint::hit("bgp-before-slice")?;
-    target.publish_slice(sid, &mut rollback)?;
+    let published = target.publish_objects(&vrf, sid, round, &mut rollback)?;
+    target.record(published)?;
     rollback.commit();
     log::info(
         "ADD: BGP state published",
-        json!({"vrfInstance": target.vrf_name, "vrfID": vrf_id, "advertisement": advertisement,
-               "nodeName": target.node}),
+        json!({"vrfInstance": target.vrf_name, "vrfID": vrf.vrf_id,
+               "advertisement": target.advertisement_name(), "nodeName": target.node}),
     );
     drop(target);
     Ok(plan.prev)
+}
+
+/// What ADD's first round read, in flight together.
+pub(crate) struct FirstRound {
+    /// The attachment's shared advertisement of older chains (decision 0018).
+    legacy: Option<BGPAdvertisement>,
+    /// The owning Pod, when the runtime did not pass its uid.
+    pod: Option<Pod>,
 }
 
 /// Where and what an ADD publishes, resolved before anything is written.
@@ -279,6 +305,42 @@ pub(crate) struct Target<'a> {
     pub(crate) vrf_name: String,
     pub(crate) container_id: String,
     netns: String,
+    /// This ADD's publication record.
+    intent: Option<Publication>,
+}
+
+/// The node's lock of VRF id allocation: an ADD that may claim an id holds it from its list of
+/// the router's instances to its create, so two ADDs of the node never claim the same id and
+/// a created instance needs no re-list (decision 0077).
+fn vrf_id_lock(
+    node: &galactic_core::config::NodeConfig,
+) -> Result<galactic_core::lockfile::LockGuard, BgpError> {
+    let path = node.state_dir.join("locks").join("bgp-vrf-ids");
+    galactic_core::lockfile::acquire(&path, LOCAL_LOCK_WAIT)
+        .map_err(|e| BgpError::Store(StoreError::Lock(e)))
+}
+
+/// `answer` as the typed objects it listed.
+fn listed<D: crate::store::Document>(
+    answer: Option<Result<Done, StoreError>>,
+) -> Result<Vec<Result<D, StoreError>>, BgpError> {
+    let objects = answer.ok_or_else(missing_answer)??.listed()?;
+    Ok(objects.into_iter().map(parse).collect())
+}
+
+/// `answer` as the typed object it found.
+fn found<D: crate::store::Document>(
+    answer: Option<Result<Done, StoreError>>,
+) -> Result<Option<D>, BgpError> {
+    let object = answer.ok_or_else(missing_answer)??.found()?;
+    Ok(object.map(parse).transpose()?)
+}
+
+fn missing_answer() -> StoreError {
+    StoreError::Shape {
+        what: "a batch of requests".into(),
+        why: "fewer answers than requests".into(),
+    }
 }
 
 impl<'a> Target<'a> {
@@ -290,6 +352,16 @@ impl<'a> Target<'a> {
         let node = node_name(&req.node, backend)?;
         let ns = req.node.namespace.as_str();
         let router = publish::lookup_router(backend.store(), ns, &node, backend.is_kube())?;
+        Self::new(req, plan, backend, node, router)
+    }
+
+    fn new(
+        req: &'a Request,
+        plan: &'a Plan,
+        backend: &'a Backend,
+        node: String,
+        router: Router,
+    ) -> Result<Self, BgpError> {
         let netns = req.env.netns.as_ref();
         Ok(Self {
             rt: vrf_route_target(&router, &plan.stanza),
@@ -299,24 +371,35 @@ impl<'a> Target<'a> {
             req,
             plan,
             backend,
-            ns,
+            ns: req.node.namespace.as_str(),
             node,
             router,
+            intent: None,
         })
     }
 
-    /// This attachment's publication record (its intent: what this ADD will publish), then the
-    /// VPC's BGPVRFInstance on this node, created when it is the VPC's first attachment here,
-    /// both under the VPC's lock; its vrfID. A record this ADD created is undone last, after
-    /// everything else it published: the record goes and, with the VPC's last record, the
-    /// instance ([`forget_and_retire`]).
-    fn ensure_vrf(&self, rollback: &mut Rollback<'a>) -> Result<u32, BgpError> {
-        let store = self.backend.store();
-        let vpc = &self.plan.stanza.vpc;
-        let intent = self.publication()?;
-        let held = vpc_lock(&self.req.node, vpc)?;
-        if Publications::new(&self.req.node.state_dir).put(vpc, &intent)? {
-            let (node, vpc) = (&self.req.node, vpc.clone());
+    /// ADD up to the VPC's VRF instance, under the VPC's lock: this attachment's publication
+    /// record (its intent: what this ADD will publish), then the first round's reads, then the
+    /// VPC's BGPVRFInstance on this node, created when it is the VPC's first attachment here
+    /// (under the node's VRF id lock too when no other record of the VPC names the instance).
+    /// Another record of the VPC that names the instance it published, for this router and
+    /// route target, stands for it: while that record is there the instance is not retired.
+    /// A record this ADD created is undone last, after everything else it published: the
+    /// record goes and, with the VPC's last record, the instance ([`forget_and_retire`]).
+    fn publish_vrf(
+        req: &'a Request,
+        plan: &'a Plan,
+        backend: &'a Backend,
+        node: String,
+        rollback: &mut Rollback<'a>,
+    ) -> Result<(Self, publish::VrfInstance, FirstRound), BgpError> {
+        let (store, ns) = (backend.store(), req.node.namespace.as_str());
+        let vpc = &plan.stanza.vpc;
+        let records = Publications::new(&req.node.state_dir);
+        let intent = publication(req, plan, ns, &node)?;
+        let held = vpc_lock(&req.node, vpc)?;
+        if records.put(vpc, &intent)? {
+            let (node, vpc, intent) = (&req.node, vpc.clone(), intent.clone());
             rollback.push(
                 format!("forget the publication record of {}", intent.host_ifname),
                 move || {
@@ -327,25 +410,242 @@ impl<'a> Target<'a> {
         }
         // Debug builds: a test kills the ADD here, after the intent and before any object.
         galactic_core::failpoint::hit("bgp-after-intent")?;
-        let vrf =
-            publish::ensure_vrf_instance(store, self.ns, &self.vrf_name, &self.router, &self.rt)?;
+        let recorded = records.recorded_vrf(vpc, &intent)?;
+        let ids_lock = match recorded {
+            None => Some(vrf_id_lock(&req.node)?),
+            Some(_) => None,
+        };
+        let ids = plan.ids();
+        let legacy = legacy_advertisement_name(ids.vpc.raw(), ids.att.raw());
+        let pod = plan
+            .pod
+            .as_ref()
+            .filter(|p| p.uid.is_none() && plan.facts.v6.is_some());
+        let mut ops = vec![
+            Op::List {
+                kind: Kind::Router,
+                namespace: ns,
+            },
+            Op::Get {
+                kind: Kind::Advertisement,
+                namespace: ns,
+                name: &legacy,
+            },
+        ];
+        if let Some(pod) = pod {
+            ops.push(Op::Get {
+                kind: Kind::Pod,
+                namespace: &pod.namespace,
+                name: &pod.name,
+            });
+        }
+        if recorded.is_none() {
+            ops.push(Op::List {
+                kind: Kind::VrfInstance,
+                namespace: ns,
+            });
+        }
+        let mut answers = store.batch(&ops).into_iter();
+        let routers = listed(answers.next())?;
+        let round = FirstRound {
+            legacy: found(answers.next())?,
+            pod: match pod {
+                Some(_) => found(answers.next())?,
+                None => None,
+            },
+        };
+        let instances = match recorded {
+            None => Some(listed::<BGPVRFInstance>(answers.next())?),
+            Some(_) => None,
+        };
+        let router = publish::router_of(routers, ns, &node, backend.is_kube())?;
+        let mut target = Self::new(req, plan, backend, node, router)?;
+        let reusable =
+            recorded.filter(|r| r.router == target.router.name && r.route_target == target.rt);
+        let vrf = match reusable {
+            Some(r) => publish::VrfInstance {
+                vrf_id: r.vrf_id,
+                created_uid: None,
+                uid: r.uid,
+            },
+            None => {
+                let allocation = match ids_lock {
+                    Some(_) => publish::Allocation::Locked,
+                    None => publish::Allocation::Contended,
+                };
+                let vrf_target = publish::VrfTarget {
+                    namespace: ns,
+                    name: &target.vrf_name,
+                    router: &target.router,
+                    route_target: &target.rt,
+                };
+                let mine = instances.map(|i| publish::routers_instances(i, &target.router));
+                publish::ensure_vrf_instance(store, &vrf_target, mine, allocation)?
+            }
+        };
+        drop(ids_lock);
         drop(held);
-        Ok(vrf.vrf_id)
+        target.intent = Some(intent);
+        Ok((target, vrf, round))
     }
 
-    /// What this ADD publishes, by name: its publication record.
-    fn publication(&self) -> Result<Publication, BgpError> {
-        let key = AttachmentKey {
-            network: &self.req.conf.name,
-            container_id: &self.container_id,
-            ifname: self.req.env.ifname()?.as_str(),
+    /// The advertisement and the EndpointSlice (an attachment with an IPv6 address and a pod),
+    /// both created in one round: each create that meets an existing object reads it and
+    /// rewrites it. Then the container off the attachment's shared advertisement of older
+    /// chains, when it is recorded there. What the writes left.
+    fn publish_objects(
+        &self,
+        vrf: &publish::VrfInstance,
+        sid: Option<Ipv6Addr>,
+        round: FirstRound,
+        rollback: &mut Rollback<'a>,
+    ) -> Result<Published, BgpError> {
+        let store = self.backend.store();
+        let name = self.advertisement_name();
+        let input = self.advertisement_input(&name, vrf.vrf_id);
+        let adv_doc = document(&publish::first_advertisement(&input))?;
+        let slice = self.slice_input(sid, round.pod)?;
+        let slice_doc = slice
+            .as_ref()
+            .map(|s| document(&slice::first_slice(&s.input())))
+            .transpose()?;
+        let mut ops = vec![Op::Create {
+            kind: Kind::Advertisement,
+            namespace: self.ns,
+            object: &adv_doc,
+        }];
+        if let (Some(s), Some(doc)) = (&slice, &slice_doc) {
+            ops.push(Op::Create {
+                kind: Kind::EndpointSlice,
+                namespace: &s.pod.namespace,
+                object: doc,
+            });
+        }
+        let mut answers = store.batch(&ops).into_iter();
+        let adv_answer = answers.next().ok_or_else(missing_answer)?;
+        let slice_answer = answers.next();
+        // Every create that succeeded gets its undo before any failure is returned.
+        let adv = self.advertised(&input, adv_answer, rollback);
+        let slice_uid = match (&slice, slice_answer) {
+            (Some(s), Some(answer)) => Some(self.sliced(s, answer, rollback)?),
+            _ => None,
         };
-        let mut p = Publication::named(&key, &self.plan.ids(), self.ns, &self.node);
-        p.endpoint_slice = self.plan.pod.as_ref().map(|pod| SliceRef {
-            namespace: pod.namespace.clone(),
-            name: pod.name.clone(),
-        });
-        Ok(p)
+        let adv = adv?;
+        if round
+            .legacy
+            .and_then(|o| o.metadata.annotations)
+            .is_some_and(|a| annotations::records(&a, &self.container_id))
+        {
+            leave_legacy(store, self.ns, &self.plan.ids(), &self.container_id)?;
+        }
+        Ok(Published {
+            vrf: RecordedVrf {
+                uid: vrf.uid.clone(),
+                vrf_id: vrf.vrf_id,
+                router: self.router.name.clone(),
+                route_target: self.rt.clone(),
+            },
+            advertisement_uid: adv.uid,
+            advertisement_sole_version: adv.sole_version,
+            endpoint_slice_uid: slice_uid,
+        })
+    }
+
+    /// The advertisement after its create's `answer`: created, or (it exists) read and
+    /// rewritten.
+    fn advertised(
+        &self,
+        input: &AdvertisementInput<'_>,
+        answer: Result<Done, StoreError>,
+        rollback: &mut Rollback<'a>,
+    ) -> Result<publish::Applied, BgpError> {
+        let store = self.backend.store();
+        let applied = match answer {
+            Ok(done) => publish::Applied::of(&parse(done.created()?)?, true),
+            Err(e) if e.is_exists() => publish::publish_advertisement(store, input, &netns::alive)?,
+            Err(e) => return Err(e.into()),
+        };
+        undo_advertisement(store, input, &applied, rollback);
+        Ok(applied)
+    }
+
+    /// The EndpointSlice after its create's `answer`: created, or (it exists) read, checked
+    /// to be ours and rewritten. Its uid.
+    fn sliced(
+        &self,
+        s: &SliceTarget<'_>,
+        answer: Result<Done, StoreError>,
+        rollback: &mut Rollback<'a>,
+    ) -> Result<String, BgpError> {
+        let store = self.backend.store();
+        let applied = match answer {
+            Ok(done) => slice::SliceApplied::of(&parse(done.created()?)?, true),
+            Err(e) if e.is_exists() => slice::apply(store, &s.input())?,
+            Err(e) => return Err(e.into()),
+        };
+        if applied.created {
+            let (pod, uid) = (s.pod.clone(), applied.uid.clone());
+            rollback.push(
+                format!("delete EndpointSlice {}/{}", pod.namespace, pod.name),
+                move || store.delete(Kind::EndpointSlice, &pod.namespace, &pod.name, &uid),
+            );
+        }
+        Ok(applied.uid)
+    }
+
+    /// What this ADD's writes left, into its publication record (under the VPC's lock).
+    fn record(&self, published: Published) -> Result<(), BgpError> {
+        let Some(intent) = &self.intent else {
+            return Ok(());
+        };
+        let vpc = &self.plan.stanza.vpc;
+        let mut done = intent.clone();
+        done.published = Some(published);
+        let _held = vpc_lock(&self.req.node, vpc)?;
+        Publications::new(&self.req.node.state_dir).put(vpc, &done)?;
+        Ok(())
+    }
+
+    /// The attachment's BGPAdvertisement name on this node.
+    fn advertisement_name(&self) -> String {
+        let stanza = &self.plan.stanza;
+        bgp_advertisement_name(stanza.vpc.raw(), stanza.att.raw(), &self.node)
+    }
+
+    /// What the advertisement `name` is built from.
+    fn advertisement_input<'b>(&'b self, name: &'b str, vrf_id: u32) -> AdvertisementInput<'b> {
+        AdvertisementInput {
+            namespace: self.ns,
+            name,
+            router: &self.router,
+            route_target: &self.rt,
+            vrf_id,
+            container_id: &self.container_id,
+            record: ContainerRecord::of(&self.netns, &self.plan.facts),
+            host_ifname: &self.plan.facts.host_ifname,
+        }
+    }
+
+    /// What the pod's EndpointSlice says, for an attachment with an IPv6 address and a pod.
+    fn slice_input(
+        &self,
+        sid: Option<Ipv6Addr>,
+        read: Option<Pod>,
+    ) -> Result<Option<SliceTarget<'a>>, BgpError> {
+        let (Some(address), Some(pod)) = (self.plan.facts.v6, self.plan.pod.as_ref()) else {
+            return Ok(None);
+        };
+        let pod_uid = match &pod.uid {
+            Some(uid) => Some(uid.clone()),
+            None => pod_uid(self.backend, pod, read)?,
+        };
+        Ok(Some(SliceTarget {
+            pod,
+            pod_uid,
+            address: address.ip(),
+            tenant: tenant_identifier(&self.plan.stanza.vpc, &self.plan.stanza.att),
+            sid,
+        }))
     }
 
     /// The attachment's eBPF datapath rows, when the node's router has a uSID; its SID.
@@ -402,18 +702,8 @@ impl<'a> Target<'a> {
     /// VRF on this node only while an advertisement of it exists (decision 0016); then the
     /// container off the attachment's shared advertisement of older chains. Its name.
     fn advertise(&self, vrf_id: u32, rollback: &mut Rollback<'a>) -> Result<String, BgpError> {
-        let stanza = &self.plan.stanza;
-        let name = bgp_advertisement_name(stanza.vpc.raw(), stanza.att.raw(), &self.node);
-        let input = AdvertisementInput {
-            namespace: self.ns,
-            name: &name,
-            router: &self.router,
-            route_target: &self.rt,
-            vrf_id,
-            container_id: &self.container_id,
-            record: ContainerRecord::of(&self.netns, &self.plan.facts),
-            host_ifname: &self.plan.facts.host_ifname,
-        };
+        let name = self.advertisement_name();
+        let input = self.advertisement_input(&name, vrf_id);
         advertise_here(self.backend.store(), &input, &self.plan.ids(), rollback)?;
         Ok(name)
     }
@@ -445,35 +735,42 @@ impl<'a> Target<'a> {
         );
         Ok(true)
     }
+}
 
-    /// The pod's EndpointSlice, for an attachment with an IPv6 address and a pod.
-    fn publish_slice(
-        &self,
-        sid: Option<Ipv6Addr>,
-        rollback: &mut Rollback<'a>,
-    ) -> Result<(), BgpError> {
-        let (Some(address), Some(pod)) = (self.plan.facts.v6, self.plan.pod.as_ref()) else {
-            return Ok(());
-        };
-        let store = self.backend.store();
-        let uid = pod_uid(self.backend, pod)?;
-        let tenant = tenant_identifier(&self.plan.stanza.vpc, &self.plan.stanza.att);
-        let input = SliceInput {
-            pod,
-            pod_uid: uid.as_deref(),
-            address: address.ip(),
-            tenant: &tenant,
-            sid,
-        };
-        if let Some(uid) = slice::apply(store, &input)? {
-            let pod = pod.clone();
-            rollback.push(
-                format!("delete EndpointSlice {}/{}", pod.namespace, pod.name),
-                move || store.delete(Kind::EndpointSlice, &pod.namespace, &pod.name, &uid),
-            );
+/// What ADD's EndpointSlice says.
+struct SliceTarget<'a> {
+    pod: &'a PodRef,
+    pod_uid: Option<String>,
+    address: Ipv6Addr,
+    tenant: String,
+    sid: Option<Ipv6Addr>,
+}
+
+impl SliceTarget<'_> {
+    fn input(&self) -> SliceInput<'_> {
+        SliceInput {
+            pod: self.pod,
+            pod_uid: self.pod_uid.as_deref(),
+            address: self.address,
+            tenant: &self.tenant,
+            sid: self.sid,
         }
-        Ok(())
     }
+}
+
+/// What an ADD publishes, by name: its publication record.
+fn publication(req: &Request, plan: &Plan, ns: &str, node: &str) -> Result<Publication, BgpError> {
+    let key = AttachmentKey {
+        network: &req.conf.name,
+        container_id: req.env.container_id()?.as_str(),
+        ifname: req.env.ifname()?.as_str(),
+    };
+    let mut p = Publication::named(&key, &plan.ids(), ns, node);
+    p.endpoint_slice = plan.pod.as_ref().map(|pod| SliceRef {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+    });
+    Ok(p)
 }
 
 /// Whether the advertisement `name` exists and records container `cid`.

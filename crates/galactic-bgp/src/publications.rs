@@ -67,6 +67,43 @@ pub struct Publication {
     pub endpoint_slice: Option<SliceRef>,
     /// `<vpc>-<attachment>`: the EndpointSlice's tenant label.
     pub tenant: String,
+    /// What ADD's writes left, recorded once they are all done (absent: a killed or failed ADD,
+    /// a seeded record, a record of a release before it was kept): what a later ADD of the VPC
+    /// takes the VRF id from and what DEL deletes without reading first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published: Option<Published>,
+}
+
+/// The objects an attachment's ADD left, as its writes answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Published {
+    /// The VPC's VRF instance: its uid (empty with the local publisher's documents, which have
+    /// one too; empty only when unknown), VRF id, and the owned fields it was made sure of.
+    pub vrf: RecordedVrf,
+    /// The advertisement's uid.
+    pub advertisement_uid: String,
+    /// The advertisement's resourceVersion after ADD's write, when that write left this
+    /// container its only record: DEL deletes it if it is still exactly so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advertisement_sole_version: Option<String>,
+    /// The EndpointSlice's uid, when ADD published one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_slice_uid: Option<String>,
+}
+
+/// A VRF instance as an ADD made sure of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecordedVrf {
+    /// Its uid.
+    pub uid: String,
+    /// Its VRF id.
+    pub vrf_id: u32,
+    /// `spec.routerRef.name`.
+    pub router: String,
+    /// Its import and export route target.
+    pub route_target: String,
 }
 
 /// An EndpointSlice by name.
@@ -98,6 +135,7 @@ impl Publication {
             vrf_instance: bgp_vrf_instance_name(ids.vpc.raw(), node),
             endpoint_slice: None,
             tenant: tenant_identifier(&ids.vpc, &ids.att),
+            published: None,
         }
     }
 
@@ -181,6 +219,29 @@ impl Publications {
         // Not empty (another record, a temporary) or gone already: either way nothing to do.
         let _ = std::fs::remove_dir(self.vpc_dir(vpc));
         Ok(())
+    }
+
+    /// The VRF instance another record of `vpc` than `own`'s says its ADD made sure of (the
+    /// caller holds the VPC's lock: while any record of the VPC is left, its instance is not
+    /// retired).
+    pub fn recorded_vrf(
+        &self,
+        vpc: &VpcId,
+        own: &Publication,
+    ) -> Result<Option<RecordedVrf>, BgpError> {
+        let own = self.path(vpc, &own.host_ifname, &own.container_id);
+        for file in state::json_files(&self.vpc_dir(vpc), "").map_err(state_err)? {
+            if file == own {
+                continue;
+            }
+            if let Ok(Some(Publication {
+                published: Some(p), ..
+            })) = state::read_json::<Publication>(&file)
+            {
+                return Ok(Some(p.vrf));
+            }
+        }
+        Ok(None)
     }
 
     /// Whether any record of `vpc` other than `own`'s is there (a temporary is no record).
@@ -316,7 +377,11 @@ pub fn forget_and_retire(
         true => false,
         false => {
             galactic_core::failpoint::hit("bgp-before-vrf-retire")?;
-            publish::retire_vrf_instance(store, &node.namespace, vrf_instance)?
+            let uid = own
+                .and_then(|p| p.published.as_ref())
+                .map(|p| p.vrf.uid.as_str())
+                .filter(|uid| !uid.is_empty());
+            publish::retire_vrf_instance(store, &node.namespace, vrf_instance, uid)?
         }
     };
     if let Some(own) = own {

@@ -15,7 +15,7 @@ use crate::publications::{
 };
 use crate::publish;
 use crate::slice::{self, PodRef};
-use crate::store::{Documents, ObjectStore};
+use crate::store::{Documents, Done, Kind, ObjectStore, Op, StoreError};
 use galactic_core::attachment::Record;
 use galactic_core::cni::Request;
 use galactic_core::ident::{
@@ -93,32 +93,65 @@ pub fn del(req: &Request) -> Result<(), BgpError> {
 
 /// Retracts the objects `p` names for its container: the pod's EndpointSlice, the container's
 /// records on the attachment's advertisement of this node and on the shared one of older chains
-/// (decision 0018). Idempotent: a retried DEL finds nothing left and goes on.
+/// (decision 0018). What the attachment's ADD recorded of its writes is deleted without reading
+/// first, both deletes in flight together: the EndpointSlice by its uid, the advertisement by
+/// its uid and resourceVersion when ADD's write left this container its only record (any write
+/// since, another container's record or a status, fails that precondition, and the
+/// advertisement is read and retracted from). A record with what ADD published also says its
+/// ADD took the container off the shared advertisement. Idempotent: a retried DEL finds nothing
+/// left and goes on.
 fn retract_objects(
     store: &dyn ObjectStore,
     p: &Publication,
     ids: &ChainIds,
 ) -> Result<publish::Retraction, BgpError> {
-    if let Some(slice) = &p.endpoint_slice {
-        let pod = PodRef {
-            name: slice.name.clone(),
-            namespace: slice.namespace.clone(),
-        };
-        if slice::delete_owned(store, &pod, &p.tenant)? {
-            log::info(
-                "DEL: EndpointSlice deleted",
-                json!({"pod": format!("{}/{}", pod.namespace, pod.name)}),
-            );
-        }
+    let published = p.published.as_ref();
+    let slice_uid = published.and_then(|r| r.endpoint_slice_uid.as_deref());
+    let recorded_slice = p.endpoint_slice.as_ref().zip(slice_uid);
+    let sole = published.and_then(|r| {
+        r.advertisement_sole_version
+            .as_deref()
+            .map(|v| (r.advertisement_uid.as_str(), v))
+    });
+    let mut ops = Vec::new();
+    if let Some((slice, uid)) = recorded_slice {
+        ops.push(Op::Delete {
+            kind: Kind::EndpointSlice,
+            namespace: &slice.namespace,
+            name: &slice.name,
+            uid,
+            version: None,
+        });
     }
-    let retraction = publish::retract_advertisement(
-        store,
-        &p.namespace,
-        &p.advertisement,
-        &[p.container_id.as_str()],
-        Some(&p.host_ifname),
-        &netns::alive,
-    )?;
+    if let Some((uid, version)) = sole {
+        ops.push(Op::Delete {
+            kind: Kind::Advertisement,
+            namespace: &p.namespace,
+            name: &p.advertisement,
+            uid,
+            version: Some(version),
+        });
+    }
+    let mut answers = store.batch(&ops).into_iter();
+    let slice_answer = recorded_slice.and_then(|_| answers.next());
+    let adv_answer = sole.and_then(|_| answers.next());
+    retract_slice(store, p, slice_answer)?;
+    let retraction = match adv_answer {
+        Some(Ok(_)) => publish::Retraction::Deleted,
+        Some(Err(e)) if !e.is_conflict() => return Err(e.into()),
+        // Written since ADD (another container, a status) or never recorded: read it.
+        Some(Err(_)) | None => publish::retract_advertisement(
+            store,
+            &p.namespace,
+            &p.advertisement,
+            &[p.container_id.as_str()],
+            Some(&p.host_ifname),
+            &netns::alive,
+        )?,
+    };
+    if published.is_some() {
+        return Ok(retraction);
+    }
     // A container the Go chain (or our chain before decision 0018) published.
     let legacy = publish::leave_legacy_advertisement(store, &p.namespace, ids, &p.container_id)?;
     if legacy != publish::Retraction::NotListed {
@@ -128,6 +161,36 @@ fn retract_objects(
         );
     }
     Ok(retraction)
+}
+
+/// The pod's EndpointSlice after the recorded delete's `answer`; without one, or when the
+/// slice of the name is another one than ADD published (409), read and deleted when it carries
+/// the attachment's tenant id, as before uids were recorded.
+fn retract_slice(
+    store: &dyn ObjectStore,
+    p: &Publication,
+    answer: Option<Result<Done, StoreError>>,
+) -> Result<(), BgpError> {
+    let Some(slice) = &p.endpoint_slice else {
+        return Ok(());
+    };
+    let pod = format!("{}/{}", slice.namespace, slice.name);
+    let deleted = match answer {
+        Some(Ok(_)) => true,
+        Some(Err(e)) if !e.is_conflict() => return Err(e.into()),
+        Some(Err(_)) | None => {
+            let pod = PodRef {
+                name: slice.name.clone(),
+                namespace: slice.namespace.clone(),
+                uid: None,
+            };
+            slice::delete_owned(store, &pod, &p.tenant)?
+        }
+    };
+    if deleted {
+        log::info("DEL: EndpointSlice deleted", json!({"pod": pod}));
+    }
+    Ok(())
 }
 
 /// GC: first, for both publishers, retracts what this node's publication records name for the

@@ -19,6 +19,9 @@ pub struct PodRef {
     pub name: String,
     /// Pod namespace (also the EndpointSlice namespace).
     pub namespace: String,
+    /// The pod's uid when the runtime passes it (`K8S_POD_UID`: containerd and CRI-O do), so
+    /// ADD needs no read of the Pod for its owner reference.
+    pub uid: Option<String>,
 }
 
 impl PodRef {
@@ -28,6 +31,7 @@ impl PodRef {
         Some(Self {
             name: get("K8S_POD_NAME")?,
             namespace: get("K8S_POD_NAMESPACE")?,
+            uid: get("K8S_POD_UID"),
         })
     }
 }
@@ -99,9 +103,37 @@ fn apply_fields(object: &mut EndpointSlice, input: &SliceInput<'_>) {
     }]);
 }
 
-/// Creates or updates the pod's EndpointSlice; refuses one without the tenant label (not ours).
-/// Returns the uid when this call created it.
-pub fn apply(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<Option<String>, BgpError> {
+/// The pod's EndpointSlice as an ADD creates it when there is none: the first write of every
+/// ADD is this create (no read before it); one that meets an existing slice goes on with
+/// [`apply`].
+pub fn first_slice(input: &SliceInput<'_>) -> EndpointSlice {
+    let mut object = EndpointSlice::default();
+    apply_fields(&mut object, input);
+    object
+}
+
+/// What a write of the slice left: its uid, and whether the write created it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceApplied {
+    /// Its uid.
+    pub uid: String,
+    /// The write was its create.
+    pub created: bool,
+}
+
+impl SliceApplied {
+    /// What the write that answered `object` left.
+    pub fn of(object: &EndpointSlice, created: bool) -> Self {
+        Self {
+            uid: object.metadata.uid.clone().unwrap_or_default(),
+            created,
+        }
+    }
+}
+
+/// Creates or updates the pod's EndpointSlice, reading it first; refuses one without the tenant
+/// label (not ours). What the write left.
+pub fn apply(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<SliceApplied, BgpError> {
     let pod = input.pod;
     for _ in 1..=MAX_ATTEMPTS {
         let outcome = match store.get_typed::<EndpointSlice>(&pod.namespace, &pod.name)? {
@@ -113,23 +145,21 @@ pub fn apply(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<Option<S
             }
             Some(mut existing) => {
                 apply_fields(&mut existing, input);
-                store.replace_typed(&pod.namespace, &existing).map(|_| None)
-            }
-            None => {
-                let mut object = EndpointSlice::default();
-                apply_fields(&mut object, input);
                 store
-                    .create_typed(&pod.namespace, &object)
-                    .map(|o| o.metadata.uid)
+                    .replace_typed(&pod.namespace, &existing)
+                    .map(|o| SliceApplied::of(&o, false))
             }
+            None => store
+                .create_typed(&pod.namespace, &first_slice(input))
+                .map(|o| SliceApplied::of(&o, true)),
         };
         match outcome {
-            Ok(created) => {
+            Ok(applied) => {
                 log::debug(
                     "ADD: EndpointSlice applied",
-                    json!({"pod": format!("{}/{}", pod.namespace, pod.name), "created": created.is_some()}),
+                    json!({"pod": format!("{}/{}", pod.namespace, pod.name), "created": applied.created}),
                 );
-                return Ok(created);
+                return Ok(applied);
             }
             Err(e) if e.is_exists() || e.is_conflict() => continue,
             Err(e) => return Err(e.into()),
@@ -141,8 +171,8 @@ pub fn apply(store: &dyn ObjectStore, input: &SliceInput<'_>) -> Result<Option<S
     })
 }
 
-/// Deletes the pod's EndpointSlice if it carries this attachment's tenant id. Returns whether
-/// something was deleted.
+/// Deletes the pod's EndpointSlice if it carries this attachment's tenant id (reading it
+/// first). Returns whether something was deleted.
 pub fn delete_owned(store: &dyn ObjectStore, pod: &PodRef, tenant: &str) -> Result<bool, BgpError> {
     let Some(existing) = store.get_typed::<EndpointSlice>(&pod.namespace, &pod.name)? else {
         return Ok(false);

@@ -141,7 +141,7 @@ impl KubeClient {
             // One retry policy, ours: it knows every transient class, logs each retry and
             // lets probes (STATUS) make a single attempt.
             config.default_retry = false;
-            kube::Client::try_from(config).map_err(|source| KubeError::Client {
+            super::transport::client(config).map_err(|source| KubeError::Client {
                 path: path.into(),
                 source,
             })
@@ -214,6 +214,33 @@ impl KubeClient {
         &self,
         what: &str,
         policy: RetryPolicy,
+        op: F,
+    ) -> Result<T, KubeError>
+    where
+        F: FnMut(kube::Client) -> Fut,
+        Fut: Future<Output = Result<T, kube::Error>>,
+    {
+        self.runtime.block_on(self.attempts(what, policy, op))
+    }
+
+    /// Runs every call of `calls` with the per-call timeout and this client's retry policy,
+    /// all in flight together (one connection's streams over HTTP/2): the independent requests
+    /// of one step cost one round trip, not one each. Each result is its call's, in order.
+    pub fn call_together<T>(&self, calls: Vec<Together<'_, T>>) -> Vec<Result<T, KubeError>> {
+        let policy = self.options.retry;
+        let pending = calls
+            .into_iter()
+            .map(|call| async move { self.attempts(&call.what, policy, call.op).await });
+        self.runtime
+            .block_on(futures_util::future::join_all(pending))
+    }
+
+    /// One call's attempts: each within the per-call timeout, a transient failure retried with
+    /// exponential backoff (logged), anything else returned at once.
+    async fn attempts<T, F, Fut>(
+        &self,
+        what: &str,
+        policy: RetryPolicy,
         mut op: F,
     ) -> Result<T, KubeError>
     where
@@ -224,12 +251,7 @@ impl KubeClient {
         let timeout = self.options.call_timeout;
         let mut attempt = 1;
         loop {
-            let call = op(self.client.clone());
-            // The timer must be created inside the runtime.
-            let outcome = self
-                .runtime
-                .block_on(async { tokio::time::timeout(timeout, call).await });
-            let err = match outcome {
+            let err = match tokio::time::timeout(timeout, op(self.client.clone())).await {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(source)) => {
                     let class = classify(&source);
@@ -253,9 +275,22 @@ impl KubeClient {
                 "kube: transient failure, retrying",
                 json!({"op": what, "attempt": attempt, "backoffMs": wait.as_millis() as u64, "err": err}),
             );
-            std::thread::sleep(wait);
+            tokio::time::sleep(wait).await;
         }
     }
+}
+
+/// A request future of [`KubeClient::call_together`].
+pub type TogetherFuture<'a, T> =
+    std::pin::Pin<Box<dyn Future<Output = Result<T, kube::Error>> + 'a>>;
+
+/// One call of [`KubeClient::call_together`]: what it is (for messages and logs), and how to
+/// make (again, on a retry) its request on a client.
+pub struct Together<'a, T> {
+    /// Operation and object.
+    pub what: String,
+    /// Makes the request.
+    pub op: Box<dyn FnMut(kube::Client) -> TogetherFuture<'a, T> + 'a>,
 }
 
 impl KubeClient {

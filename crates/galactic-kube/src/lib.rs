@@ -20,8 +20,9 @@ mod nad;
 mod node;
 mod patch;
 mod retry;
+mod transport;
 
-pub use client::{ClientOptions, KubeClient};
+pub use client::{ClientOptions, KubeClient, Together, TogetherFuture};
 pub use crd::{
     crds, upstream_shape, AddressFamily, Afi, BGPAdvertisement, BGPAdvertisementSpec,
     BGPAdvertisementStatus, BGPRouter, BGPRouterSpec, BGPRouterStatus, BGPVRFInstance,

@@ -67,13 +67,54 @@ fn spec(input: &AdvertisementInput<'_>, prefixes: Vec<String>) -> BGPAdvertiseme
     }
 }
 
+/// What a write of the advertisement left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// Its uid when this call created it (what a rollback deletes).
+    pub created_uid: Option<String>,
+    /// Its uid.
+    pub uid: String,
+    /// Its resourceVersion after the write, when the write left this container its only record.
+    pub sole_version: Option<String>,
+}
+
+impl Applied {
+    /// What the write that answered `object` left (`created`: the write was its create).
+    pub fn of(object: &BGPAdvertisement, created: bool) -> Self {
+        let meta = &object.metadata;
+        let uid = meta.uid.clone().unwrap_or_default();
+        let sole = meta
+            .annotations
+            .as_ref()
+            .is_some_and(|a| annotations::containers(a) == 1);
+        Self {
+            created_uid: created.then(|| uid.clone()),
+            uid,
+            sole_version: meta.resource_version.clone().filter(|_| sole),
+        }
+    }
+}
+
+/// The advertisement as this container's ADD creates it when it is the attachment's first
+/// container here: its record alone. The first write of every ADD is this create (no read
+/// before it); one that meets an existing advertisement goes on with
+/// [`publish_advertisement`].
+pub fn first_advertisement(input: &AdvertisementInput<'_>) -> BGPAdvertisement {
+    let mut ann = Annotations::default();
+    annotations::record(&mut ann, input.container_id, &input.record);
+    let mut object =
+        BGPAdvertisement::new(input.name, spec(input, annotations::all_prefixes(&ann)));
+    object.metadata.annotations = Some(ann);
+    object
+}
+
 /// Records this container on the advertisement (pruning dead siblings) and rewrites its spec
-/// from the records. Returns the uid when this call created the advertisement.
+/// from the records, reading it first. What the write left.
 pub fn publish_advertisement(
     store: &dyn ObjectStore,
     input: &AdvertisementInput<'_>,
     alive: &dyn Fn(&str) -> bool,
-) -> Result<Option<String>, BgpError> {
+) -> Result<Applied, BgpError> {
     for _ in 1..=MAX_ATTEMPTS {
         let current = store.get_typed::<BGPAdvertisement>(input.namespace, input.name)?;
         let mut ann: Annotations = current
@@ -95,21 +136,23 @@ pub fn publish_advertisement(
                 object.metadata.annotations = Some(ann);
                 store
                     .create_typed(input.namespace, &object)
-                    .map(|o| o.metadata.uid)
+                    .map(|o| Applied::of(&o, true))
             }
             Some(mut object) => {
                 object.metadata.annotations = Some(ann);
                 object.spec = spec;
-                store.replace_typed(input.namespace, &object).map(|_| None)
+                store
+                    .replace_typed(input.namespace, &object)
+                    .map(|o| Applied::of(&o, false))
             }
         };
         match outcome {
-            Ok(created) => {
+            Ok(applied) => {
                 log::debug(
                     "BGP: BGPAdvertisement applied",
-                    json!({"name": input.name, "created": created.is_some()}),
+                    json!({"name": input.name, "created": applied.created_uid.is_some()}),
                 );
-                return Ok(created);
+                return Ok(applied);
             }
             // Another container of this attachment wrote in between: re-read and re-apply.
             Err(e) if e.is_exists() || e.is_conflict() => continue,

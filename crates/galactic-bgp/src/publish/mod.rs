@@ -7,13 +7,13 @@ mod retract;
 mod router;
 mod vrf;
 
-pub use advertisement::{publish_advertisement, AdvertisementInput};
+pub use advertisement::{first_advertisement, publish_advertisement, AdvertisementInput, Applied};
 pub use retract::{
     leave_legacy_advertisement, migrate_local_legacy, retire_vrf_instance, retract_advertisement,
     Retraction,
 };
-pub use router::{lookup_router, Router};
-pub use vrf::ensure_vrf_instance;
+pub use router::{lookup_router, router_of, Router};
+pub use vrf::{ensure_vrf_instance, routers_instances, Allocation, VrfInstance, VrfTarget};
 
 use std::time::Duration;
 

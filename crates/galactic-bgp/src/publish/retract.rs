@@ -154,13 +154,24 @@ pub fn migrate_local_legacy(
     })
 }
 
-/// DEL of the VPC's last attachment on this node: deletes the node's BGPVRFInstance of the VPC
-/// (as read, so an instance re-created meanwhile is kept). Returns whether one was deleted.
+/// DEL of the VPC's last attachment on this node: deletes the node's BGPVRFInstance of the VPC:
+/// the one whose `uid` the attachment's ADD recorded, without a read; otherwise (no uid
+/// recorded, or the instance of the name is another one since) as read, so an instance
+/// re-created between the read and the delete is kept. Returns whether one was deleted (with
+/// a recorded uid: whether the delete was answered; an instance already gone answers the same).
 pub fn retire_vrf_instance(
     store: &dyn ObjectStore,
     namespace: &str,
     name: &str,
+    recorded_uid: Option<&str>,
 ) -> Result<bool, BgpError> {
+    if let Some(uid) = recorded_uid {
+        match store.delete(crate::store::Kind::VrfInstance, namespace, name, uid) {
+            Ok(()) => return Ok(true),
+            Err(e) if e.is_conflict() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     let Some(object) = store.get_typed::<BGPVRFInstance>(namespace, name)? else {
         return Ok(false);
     };

@@ -1,7 +1,7 @@
 //! This node's BGPRouter.
 
 use crate::error::BgpError;
-use crate::store::{Documents, ObjectStore};
+use crate::store::{Documents, ObjectStore, StoreError};
 use galactic_core::ident::speaking_asn;
 use galactic_core::log;
 use galactic_kube::BGPRouter;
@@ -30,8 +30,23 @@ pub fn lookup_router(
     node: &str,
     required: bool,
 ) -> Result<Router, BgpError> {
+    router_of(
+        store.list_typed::<BGPRouter>(namespace)?,
+        namespace,
+        node,
+        required,
+    )
+}
+
+/// [`lookup_router`] over the routers `listed` in `namespace`.
+pub fn router_of(
+    listed: Vec<Result<BGPRouter, StoreError>>,
+    namespace: &str,
+    node: &str,
+    required: bool,
+) -> Result<Router, BgpError> {
     let mut matches = Vec::new();
-    for parsed in store.list_typed::<BGPRouter>(namespace)? {
+    for parsed in listed {
         match parsed {
             Ok(router) if router.spec.target_ref.name == node => matches.push(router),
             Ok(_) => {}

@@ -16,6 +16,8 @@ pub struct VrfInstance {
     pub vrf_id: u32,
     /// Its uid when this call created it (what a rollback may delete).
     pub created_uid: Option<String>,
+    /// Its uid.
+    pub uid: String,
 }
 
 /// The fields of a BGPVRFInstance spec this plugin owns (never `nptv6` or anything else): the
@@ -67,8 +69,18 @@ fn instances_of(
     namespace: &str,
     router: &Router,
 ) -> Result<Vec<BGPVRFInstance>, BgpError> {
-    Ok(store
-        .list_typed::<BGPVRFInstance>(namespace)?
+    Ok(routers_instances(
+        store.list_typed::<BGPVRFInstance>(namespace)?,
+        router,
+    ))
+}
+
+/// The instances of `listed` that are `router`'s.
+pub fn routers_instances(
+    listed: Vec<Result<BGPVRFInstance, StoreError>>,
+    router: &Router,
+) -> Vec<BGPVRFInstance> {
+    listed
         .into_iter()
         .filter_map(Result::ok)
         .filter(|o| {
@@ -77,7 +89,18 @@ fn instances_of(
                 .as_ref()
                 .is_some_and(|r| r.name == router.name)
         })
-        .collect())
+        .collect()
+}
+
+/// How an ADD allocates, when it has to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocation {
+    /// Other allocators on the router may claim an id at the same time: a created instance is
+    /// checked against a fresh list, and yields to a rival.
+    Contended,
+    /// This call holds the node's VRF id lock, which every allocator on the node's router holds
+    /// from its list to its create: nobody claims an id in between (decision 0077).
+    Locked,
 }
 
 /// Makes sure the BGPVRFInstance `name` exists for `router` and returns its VRF id: an existing
@@ -85,26 +108,34 @@ fn instances_of(
 /// otherwise the lowest id free on the router is claimed by creating the instance. A concurrent
 /// allocator that claimed the same id is detected by re-listing: an instance this call created
 /// yields (is deleted and the allocation retried); a pre-existing one never does.
+///
+/// `listed` is the router's instances as the caller read them under the VPC's lock (its first
+/// round, in flight with its other reads), used for the first attempt; `allocation` says
+/// whether a claim must be checked against rivals.
 pub fn ensure_vrf_instance(
     store: &dyn ObjectStore,
-    namespace: &str,
-    name: &str,
-    router: &Router,
-    route_target: &str,
+    target: &VrfTarget<'_>,
+    mut listed: Option<Vec<BGPVRFInstance>>,
+    allocation: Allocation,
 ) -> Result<VrfInstance, BgpError> {
-    let target = Claim {
+    let (namespace, name) = (target.namespace, target.name);
+    let claim = Claim {
         store,
         namespace,
         name,
-        router,
-        route_target,
+        router: target.router,
+        route_target: target.route_target,
+        allocation,
     };
     for attempt in 1..=MAX_ATTEMPTS {
-        let instances = instances_of(store, namespace, router)?;
+        let instances = match listed.take() {
+            Some(instances) => instances,
+            None => instances_of(store, namespace, target.router)?,
+        };
         if let Some(existing) = instances.iter().find(|o| nameof(o) == name) {
-            return target.reuse(existing);
+            return claim.reuse(existing);
         }
-        if let Some(claimed) = target.claim(&instances, attempt)? {
+        if let Some(claimed) = claim.claim(&instances, attempt)? {
             return Ok(claimed);
         }
     }
@@ -114,6 +145,18 @@ pub fn ensure_vrf_instance(
     })
 }
 
+/// The BGPVRFInstance an ADD makes sure of.
+pub struct VrfTarget<'a> {
+    /// Its namespace.
+    pub namespace: &'a str,
+    /// Its name.
+    pub name: &'a str,
+    /// This node's router.
+    pub router: &'a Router,
+    /// The VPC's route target.
+    pub route_target: &'a str,
+}
+
 /// The BGPVRFInstance one ADD makes sure of.
 struct Claim<'a> {
     store: &'a dyn ObjectStore,
@@ -121,6 +164,16 @@ struct Claim<'a> {
     name: &'a str,
     router: &'a Router,
     route_target: &'a str,
+    allocation: Allocation,
+}
+
+/// Whether `existing` has the owned fields an ADD would write (a merge patch of them would
+/// change nothing).
+fn owns_already(existing: &BGPVRFInstance, owned: &OwnedFields) -> bool {
+    let spec = &existing.spec;
+    spec.router_ref.as_ref() == Some(&owned.router_ref)
+        && spec.import_route_targets == owned.import_route_targets
+        && spec.export_route_targets == owned.export_route_targets
 }
 
 impl Claim<'_> {
@@ -131,18 +184,25 @@ impl Claim<'_> {
             what: format!("BGPVRFInstance {namespace}/{name}"),
             why: format!("spec.vrfID {} is not a VRF id", existing.spec.vrf_id),
         })?;
-        let patch = SpecPatch {
-            spec: owned_fields(self.router, self.route_target),
-        };
-        self.store
-            .merge_patch_typed::<BGPVRFInstance, _>(namespace, name, &patch)?;
+        let owned = owned_fields(self.router, self.route_target);
+        let uid = existing.metadata.uid.clone().unwrap_or_default();
+        // A patch that would change nothing is not sent: one request fewer per ADD.
+        let patched = !owns_already(existing, &owned);
+        if patched {
+            self.store.merge_patch_typed::<BGPVRFInstance, _>(
+                namespace,
+                name,
+                &SpecPatch { spec: owned },
+            )?;
+        }
         log::debug(
             "BGP: BGPVRFInstance reused",
-            json!({"name": name, "vrfID": vrf_id}),
+            json!({"name": name, "vrfID": vrf_id, "patched": patched}),
         );
         Ok(VrfInstance {
             vrf_id,
             created_uid: None,
+            uid,
         })
     }
 
@@ -173,6 +233,17 @@ impl Claim<'_> {
             Err(e) => return Err(e.into()),
         };
         let uid = created.metadata.uid.clone().unwrap_or_default();
+        if self.allocation == Allocation::Locked {
+            log::debug(
+                "BGP: BGPVRFInstance created",
+                json!({"name": name, "vrfID": vrf_id}),
+            );
+            return Ok(Some(VrfInstance {
+                vrf_id,
+                created_uid: Some(uid.clone()),
+                uid,
+            }));
+        }
         let rivals: Vec<String> = instances_of(store, namespace, self.router)?
             .iter()
             .filter(|o| self::vrf_id(o) == Some(vrf_id) && nameof(o) != name)
@@ -185,7 +256,8 @@ impl Claim<'_> {
             );
             return Ok(Some(VrfInstance {
                 vrf_id,
-                created_uid: Some(uid),
+                created_uid: Some(uid.clone()),
+                uid,
             }));
         }
         log::warn(

@@ -1,8 +1,8 @@
 //! The Kubernetes backend: every operation is one API call through [`KubeClient`] (per-call
 //! timeout, transient retry); objects travel as `DynamicObject`s of the typed resources.
 
-use super::{meta_str, Kind, ObjectStore, StoreError};
-use galactic_kube::{KubeClient, RetryPolicy};
+use super::{meta_str, Done, Kind, ObjectStore, Op, StoreError};
+use galactic_kube::{KubeClient, RetryPolicy, Together};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
     Preconditions,
@@ -30,6 +30,26 @@ fn to_dynamic(object: &Value) -> Result<DynamicObject, StoreError> {
         what: "object to write".into(),
         why: e.to_string(),
     })
+}
+
+/// A DELETE guarded by `uid` and, when given, `version`.
+fn delete_params(uid: &str, version: Option<&str>) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: version.map(str::to_owned),
+        }),
+        ..DeleteParams::default()
+    }
+}
+
+/// An object read inside a request future (a shape error there is the response's).
+fn value(object: DynamicObject) -> Result<Value, kube::Error> {
+    serde_json::to_value(object).map_err(kube::Error::SerdeError)
+}
+
+fn values(objects: Vec<DynamicObject>) -> Result<Vec<Value>, kube::Error> {
+    objects.into_iter().map(value).collect()
 }
 
 fn to_value(object: DynamicObject) -> Result<Value, StoreError> {
@@ -152,6 +172,26 @@ impl ObjectStore for KubeStore {
         self.delete_with(kind, namespace, name, uid, version)
     }
 
+    /// Every request in flight together ([`KubeClient::call_together`]).
+    fn batch(&self, ops: &[Op<'_>]) -> Vec<Result<Done, StoreError>> {
+        let mut calls = Vec::with_capacity(ops.len());
+        for op in ops {
+            match self.together(*op) {
+                Ok(call) => calls.push(call),
+                Err(e) => return vec![Err(e)],
+            }
+        }
+        self.client
+            .call_together(calls)
+            .into_iter()
+            .zip(ops)
+            .map(|(answer, op)| {
+                let creates = matches!(op, Op::Create { .. });
+                answer.map_err(|e| StoreError::from_kube(e, creates))
+            })
+            .collect()
+    }
+
     fn probe(&self, namespace: &str) -> Result<(), StoreError> {
         let what = format!("STATUS: list bgprouters in {namespace}");
         self.client
@@ -174,6 +214,77 @@ pub enum InstalledCrd {
 }
 
 impl KubeStore {
+    /// `op` as a call of [`KubeClient::call_together`].
+    fn together<'a>(&'a self, op: Op<'a>) -> Result<Together<'a, Done>, StoreError> {
+        let (what, op): (String, Box<dyn FnMut(kube::Client) -> _ + 'a>) = match op {
+            Op::List { kind, namespace } => (
+                format!("list {} in {namespace}", kind.plural()),
+                Box::new(move |c| {
+                    let api = self.api(c, kind, namespace);
+                    Box::pin(async move {
+                        let list = api.list(&ListParams::default()).await?;
+                        Ok(Done::Listed(values(list.items)?))
+                    }) as galactic_kube::TogetherFuture<'a, Done>
+                }),
+            ),
+            Op::Get {
+                kind,
+                namespace,
+                name,
+            } => (
+                format!("get {} {namespace}/{name}", kind.kind()),
+                Box::new(move |c| {
+                    let api = self.api(c, kind, namespace);
+                    Box::pin(async move {
+                        let found = api.get_opt(name).await?;
+                        Ok(Done::Found(found.map(value).transpose()?))
+                    }) as galactic_kube::TogetherFuture<'a, Done>
+                }),
+            ),
+            Op::Create {
+                kind,
+                namespace,
+                object,
+            } => {
+                let dynamic = to_dynamic(object)?;
+                let name = dynamic.metadata.name.clone().unwrap_or_default();
+                (
+                    format!("create {} {namespace}/{name}", kind.kind()),
+                    Box::new(move |c| {
+                        let (api, dynamic) = (self.api(c, kind, namespace), dynamic.clone());
+                        Box::pin(async move {
+                            let created = api.create(&PostParams::default(), &dynamic).await?;
+                            Ok(Done::Created(value(created)?))
+                        }) as galactic_kube::TogetherFuture<'a, Done>
+                    }),
+                )
+            }
+            Op::Delete {
+                kind,
+                namespace,
+                name,
+                uid,
+                version,
+            } => {
+                let params = delete_params(uid, version);
+                (
+                    format!("delete {} {namespace}/{name}", kind.kind()),
+                    Box::new(move |c| {
+                        let (api, params) = (self.api(c, kind, namespace), params.clone());
+                        Box::pin(async move {
+                            match api.delete(name, &params).await {
+                                Ok(_) => Ok(Done::Deleted),
+                                Err(kube::Error::Api(s)) if s.code == 404 => Ok(Done::Deleted),
+                                Err(e) => Err(e),
+                            }
+                        }) as galactic_kube::TogetherFuture<'a, Done>
+                    }),
+                )
+            }
+        };
+        Ok(Together { what, op })
+    }
+
     /// The CustomResourceDefinition `name` as installed (one attempt: STATUS).
     pub fn installed_crd(&self, name: &str) -> Result<InstalledCrd, StoreError> {
         let what = format!("STATUS: get CustomResourceDefinition {name}");
@@ -206,13 +317,7 @@ impl KubeStore {
         version: Option<&str>,
     ) -> Result<(), StoreError> {
         let what = format!("delete {} {namespace}/{name}", kind.kind());
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(uid.to_owned()),
-                resource_version: version.map(str::to_owned),
-            }),
-            ..DeleteParams::default()
-        };
+        let params = delete_params(uid, version);
         match self.client.call(&what, |c| {
             let (api, params) = (self.api(c, kind, namespace), params.clone());
             async move { api.delete(name, &params).await.map(drop) }

@@ -184,6 +184,141 @@ pub trait ObjectStore {
     ) -> Result<(), StoreError>;
     /// Readiness: the backend can be written (STATUS).
     fn probe(&self, namespace: &str) -> Result<(), StoreError>;
+    /// Every request of `ops`, each answered as its own call would be, in order. The Kubernetes
+    /// backend has them in flight together (one round trip for all); locally they run one by
+    /// one. For requests no answer of another depends on.
+    fn batch(&self, ops: &[Op<'_>]) -> Vec<Result<Done, StoreError>> {
+        ops.iter().map(|op| one(self, op)).collect()
+    }
+}
+
+/// One request of [`ObjectStore::batch`].
+#[derive(Debug, Clone, Copy)]
+pub enum Op<'a> {
+    /// [`ObjectStore::list`].
+    List {
+        /// Of what.
+        kind: Kind,
+        /// Where.
+        namespace: &'a str,
+    },
+    /// [`ObjectStore::get`].
+    Get {
+        /// Of what.
+        kind: Kind,
+        /// Where.
+        namespace: &'a str,
+        /// Which.
+        name: &'a str,
+    },
+    /// [`ObjectStore::create`].
+    Create {
+        /// Of what.
+        kind: Kind,
+        /// Where.
+        namespace: &'a str,
+        /// The document.
+        object: &'a Value,
+    },
+    /// A delete guarded by the object's uid and, when known, its resourceVersion
+    /// ([`ObjectStore::delete_unchanged`]); an absent object is fine.
+    Delete {
+        /// Of what.
+        kind: Kind,
+        /// Where.
+        namespace: &'a str,
+        /// Which.
+        name: &'a str,
+        /// Its uid.
+        uid: &'a str,
+        /// Its resourceVersion, when the delete is of the object exactly as it was.
+        version: Option<&'a str>,
+    },
+}
+
+/// The answer to one [`Op`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Done {
+    /// [`Op::List`]'s objects.
+    Listed(Vec<Value>),
+    /// [`Op::Get`]'s object, `None` when absent.
+    Found(Option<Value>),
+    /// [`Op::Create`]'s object as stored.
+    Created(Value),
+    /// [`Op::Delete`] done (or nothing was there).
+    Deleted,
+}
+
+/// `op` on `store`, alone.
+fn one<S: ObjectStore + ?Sized>(store: &S, op: &Op<'_>) -> Result<Done, StoreError> {
+    Ok(match *op {
+        Op::List { kind, namespace } => Done::Listed(store.list(kind, namespace)?),
+        Op::Get {
+            kind,
+            namespace,
+            name,
+        } => Done::Found(store.get(kind, namespace, name)?),
+        Op::Create {
+            kind,
+            namespace,
+            object,
+        } => Done::Created(store.create(kind, namespace, object)?),
+        Op::Delete {
+            kind,
+            namespace,
+            name,
+            uid,
+            version: None,
+        } => store
+            .delete(kind, namespace, name, uid)
+            .map(|()| Done::Deleted)?,
+        Op::Delete {
+            kind,
+            namespace,
+            name,
+            uid,
+            version: Some(version),
+        } => {
+            let object = serde_json::json!({"metadata": {
+                "name": name, "uid": uid, "resourceVersion": version}});
+            store
+                .delete_unchanged(kind, namespace, &object)
+                .map(|()| Done::Deleted)?
+        }
+    })
+}
+
+impl Done {
+    /// The objects of a [`Done::Listed`].
+    pub fn listed(self) -> Result<Vec<Value>, StoreError> {
+        match self {
+            Self::Listed(objects) => Ok(objects),
+            other => Err(other.unexpected("a list")),
+        }
+    }
+
+    /// The object of a [`Done::Found`].
+    pub fn found(self) -> Result<Option<Value>, StoreError> {
+        match self {
+            Self::Found(object) => Ok(object),
+            other => Err(other.unexpected("a get")),
+        }
+    }
+
+    /// The object of a [`Done::Created`].
+    pub fn created(self) -> Result<Value, StoreError> {
+        match self {
+            Self::Created(object) => Ok(object),
+            other => Err(other.unexpected("a create")),
+        }
+    }
+
+    fn unexpected(&self, of: &str) -> StoreError {
+        StoreError::Shape {
+            what: format!("the answer to {of}"),
+            why: format!("answered {self:?}"),
+        }
+    }
 }
 
 /// `metadata.<field>` of a document.
@@ -222,7 +357,8 @@ pub fn parse<D: Document>(value: Value) -> Result<D, StoreError> {
     })
 }
 
-fn document<D: Document>(object: &D) -> Result<Value, StoreError> {
+/// `object` as the document a backend stores (`apiVersion` and `kind` set).
+pub fn document<D: Document>(object: &D) -> Result<Value, StoreError> {
     let mut value = serde_json::to_value(object).map_err(|e| StoreError::Shape {
         what: format!("{} to write", D::KIND.kind()),
         why: e.to_string(),

@@ -20,6 +20,7 @@ mod protocol;
 mod publish;
 mod refusals;
 mod repair;
+mod requests;
 mod retract;
 mod teardown_orders;
 mod temporaries;

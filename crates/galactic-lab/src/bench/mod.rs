@@ -1,8 +1,9 @@
 //! Benchmarks of the plugins as processes, the way a runtime runs them: the full chain against
 //! the reference plugins ([`chain`]), the IPAM against `host-local` at several occupancies
 //! ([`ipam`]), galactic-route as its VPC and node grow ([`route`]), the start-up cost of every
-//! binary against the spawn floor ([`startup`]), and what table mode's VPC selection costs on the
-//! packet path ([`rules`]).
+//! binary against the spawn floor ([`startup`]), what table mode's VPC selection costs on the
+//! packet path ([`rules`]), and galactic-bgp's Kubernetes publisher against an API server with a
+//! round trip ([`kube`]).
 //!
 //! The caller builds what is measured (xtask builds static release plugins and the `rss-probe`
 //! launcher, and installs the reference plugins) and passes its paths in; each bench returns
@@ -10,6 +11,7 @@
 
 pub mod chain;
 pub mod ipam;
+pub mod kube;
 pub mod route;
 pub mod rules;
 pub mod startup;
