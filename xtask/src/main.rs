@@ -5,6 +5,7 @@
 //! refused, and `cargo xtask --help` lists every command.
 
 mod bench_chain;
+mod bench_domain;
 mod bench_ipam;
 mod bench_route;
 mod bench_startup;
@@ -65,6 +66,8 @@ enum Command {
     TestDeploy(deploy::Args),
     /// Full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
     BenchChain(bench_chain::Args),
+    /// The master's ADD creating a VPC's routing domain vs. joining it, DEL removing vs. keeping it
+    BenchDomain(bench_domain::Args),
     /// IPAM ADD/CHECK/DEL at several occupancies, galactic-ipam vs. host-local
     BenchIpam(bench_ipam::Args),
     /// galactic-route ADD/CHECK/DEL on a fresh VPC vs. long history and many routes
@@ -120,6 +123,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::BenchChain(args) => bench_chain::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
         Command::BenchRoute(args) => bench_route::run(&args),
+        Command::BenchDomain(args) => bench_domain::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),
         Command::CheckRss(args) => check_rss::run(&args),
         Command::CheckLayout(args) => check_layout::run(&args),
