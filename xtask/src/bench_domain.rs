@@ -21,7 +21,8 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<()> {
     galactic_testkit::harness::require_root()?;
     let plugins = match &args.plugins {
-        Some(dir) => dir.clone(),
+        // Absolute: the bench's bin dir links each plugin by this path.
+        Some(dir) => dir.canonicalize()?,
         None => crate::stage::build_release()?,
     };
     print!(
