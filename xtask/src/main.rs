@@ -5,6 +5,7 @@
 //! refused, and `cargo xtask --help` lists every command.
 
 mod bench_chain;
+mod bench_domain;
 mod bench_ipam;
 mod bench_kube;
 mod bench_route;
@@ -67,6 +68,8 @@ enum Command {
     TestDeploy(deploy::Args),
     /// Full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
     BenchChain(bench_chain::Args),
+    /// The master's ADD creating a VPC's routing domain vs. joining it, DEL removing vs. keeping it
+    BenchDomain(bench_domain::Args),
     /// IPAM ADD/CHECK/DEL at several occupancies, galactic-ipam vs. host-local
     BenchIpam(bench_ipam::Args),
     /// galactic-bgp's Kubernetes publisher: requests per ADD/DEL vs. upstream, wall time at
@@ -129,6 +132,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::BenchKube(args) => bench_kube::run(&args),
         Command::BenchRoute(args) => bench_route::run(&args),
         Command::BenchRules(args) => bench_rules::run(&args),
+        Command::BenchDomain(args) => bench_domain::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),
         Command::CheckRss(args) => check_rss::run(&args),
         Command::CheckLayout(args) => check_layout::run(&args),

@@ -258,6 +258,28 @@ impl Records {
         Ok(out)
     }
 
+    /// Every record of VPC `vpc` (any spelling of its id), in any stage. Only the VPC's own
+    /// files are read: a record is named by its host interface `G{vpc:9}{att:3}H`, whose first
+    /// ten characters are the VPC's, so one VPC's question costs a listing of the directory, not
+    /// a read of every attachment on the node. Unreadable ones are skipped with a warning, as in
+    /// [`Records::all`].
+    pub fn of_vpc(&self, vpc: &VpcId) -> Result<Vec<Record>, StateError> {
+        let prefix = format!("G{}", vpc.padded());
+        let mut out = Vec::new();
+        for path in state::json_files(&self.dir, &prefix)? {
+            match state::read_json::<Record>(&path) {
+                Ok(record) => out.extend(
+                    record.filter(|r| VpcId::parse(&r.vpc).is_ok_and(|v| v.hex() == vpc.hex())),
+                ),
+                Err(e) => log::warn(
+                    "skipping unreadable attachment record",
+                    serde_json::json!({"err": e.to_string()}),
+                ),
+            }
+        }
+        Ok(out)
+    }
+
     /// The record for a CNI attachment, found by scanning (used when the config cannot tell the
     /// host interface).
     pub fn find(
@@ -420,6 +442,40 @@ mod tests {
         let configured = record.configured.clone().unwrap();
         assert_eq!(configured.assignments()[1].gateway, None);
         assert_eq!(serde_json::to_value(&record).unwrap(), value);
+    }
+
+    #[test]
+    fn a_vpcs_records_are_found_by_their_names_in_any_spelling_and_stage() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::new(dir.path());
+        let put = |vpc: &str, att: &str, stage: Stage| {
+            let ids = ChainIds::of(&json!({"vpc": vpc, "vpcattachment": att})).unwrap();
+            let mut value = older();
+            value["vpc"] = json!(vpc);
+            value["attachment"] = json!(att);
+            value["hostIfname"] = json!(ids.host_ifname());
+            let record = Record {
+                stage,
+                ..serde_json::from_value(value).unwrap()
+            };
+            records.put(&record).unwrap();
+        };
+        put("A", "1", Stage::Live);
+        put("0A", "2", Stage::Adding);
+        put("B", "1", Stage::Removing);
+        let of = |vpc: &str| {
+            let mut found: Vec<String> = records
+                .of_vpc(&VpcId::parse(vpc).unwrap())
+                .unwrap()
+                .into_iter()
+                .map(|r| r.attachment)
+                .collect();
+            found.sort();
+            found
+        };
+        assert_eq!(of("A"), ["1", "2"]);
+        assert_eq!(of("B"), ["1"]);
+        assert_eq!(of("C"), Vec::<String>::new());
     }
 
     #[test]

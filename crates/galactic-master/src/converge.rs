@@ -366,7 +366,8 @@ fn report(domain: &Domain, by: &str, out: &Outcome) {
 }
 
 /// GC's convergence of one recorded domain whose VPC has records: under the VPC's lock, the
-/// domain repaired (under the routing lock), then its attachments.
+/// domain repaired (under the routing lock), then its attachments; nothing when the VPC's last
+/// record went since GC listed them.
 pub fn recorded_domain(
     host: &Netlink,
     state_dir: &Path,
@@ -375,9 +376,16 @@ pub fn recorded_domain(
 ) -> Result<Outcome, NetError> {
     let vpc = VpcId::parse(&recorded.vpc)
         .map_err(|e| NetError::Conflict(format!("recorded VPC id {}: {e}", recorded.vpc)))?;
-    let _vpc = Records::new(state_dir)
+    let records = Records::new(state_dir);
+    let _vpc = records
         .lock_vpc(&vpc)
         .map_err(|e| NetError::Busy(e.to_string()))?;
+    // GC listed the VPC's records before it took the lock: a DEL of the VPC's last attachment
+    // may have removed the domain since (`retire.rs`), and ensuring it would recreate a domain
+    // no attachment uses.
+    if !crate::retire::in_use(&records, &vpc, None)? {
+        return Ok(Outcome::default());
+    }
     let ensured = {
         let _routing = domains.lock()?;
         domains.ensure(host, &vpc, recorded.backend)?

@@ -1,5 +1,6 @@
 //! DEL for both masters: remove everything private to the attachment, release its addresses,
-//! leave shared state (the routing domain) to GC. Missing things are success.
+//! then, when it was the VPC's last attachment on the node, the VPC's routing domain
+//! (`retire.rs`). Missing things are success.
 //!
 //! Teardown keeps going: every step runs whatever the one before it did, each failure is
 //! collected, and the IPAM release runs even when a host step failed, so a kernel hiccup never
@@ -19,6 +20,7 @@ use super::conf::MasterConf;
 use crate::delegate::{Delegate, Held, Running};
 use crate::device::Device;
 use crate::error::MasterError;
+use crate::retire::{self, Retired};
 use galactic_core::attachment::{Record, Records};
 use galactic_core::cni::{Command, Request};
 use galactic_core::config::NodeConfig;
@@ -64,10 +66,20 @@ pub fn del<D: Device>(req: &Request) -> Result<(), MasterError> {
     // 4. The record goes last, and only when everything it names is gone: a retried DEL (after
     //    a full disk or a busy store) still knows which delegate holds the addresses, even when
     //    the configuration has been edited since.
-    if let Some(record) = record.filter(|_| host_removed && released) {
-        if let Err(e) = records.remove(&record.host_ifname) {
-            failures.push(MasterError::node("remove the attachment record")(e));
-        }
+    let gone = match record.as_ref() {
+        Some(record) if host_removed && released => match records.remove(&record.host_ifname) {
+            Ok(()) => true,
+            Err(e) => {
+                failures.push(MasterError::node("remove the attachment record")(e));
+                false
+            }
+        },
+        Some(_) => false,
+        None => true,
+    };
+    // 5. The VPC's domain, once no record of the VPC is left: never a failure of the DEL.
+    if gone {
+        retire_domain::<D>(req, record.as_ref());
     }
     match failures.is_empty() {
         true => Ok(()),
@@ -75,6 +87,44 @@ pub fn del<D: Device>(req: &Request) -> Result<(), MasterError> {
             what: "DEL could not remove everything",
             failures,
         }),
+    }
+}
+
+/// Removes the VPC's routing domain when the attachment just removed was the VPC's last one on
+/// the node ([`retire::if_unused`]); the VPC is the record's, or the config's without one (a
+/// repeated DEL finishes what a first one could not). A failure is logged, never returned: the
+/// attachment is gone, and the next DEL of the VPC or CNI GC removes the domain.
+fn retire_domain<D: Device>(req: &Request, record: Option<&Record>) {
+    let vpc = match record {
+        Some(r) => VpcId::parse(&r.vpc).ok(),
+        None => MasterConf::<D::Options>::parse(&req.conf.raw)
+            .ok()
+            .map(|c| c.ids.vpc),
+    };
+    let Some(vpc) = vpc else { return };
+    let retired = Netlink::current()
+        .and_then(|host| retire::if_unused(&host, &req.node.state_dir, &vpc, None));
+    match retired {
+        Ok(Retired::InUse | Retired::NotRecorded) => {}
+        Ok(Retired::Removed { table }) => log::info(
+            "DEL: the VPC's last attachment on this node is gone; its routing domain removed",
+            json!({"vpc": vpc.raw(), "table": table}),
+        ),
+        Ok(Retired::LeftInPlace { table, enslaved }) => log::warn(
+            "DEL: forgot the routing domain of the VPC's last attachment on this node but left \
+             its VRF and table: interfaces without an attachment record (another chain's pods) \
+             are enslaved to it",
+            json!({"vpc": vpc.raw(), "table": table, "enslaved": enslaved}),
+        ),
+        Err(e) => {
+            let fields = json!({"vpc": vpc.raw(), "err": e.to_string()});
+            let msg = "DEL: could not remove the routing domain of the VPC's last attachment on \
+                       this node; the DEL succeeds, and the next DEL of the VPC or CNI GC removes it";
+            // A line of its own at warn, and an event of the DEL's closing line ("DEL: done"),
+            // where an operator reads what the DEL did.
+            log::warn(msg, fields.clone());
+            log::info(msg, fields);
+        }
     }
 }
 

@@ -15,17 +15,19 @@ use crate::converge;
 use crate::delegate::Delegate;
 use crate::device::Device;
 use crate::error::MasterError;
+use crate::retire::{self, Retired};
 use galactic_core::attachment::Records;
 use galactic_core::cni::{Command, Request};
 use galactic_core::ident::VpcId;
 use galactic_core::ip::Family;
 use galactic_core::log;
 use galactic_core::net::domain::table::ATTACH_PRIORITY;
-use galactic_core::net::domain::{marks, Domains, Removal};
+use galactic_core::net::domain::{marks, Domains};
 use galactic_core::net::netlink::Netlink;
 use galactic_core::net::{firewall, NetError};
 use serde_json::json;
 use std::collections::HashSet;
+use std::path::Path;
 
 pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
     let Some(valid) = req.conf.valid_attachments()? else {
@@ -57,9 +59,7 @@ pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
     if let Err(e) = delegate_gc::<D>(req) {
         failures.push(e.part("IPAM GC"));
     }
-    if let Err(e) = remove_unused_domains(&host, &domains, &records) {
-        failures.push(MasterError::node("remove unused routing domains")(e));
-    }
+    failures.extend(remove_unused_domains(&host, &req.node.state_dir, &domains));
     // 3. The VPCs that still have attachments, each converged: its domain as recorded, then
     //    its live attachments on it (`converge.rs`).
     failures.extend(converge_domains(req, &host, &domains, &records));
@@ -218,6 +218,10 @@ fn converge_domains(
         .iter()
         .filter_map(|r| VpcId::parse(&r.vpc).ok().map(|v| v.hex()))
         .collect();
+    // Only ever armed as `:pause`: holds GC between its listing and the convergences, so a
+    // test can remove a listed VPC's last attachment meanwhile (`converge::recorded_domain`
+    // then finds no record and leaves the domain removed).
+    let _ = galactic_core::failpoint::hit("gc-before-converge");
     let mut failures = Vec::new();
     for d in recorded {
         if !VpcId::parse(&d.vpc).is_ok_and(|v| in_use.contains(&v.hex())) {
@@ -236,31 +240,35 @@ fn converge_domains(
     failures
 }
 
-/// Removes every recorded domain whose VPC has no attachment record left.
-fn remove_unused_domains(
-    host: &Netlink,
-    domains: &Domains,
-    records: &Records,
-) -> Result<(), galactic_core::net::NetError> {
-    let _lock = domains.lock()?;
-    let in_use: HashSet<String> = records.all()?.into_iter().map(|r| r.vpc).collect();
-    for d in domains.all()? {
-        if in_use.contains(&d.vpc) {
+/// Removes every recorded domain whose VPC has no attachment record left ([`retire::if_unused`],
+/// the decision DEL makes for its VPC: GC is the safety net for a DEL that could not, or an
+/// older release's domains).
+fn remove_unused_domains(host: &Netlink, state_dir: &Path, domains: &Domains) -> Vec<MasterError> {
+    let recorded = match domains.all() {
+        Ok(recorded) => recorded,
+        Err(e) => return vec![MasterError::node("list routing domains")(e)],
+    };
+    let mut failures = Vec::new();
+    for d in recorded {
+        let Ok(vpc) = VpcId::parse(&d.vpc) else {
             continue;
-        }
-        if let Ok(vpc) = VpcId::parse(&d.vpc) {
-            match domains.remove(host, &vpc)? {
-                Removal::Removed => log::info(
-                    "GC: removed unused routing domain",
-                    json!({"vpc": d.vpc, "table": d.table}),
-                ),
-                Removal::LeftInPlace(enslaved) => log::warn(
-                    "GC: forgot an unused routing domain but left its VRF and table: interfaces \
-                     without an attachment record (another chain's pods) are enslaved to it",
-                    json!({"vpc": d.vpc, "table": d.table, "enslaved": enslaved}),
-                ),
-            }
+        };
+        match retire::if_unused(host, state_dir, &vpc, None) {
+            Ok(Retired::InUse | Retired::NotRecorded) => {}
+            Ok(Retired::Removed { table }) => log::info(
+                "GC: removed unused routing domain",
+                json!({"vpc": d.vpc, "table": table}),
+            ),
+            Ok(Retired::LeftInPlace { table, enslaved }) => log::warn(
+                "GC: forgot an unused routing domain but left its VRF and table: interfaces \
+                 without an attachment record (another chain's pods) are enslaved to it",
+                json!({"vpc": d.vpc, "table": table, "enslaved": enslaved}),
+            ),
+            Err(e) => failures.push(
+                MasterError::node("remove an unused routing domain")(e)
+                    .part(format!("VPC {}", d.vpc)),
+            ),
         }
     }
-    Ok(())
+    failures
 }

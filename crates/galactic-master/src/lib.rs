@@ -22,6 +22,7 @@ mod gc;
 mod legacy;
 mod mac;
 mod nad;
+mod retire;
 mod status;
 
 pub use device::{Attached, Container, Device, NewInterface};

@@ -1,5 +1,6 @@
 //! Benchmarks of the plugins as processes, the way a runtime runs them: the full chain against
-//! the reference plugins ([`chain`]), the IPAM against `host-local` at several occupancies
+//! the reference plugins ([`chain`]), the master's ADD and DEL with and without a VPC's routing
+//! domain to create or remove ([`domain`]), the IPAM against `host-local` at several occupancies
 //! ([`ipam`]), galactic-route as its VPC and node grow ([`route`]), the start-up cost of every
 //! binary against the spawn floor ([`startup`]), what table mode's VPC selection costs on the
 //! packet path ([`rules`]), and galactic-bgp's Kubernetes publisher against an API server with a
@@ -10,6 +11,7 @@
 //! its figures and renders its table.
 
 pub mod chain;
+pub mod domain;
 pub mod ipam;
 pub mod kube;
 pub mod route;

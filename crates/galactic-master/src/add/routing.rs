@@ -7,6 +7,7 @@ use crate::addressing;
 use crate::converge;
 use crate::device::Device;
 use crate::error::MasterError;
+use crate::retire;
 use galactic_core::ident::VpcId;
 use galactic_core::ip::Assignment;
 use galactic_core::log;
@@ -25,13 +26,17 @@ impl<'a, D: Device> Add<'a, D> {
             .map_err(MasterError::node("choose the routing domain backend"))
     }
 
-    /// Pushes the undo of a domain this ADD creates or adopts later on. It is pushed before the
-    /// host interface's, so it runs after that interface is gone: a VRF keeps its slaves until
-    /// their links are deleted, and a domain something is still enslaved to is left in place.
+    /// Pushes the undo of the VPC's domain for this ADD (created, adopted, joined or not yet
+    /// joined). It is pushed before the host interface's, so it runs after that interface is
+    /// gone: a VRF keeps its slaves until their links are deleted, and a domain something is
+    /// still enslaved to is left in place.
     pub(super) fn push_domain_undo(&'a self, rb: &mut Rollback<'a>) {
+        // A domain this ADD did not create goes too when no other record of the VPC is left:
+        // the VPC's last DEL kept it for this ADD's record (`retire.rs`), joined or not yet.
         rb.push("routing domain", move || match self.made.take() {
-            None | Some(Change::Unchanged | Change::Healed(_)) => Ok(()),
-            Some(Change::Created) => release_if_unused(self, &self.conf.ids.vpc),
+            None | Some(Change::Created | Change::Unchanged | Change::Healed(_)) => {
+                release_if_unused(self, &self.conf.ids.vpc)
+            }
             Some(Change::Adopted { opened, found }) => {
                 let _lock = self.domains.lock()?;
                 if others_use_vpc(self, &self.conf.ids.vpc)? {
@@ -142,13 +147,16 @@ impl<'a, D: Device> Add<'a, D> {
     }
 }
 
-/// Tears the VPC's domain down when no other attachment record refers to it.
+/// Tears the VPC's domain down when no other attachment record refers to it
+/// ([`retire::if_unused`]: this ADD's own record goes right after).
 fn release_if_unused(add: &Add<'_, impl Device>, vpc: &VpcId) -> Result<(), NetError> {
-    let _lock = add.domains.lock()?;
-    if others_use_vpc(add, vpc)? {
-        return Ok(());
-    }
-    add.domains.remove(&add.host, vpc).map(|_| ())
+    retire::if_unused(
+        &add.host,
+        &add.req.node.state_dir,
+        vpc,
+        Some(&add.host_ifname),
+    )
+    .map(|_| ())
 }
 
 /// Removes gateways this ADD added, unless another attachment of the VPC exists (it may rely on

@@ -16,6 +16,7 @@ mod fuzz;
 mod go_configs;
 mod hostile_nad;
 mod killed;
+mod last_attachment;
 mod overlap;
 mod protocol;
 mod requests;

@@ -138,12 +138,12 @@ fn a_go_chain_vrf_is_adopted_with_its_table_and_its_pods_reach_each_other() {
     rt.check(&c1, &a1.attachment()).unwrap();
     rt.check(&c2, &a2.attachment()).unwrap();
 
-    // GC forgets the domain once no attachment of ours uses it, but the Go pod is still
-    // enslaved: its VRF and table stay.
+    // The DEL of the last attachment of ours forgets the domain, but the Go pod is still
+    // enslaved: its VRF and table stay (and GC after it changes nothing).
     rt.del(&c1, &a1.attachment()).unwrap();
     rt.del(&c2, &a2.attachment()).unwrap();
-    rt.gc(&c1, &[]).unwrap();
     assert!(domain(&host, "A").is_none(), "the record is forgotten");
+    rt.gc(&c1, &[]).unwrap();
     assert_eq!(bound_table(&host, &vrf("A")).as_deref(), Some("7"));
     assert_eq!(link(&host, "goh").unwrap()["master"], vrf("A"));
     let routes = table_routes(&host, "7").join("\n");
@@ -152,21 +152,24 @@ fn a_go_chain_vrf_is_adopted_with_its_table_and_its_pods_reach_each_other() {
         "{routes}"
     );
     assert!(
-        host.node.log_lines().iter().any(|l| l["msg"]
-            .as_str()
-            .unwrap_or("")
-            .contains("left its VRF and table")
+        host.node.log_lines().iter().any(|l| l["command"] == "DEL"
+            && l["msg"]
+                .as_str()
+                .unwrap_or("")
+                .contains("left its VRF and table")
             && l["enslaved"] == json!(["goh"])),
-        "GC says why the VRF stays"
+        "the last DEL says why the VRF stays"
     );
 
-    // With the Go pod gone, the next ADD adopts it again and GC then removes it for good.
+    // With the Go pod gone, the next ADD adopts it again and its DEL then removes it for good.
     host.netns.ip(&["link", "del", "goh"]);
     rt.add(&c2, &a2.attachment()).unwrap();
     assert_eq!(domain(&host, "A").unwrap()["table"], 7);
     rt.del(&c2, &a2.attachment()).unwrap();
-    rt.gc(&c2, &[]).unwrap();
-    assert!(link(&host, &vrf("A")).is_none(), "GC removed the VRF");
+    assert!(
+        link(&host, &vrf("A")).is_none(),
+        "the last DEL removed the VRF"
+    );
     assert_eq!(table_routes(&host, "7"), Vec::<String>::new());
 }
 

@@ -23,8 +23,9 @@ pub enum Kind {
     /// Master attachment records (`attachments/*.json`) of a container that is not live.
     MasterRecords,
     /// Routing-domain records (`routing/vpc-<hex>.json`) of a VPC without a live attachment,
-    /// right after a GC: DEL keeps a VPC's domain by design and GC removes unused ones, so
-    /// between GCs such a record is not a leftover.
+    /// right after a GC: the DEL of a VPC's last attachment removes its domain, but a DEL the
+    /// campaign kills leaves it to the DEL's retry or to GC, so between GCs such a record is not
+    /// a leftover.
     DomainRecords,
     /// galactic-route ledger entries (`routes/vpc-<hex>.json`) of a container that is not live.
     RouteEntries,

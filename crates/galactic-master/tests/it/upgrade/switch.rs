@@ -145,7 +145,7 @@ fn a_node_running_the_go_chain_switches_with_its_pods_alive() {
         "the Go ifindex_vrf_table row left behind"
     );
     if has_vrf {
-        // Shared by the VPC's attachments: upstream left it to GC, and so does DEL.
+        // The new pod of the VPC is still attached: its domain (the adopted VRF) stays.
         assert!(node.try_ip(&["link", "show", &format!("G{VPC:0>9}V")]).0);
     }
     // Their addresses are free again; the annotation-only holder's is not.
