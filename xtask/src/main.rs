@@ -5,6 +5,7 @@
 //! refused, and `cargo xtask --help` lists every command.
 
 mod bench_chain;
+mod bench_fill;
 mod bench_ipam;
 mod bench_route;
 mod bench_startup;
@@ -65,6 +66,9 @@ enum Command {
     TestDeploy(deploy::Args),
     /// Full-chain ADD/DEL wall time and peak RSS, ours vs. bridge+host-local
     BenchChain(bench_chain::Args),
+    /// A probe pod's ADD/CHECK/DEL/GC at 0-1000 live attachments over 1-250 VPCs, ours vs.
+    /// bridge+host-local
+    BenchFill(bench_fill::Args),
     /// IPAM ADD/CHECK/DEL at several occupancies, galactic-ipam vs. host-local
     BenchIpam(bench_ipam::Args),
     /// galactic-route ADD/CHECK/DEL on a fresh VPC vs. long history and many routes
@@ -118,6 +122,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::TestPodman(args) => podman::run(&args),
         Command::TestDeploy(args) => deploy::run(&args),
         Command::BenchChain(args) => bench_chain::run(&args),
+        Command::BenchFill(args) => bench_fill::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
         Command::BenchRoute(args) => bench_route::run(&args),
         Command::BenchStartup(args) => bench_startup::run(&args),

@@ -1,13 +1,15 @@
 //! Benchmarks of the plugins as processes, the way a runtime runs them: the full chain against
 //! the reference plugins ([`chain`]), the IPAM against `host-local` at several occupancies
-//! ([`ipam`]), galactic-route as its VPC and node grow ([`route`]), and the start-up cost of every
-//! binary against the spawn floor ([`startup`]).
+//! ([`ipam`]), galactic-route as its VPC and node grow ([`route`]), a probe pod's verbs as the
+//! node fills with live attachments and VPCs ([`fill`]), and the start-up cost of every binary
+//! against the spawn floor ([`startup`]).
 //!
 //! The caller builds what is measured (xtask builds static release plugins and the `rss-probe`
 //! launcher, and installs the reference plugins) and passes its paths in; each bench returns
 //! its figures and renders its table.
 
 pub mod chain;
+pub mod fill;
 pub mod ipam;
 pub mod route;
 pub mod startup;
