@@ -35,8 +35,8 @@ pub struct Args {
         default_value = "1,50,250"
     )]
     pub vpcs: Vec<usize>,
-    /// Probe rounds (ADD, CHECK, DEL, GC) per level
-    #[arg(long, value_name = "N", default_value_t = 20)]
+    /// Probe rounds (ADD, CHECK, DEL, GC) per level (GC at 250 VPCs takes tens of seconds)
+    #[arg(long, value_name = "N", default_value_t = 5)]
     pub iterations: usize,
     /// Routing-domain backend of our nodes (default: what the node chooses, `auto`)
     #[arg(long, value_enum, value_name = "B")]
