@@ -6,6 +6,7 @@
 
 mod bench_chain;
 mod bench_domain;
+mod bench_fill;
 mod bench_ipam;
 mod bench_kube;
 mod bench_route;
@@ -70,6 +71,9 @@ enum Command {
     BenchChain(bench_chain::Args),
     /// The master's ADD creating a VPC's routing domain vs. joining it, DEL removing vs. keeping it
     BenchDomain(bench_domain::Args),
+    /// A probe pod's ADD/CHECK/DEL/GC at 0-1000 live attachments over 1-250 VPCs, ours vs.
+    /// bridge+host-local
+    BenchFill(bench_fill::Args),
     /// IPAM ADD/CHECK/DEL at several occupancies, galactic-ipam vs. host-local
     BenchIpam(bench_ipam::Args),
     /// galactic-bgp's Kubernetes publisher: requests per ADD/DEL vs. upstream, wall time at
@@ -128,6 +132,7 @@ fn dispatch(command: Command) -> Result<()> {
         Command::TestPodman(args) => podman::run(&args),
         Command::TestDeploy(args) => deploy::run(&args),
         Command::BenchChain(args) => bench_chain::run(&args),
+        Command::BenchFill(args) => bench_fill::run(&args),
         Command::BenchIpam(args) => bench_ipam::run(&args),
         Command::BenchKube(args) => bench_kube::run(&args),
         Command::BenchRoute(args) => bench_route::run(&args),

@@ -245,32 +245,27 @@ impl Records {
 
     /// Every record (unreadable ones are skipped with a warning: they must not stop GC).
     pub fn all(&self) -> Result<Vec<Record>, StateError> {
-        let mut out = Vec::new();
-        for path in state::json_files(&self.dir, "")? {
-            match state::read_json::<Record>(&path) {
-                Ok(record) => out.extend(record),
-                Err(e) => log::warn(
-                    "skipping unreadable attachment record",
-                    serde_json::json!({"err": e.to_string()}),
-                ),
-            }
-        }
-        Ok(out)
+        self.read_all("")
     }
 
-    /// Every record of VPC `vpc` (any spelling of its id), in any stage. Only the VPC's own
-    /// files are read: a record is named by its host interface `G{vpc:9}{att:3}H`, whose first
-    /// ten characters are the VPC's, so one VPC's question costs a listing of the directory, not
-    /// a read of every attachment on the node. Unreadable ones are skipped with a warning, as in
-    /// [`Records::all`].
+    /// The records of VPC `vpc`, found by their file names: a record is named after its host
+    /// interface, `G<vpc, 9 digits><attachment>H` (or `…G`, `ident::host_ifname`), so the
+    /// other VPCs' records are never read. A VPC's convergence needs its own records only; on a
+    /// node of many VPCs reading every record made each ADD cost the node's size and each GC
+    /// the node's size times its VPCs, and a DEL judging the VPC's last attachment reads only its
+    /// own. Records of every stage are returned.
     pub fn of_vpc(&self, vpc: &VpcId) -> Result<Vec<Record>, StateError> {
-        let prefix = format!("G{}", vpc.padded());
+        let mut records = self.read_all(&format!("G{}", vpc.padded()))?;
+        records.retain(|r| VpcId::parse(&r.vpc).is_ok_and(|v| v.value() == vpc.value()));
+        Ok(records)
+    }
+
+    /// The records whose file name starts with `prefix`, unreadable ones skipped with a warning.
+    fn read_all(&self, prefix: &str) -> Result<Vec<Record>, StateError> {
         let mut out = Vec::new();
-        for path in state::json_files(&self.dir, &prefix)? {
+        for path in state::json_files(&self.dir, prefix)? {
             match state::read_json::<Record>(&path) {
-                Ok(record) => out.extend(
-                    record.filter(|r| VpcId::parse(&r.vpc).is_ok_and(|v| v.hex() == vpc.hex())),
-                ),
+                Ok(record) => out.extend(record),
                 Err(e) => log::warn(
                     "skipping unreadable attachment record",
                     serde_json::json!({"err": e.to_string()}),
@@ -442,6 +437,42 @@ mod tests {
         let configured = record.configured.clone().unwrap();
         assert_eq!(configured.assignments()[1].gateway, None);
         assert_eq!(serde_json::to_value(&record).unwrap(), value);
+    }
+
+    /// A record of VPC `vpc`, attachment `att`, named as its master names it.
+    fn record_of(vpc: &str, att: &str) -> Record {
+        let ids = ChainIds::of(&json!({"vpc": vpc, "vpcattachment": att})).unwrap();
+        let mut value = older();
+        value["vpc"] = json!(vpc);
+        value["attachment"] = json!(att);
+        value["hostIfname"] = json!(ids.host_ifname());
+        serde_json::from_value(value).unwrap()
+    }
+
+    /// A VPC's records are found by their file names and no other VPC's file is read: a record
+    /// of VPC A stored under VPC B's name is not among A's (reading every file and keeping A's
+    /// by content, as convergence once did, would return it).
+    #[test]
+    fn a_vpcs_records_are_read_from_its_own_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::new(dir.path());
+        for (vpc, att) in [("A", "1"), ("A", "2"), ("0A", "3"), ("B", "1"), ("AB", "1")] {
+            records.put(&record_of(vpc, att)).unwrap();
+        }
+        let mut misnamed = record_of("A", "4");
+        misnamed.host_ifname = record_of("B", "4").host_ifname;
+        records.put(&misnamed).unwrap();
+        let a = VpcId::parse("A").unwrap();
+        let mut found: Vec<String> = records
+            .of_vpc(&a)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.attachment)
+            .collect();
+        found.sort();
+        // `0A` is another spelling of A; `AB` shares no prefix with it once padded.
+        assert_eq!(found, ["1", "2", "3"]);
+        assert_eq!(records.all().unwrap().len(), 6);
     }
 
     #[test]

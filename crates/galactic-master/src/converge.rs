@@ -84,7 +84,7 @@ pub fn attachments(
     except: Option<&str>,
     by: &str,
 ) -> Result<Outcome, NetError> {
-    let live = live_attachments(&Records::new(state_dir).all()?, vpc, except);
+    let live = live_attachments(&Records::new(state_dir).of_vpc(vpc)?, vpc, except);
     let mut out = Outcome::default();
     if live.is_empty() {
         return Ok(out);

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 
 /// Every command the README and docs name; `--help` must list at least these.
-const KNOWN: [&str; 17] = [
+const KNOWN: [&str; 18] = [
     "setup",
     "build-and-stage",
     "demo",
@@ -17,6 +17,7 @@ const KNOWN: [&str; 17] = [
     "test-kernel",
     "test-podman",
     "bench-chain",
+    "bench-fill",
     "bench-ipam",
     "bench-startup",
     "gen-crds",
@@ -178,6 +179,7 @@ fn bad_values_are_refused_with_the_flag_named() {
         (&["soak", "--runtimes", "many"][..], "--runtimes"),
         (&["crash-campaign", "--seed", "xyz"], "--seed"),
         (&["bench-ipam", "--levels", "0,lots"], "--levels"),
+        (&["bench-fill", "--backend", "bridge"], "--backend"),
         (&["build-and-stage", "--set", "no-equals-sign"], "--set"),
         (&["bpf-pin-maps"], "--dir"),
     ] {

@@ -1,10 +1,11 @@
 //! Benchmarks of the plugins as processes, the way a runtime runs them: the full chain against
 //! the reference plugins ([`chain`]), the master's ADD and DEL with and without a VPC's routing
 //! domain to create or remove ([`domain`]), the IPAM against `host-local` at several occupancies
-//! ([`ipam`]), galactic-route as its VPC and node grow ([`route`]), the start-up cost of every
-//! binary against the spawn floor ([`startup`]), what table mode's VPC selection costs on the
-//! packet path ([`rules`]), and galactic-bgp's Kubernetes publisher against an API server with a
-//! round trip ([`kube`]).
+//! ([`ipam`]), galactic-route as its VPC and node grow ([`route`]), a probe pod's verbs as the
+//! node fills with live attachments and VPCs ([`fill`]), the start-up cost of every binary
+//! against the spawn floor ([`startup`]), what table mode's VPC selection costs on the packet
+//! path ([`rules`]), and galactic-bgp's Kubernetes publisher against an API server with a round
+//! trip ([`kube`]).
 //!
 //! The caller builds what is measured (xtask builds static release plugins and the `rss-probe`
 //! launcher, and installs the reference plugins) and passes its paths in; each bench returns
@@ -12,6 +13,7 @@
 
 pub mod chain;
 pub mod domain;
+pub mod fill;
 pub mod ipam;
 pub mod kube;
 pub mod route;
