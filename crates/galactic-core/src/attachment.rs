@@ -480,14 +480,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let records = Records::new(dir.path());
         let put = |vpc: &str, att: &str, stage: Stage| {
-            let ids = ChainIds::of(&json!({"vpc": vpc, "vpcattachment": att})).unwrap();
-            let mut value = older();
-            value["vpc"] = json!(vpc);
-            value["attachment"] = json!(att);
-            value["hostIfname"] = json!(ids.host_ifname());
             let record = Record {
                 stage,
-                ..serde_json::from_value(value).unwrap()
+                ..record_of(vpc, att)
             };
             records.put(&record).unwrap();
         };

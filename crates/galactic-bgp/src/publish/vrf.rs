@@ -233,22 +233,16 @@ impl Claim<'_> {
             Err(e) => return Err(e.into()),
         };
         let uid = created.metadata.uid.clone().unwrap_or_default();
-        if self.allocation == Allocation::Locked {
-            log::debug(
-                "BGP: BGPVRFInstance created",
-                json!({"name": name, "vrfID": vrf_id}),
-            );
-            return Ok(Some(VrfInstance {
-                vrf_id,
-                created_uid: Some(uid.clone()),
-                uid,
-            }));
-        }
-        let rivals: Vec<String> = instances_of(store, namespace, self.router)?
-            .iter()
-            .filter(|o| self::vrf_id(o) == Some(vrf_id) && nameof(o) != name)
-            .map(|o| nameof(o).to_owned())
-            .collect();
+        // Under the node's VRF id lock nobody can have claimed the id since the list (decision
+        // 0077); without it the router's instances are listed again to find a rival.
+        let rivals: Vec<String> = match self.allocation {
+            Allocation::Locked => Vec::new(),
+            Allocation::Contended => instances_of(store, namespace, self.router)?
+                .iter()
+                .filter(|o| self::vrf_id(o) == Some(vrf_id) && nameof(o) != name)
+                .map(|o| nameof(o).to_owned())
+                .collect(),
+        };
         if rivals.is_empty() {
             log::debug(
                 "BGP: BGPVRFInstance created",
