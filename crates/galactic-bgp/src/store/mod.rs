@@ -316,7 +316,17 @@ impl Done {
     fn unexpected(&self, of: &str) -> StoreError {
         StoreError::Shape {
             what: format!("the answer to {of}"),
-            why: format!("answered {self:?}"),
+            why: format!("answered {}", self.what()),
+        }
+    }
+
+    /// What kind of answer this is, for messages.
+    fn what(&self) -> &'static str {
+        match self {
+            Self::Listed(_) => "a list",
+            Self::Found(_) => "a get",
+            Self::Created(_) => "a create",
+            Self::Deleted => "a delete",
         }
     }
 }

@@ -96,7 +96,7 @@ fn cycle(
     let failed = |verb: &str, e: galactic_testkit::runtime::RuntimeError| Error::Plugin {
         plugin: "galactic-cni".into(),
         command: verb.into(),
-        reply: format!("{e:?}"),
+        reply: e.to_string(),
     };
     let started = Instant::now();
     rt.add(list, &pod.attachment())
@@ -141,7 +141,7 @@ pub fn run(plugins: &Path, iterations: usize) -> Result<Report> {
         &conf("K", "1", "10.201.0.0/24", "fd20:1::/64"),
         &keeper.attachment(),
     )
-    .map_err(|e| Error::Precondition(format!("attach the keeper: {e:?}")))?;
+    .map_err(|e| Error::Precondition(format!("attach the keeper: {e}")))?;
     let mut cases: [Case; 4] = Default::default();
     let mut floor = Vec::new();
     let mut removed_rounds = 0;
