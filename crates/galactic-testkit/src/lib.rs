@@ -390,98 +390,159 @@ pub enum ExpectStatus {
 /// The CNI protocol behaviour every plugin binary shares, checked as a black box: `stanza` is a
 /// valid plugin entry (without `cniVersion`, which the suite sets).
 pub fn protocol_suite(binary: &Path, stanza: Value, status: ExpectStatus) {
-    let node = TestNode::new(json!({}));
-    let cni_path = node.dir.path().join("bin");
-    let conf = |version: &str| {
-        let mut conf = stanza.clone();
+    let suite = ProtocolSuite::new(binary, stanza);
+    suite.versions();
+    suite.status_and_gc(status);
+    suite.refused_input();
+    suite.del_of_refused_input();
+    suite.logs();
+}
+
+/// One binary's run of [`protocol_suite`]: its node and the stanza each phase sends.
+struct ProtocolSuite<'a> {
+    binary: &'a Path,
+    stanza: Value,
+    node: TestNode,
+    cni_path: PathBuf,
+}
+
+impl<'a> ProtocolSuite<'a> {
+    fn new(binary: &'a Path, stanza: Value) -> Self {
+        let node = TestNode::new(json!({}));
+        let cni_path = node.dir.path().join("bin");
+        Self {
+            binary,
+            stanza,
+            node,
+            cni_path,
+        }
+    }
+
+    /// The stanza at `version`.
+    fn conf(&self, version: &str) -> String {
+        let mut conf = self.stanza.clone();
         conf["cniVersion"] = json!(version);
         conf.to_string()
-    };
-    let call = |command: &str| {
-        Invocation::new(binary, command, &node).attachment(
+    }
+
+    /// `command` with a complete, valid attachment environment.
+    fn call(&self, command: &str) -> Invocation<'_> {
+        Invocation::new(self.binary, command, &self.node).attachment(
             "c0ffee",
             "/var/run/netns/t",
             "eth0",
-            &cni_path,
+            &self.cni_path,
         )
-    };
-
-    for version in ["1.0.0", "1.1.0"] {
-        let out = call("VERSION")
-            .stdin(format!(r#"{{"cniVersion":"{version}"}}"#))
-            .run();
-        assert!(out.success, "{out:?}");
-        assert_eq!(out.json()["supportedVersions"], json!(["1.0.0", "1.1.0"]));
-        assert_eq!(out.json()["cniVersion"], json!(version));
     }
-    let out = Invocation::new(binary, "VERSION", &node).run();
-    assert!(
-        out.success,
-        "VERSION with empty stdin and no other variable: {out:?}"
-    );
 
-    let out = call("STATUS").stdin(conf("1.1.0")).run();
-    match status {
-        ExpectStatus::Ready => out.expect_quiet_success(),
-        ExpectStatus::NotAvailable => drop(out.expect_error(50)),
-    }
-    call("STATUS").stdin(conf("1.0.0")).run().expect_error(1);
-    call("GC").stdin(conf("1.1.0")).run().expect_quiet_success();
-
-    let msg = call("FROB").stdin(conf("1.0.0")).run().expect_error(4);
-    assert!(msg.contains("FROB"), "{msg}");
-    call("ADD").stdin("{not json").run().expect_error(6);
-    call("ADD").stdin("").run().expect_error(6);
-    call("CHECK").stdin("[]").run().expect_error(6);
-    let msg = call("ADD").stdin(conf("0.4.0")).run().expect_error(1);
-    assert!(
-        msg.contains("1.0.0, 1.1.0"),
-        "names the supported versions: {msg}"
-    );
-    let msg = call("ADD")
-        .unset("CNI_IFNAME")
-        .stdin(conf("1.0.0"))
-        .run()
-        .expect_error(4);
-    assert!(msg.contains("CNI_IFNAME"), "{msg}");
-    let msg = call("ADD")
-        .var("CNI_CONTAINERID", "../../etc/x")
-        .stdin(conf("1.0.0"))
-        .run()
-        .expect_error(4);
-    assert!(msg.contains("CNI_CONTAINERID"), "{msg}");
-    call("ADD")
-        .var("CNI_IFNAME", "sixteen-chars-xx")
-        .stdin(conf("1.0.0"))
-        .run()
-        .expect_error(4);
-    Invocation::new(binary, "ADD", &node)
-        .stdin(conf("1.0.0"))
-        .run()
-        .expect_error(4);
-
-    // DEL never fails on an input ADD refuses (nothing was ever created for it), so a runtime
-    // can always finish tearing a pod down.
-    let long_id = "a".repeat(300);
-    for del in [
-        call("DEL").var("CNI_CONTAINERID", &long_id),
-        call("DEL").var("CNI_ARGS", "IgnoreUnknown=1;novalue"),
-        call("DEL").unset("CNI_IFNAME"),
-        call("DEL").var("CNI_IFNAME", "sixteen-chars-xx"),
-    ] {
-        del.stdin(conf("1.0.0")).run().expect_quiet_success();
-    }
-    call("ADD")
-        .var("CNI_CONTAINERID", &long_id)
-        .stdin(conf("1.0.0"))
-        .run()
-        .expect_error(4);
-
-    for line in node.log_lines() {
+    /// VERSION answers at both versions, and with no input at all.
+    fn versions(&self) {
+        for version in ["1.0.0", "1.1.0"] {
+            let out = self
+                .call("VERSION")
+                .stdin(format!(r#"{{"cniVersion":"{version}"}}"#))
+                .run();
+            assert!(out.success, "{out:?}");
+            assert_eq!(out.json()["supportedVersions"], json!(["1.0.0", "1.1.0"]));
+            assert_eq!(out.json()["cniVersion"], json!(version));
+        }
+        let out = Invocation::new(self.binary, "VERSION", &self.node).run();
         assert!(
-            line["plugin"].is_string() && line["level"].is_string(),
-            "{line}"
+            out.success,
+            "VERSION with empty stdin and no other variable: {out:?}"
         );
+    }
+
+    /// STATUS as expected at 1.1.0 and refused before it; GC with nothing to collect.
+    fn status_and_gc(&self, status: ExpectStatus) {
+        let out = self.call("STATUS").stdin(self.conf("1.1.0")).run();
+        match status {
+            ExpectStatus::Ready => out.expect_quiet_success(),
+            ExpectStatus::NotAvailable => drop(out.expect_error(50)),
+        }
+        self.call("STATUS")
+            .stdin(self.conf("1.0.0"))
+            .run()
+            .expect_error(1);
+        self.call("GC")
+            .stdin(self.conf("1.1.0"))
+            .run()
+            .expect_quiet_success();
+    }
+
+    /// Unknown commands, broken JSON, old versions and bad variables: each its code and a
+    /// message naming what is wrong.
+    fn refused_input(&self) {
+        let msg = self
+            .call("FROB")
+            .stdin(self.conf("1.0.0"))
+            .run()
+            .expect_error(4);
+        assert!(msg.contains("FROB"), "{msg}");
+        self.call("ADD").stdin("{not json").run().expect_error(6);
+        self.call("ADD").stdin("").run().expect_error(6);
+        self.call("CHECK").stdin("[]").run().expect_error(6);
+        let msg = self
+            .call("ADD")
+            .stdin(self.conf("0.4.0"))
+            .run()
+            .expect_error(1);
+        assert!(
+            msg.contains("1.0.0, 1.1.0"),
+            "names the supported versions: {msg}"
+        );
+        let msg = self
+            .call("ADD")
+            .unset("CNI_IFNAME")
+            .stdin(self.conf("1.0.0"))
+            .run()
+            .expect_error(4);
+        assert!(msg.contains("CNI_IFNAME"), "{msg}");
+        let msg = self
+            .call("ADD")
+            .var("CNI_CONTAINERID", "../../etc/x")
+            .stdin(self.conf("1.0.0"))
+            .run()
+            .expect_error(4);
+        assert!(msg.contains("CNI_CONTAINERID"), "{msg}");
+        self.call("ADD")
+            .var("CNI_IFNAME", "sixteen-chars-xx")
+            .stdin(self.conf("1.0.0"))
+            .run()
+            .expect_error(4);
+        Invocation::new(self.binary, "ADD", &self.node)
+            .stdin(self.conf("1.0.0"))
+            .run()
+            .expect_error(4);
+    }
+
+    /// DEL never fails on an input ADD refuses (nothing was ever created for it), so a runtime
+    /// can always finish tearing a pod down.
+    fn del_of_refused_input(&self) {
+        let long_id = "a".repeat(300);
+        for del in [
+            self.call("DEL").var("CNI_CONTAINERID", &long_id),
+            self.call("DEL").var("CNI_ARGS", "IgnoreUnknown=1;novalue"),
+            self.call("DEL").unset("CNI_IFNAME"),
+            self.call("DEL").var("CNI_IFNAME", "sixteen-chars-xx"),
+        ] {
+            del.stdin(self.conf("1.0.0")).run().expect_quiet_success();
+        }
+        self.call("ADD")
+            .var("CNI_CONTAINERID", &long_id)
+            .stdin(self.conf("1.0.0"))
+            .run()
+            .expect_error(4);
+    }
+
+    /// Every log line the calls wrote names its plugin and level.
+    fn logs(&self) {
+        for line in self.node.log_lines() {
+            assert!(
+                line["plugin"].is_string() && line["level"].is_string(),
+                "{line}"
+            );
+        }
     }
 }
 
