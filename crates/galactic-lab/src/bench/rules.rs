@@ -171,6 +171,34 @@ fn build(tag: &str, attachments: usize, selection: Selection) -> Result<Row> {
         TestNetns::new(&format!("{tag}a")),
         TestNetns::new(&format!("{tag}b")),
     ];
+    connect_probes(tag, &host, &pods)?;
+    let fillers = attachments - 2;
+    let links: Vec<String> = (0..fillers)
+        .map(|k| format!("link add {tag}f{k} type veth peer name {tag}g{k}"))
+        .collect();
+    ip_batch(&host, &links)?;
+    let (rules, elements) = match selection {
+        Selection::PerInterface => {
+            ip_batch(&host, &per_interface_rules(tag, fillers))?;
+            (attachments, 0)
+        }
+        Selection::Mark => select_by_mark(tag, fillers, &host)?,
+    };
+    Ok(Row {
+        attachments,
+        selection,
+        rules,
+        elements,
+        v4: Vec::new(),
+        v6: Vec::new(),
+        host,
+        pods,
+    })
+}
+
+/// The probe pods' veth pairs, addresses and routes in the probe VPC's table, and the host's
+/// forwarding settings (inside the row's own namespace).
+fn connect_probes(tag: &str, host: &TestNetns, pods: &[TestNetns; 2]) -> Result<()> {
     let mut setup = vec!["link set lo up".to_owned()];
     for (i, pod) in pods.iter().enumerate() {
         let n = i + 1;
@@ -188,7 +216,7 @@ fn build(tag: &str, attachments: usize, selection: Selection) -> Result<Row> {
             "-6 route add fd00:200:{n}::2/128 dev {tag}p{n} table {PROBE_TABLE}"
         ));
     }
-    ip_batch(&host, &setup)?;
+    ip_batch(host, &setup)?;
     for key in [
         "net.ipv4.ip_forward=1",
         "net.ipv6.conf.all.forwarding=1",
@@ -213,94 +241,73 @@ fn build(tag: &str, attachments: usize, selection: Selection) -> Result<Row> {
             ],
         )?;
     }
-    let fillers = attachments - 2;
-    let vpcs = fillers.div_ceil(PER_VPC);
-    let mut links = Vec::new();
+    Ok(())
+}
+
+/// The previous release's selection: one `iif` rule per attachment and family.
+fn per_interface_rules(tag: &str, fillers: usize) -> Vec<String> {
+    let mut lines = Vec::new();
     for k in 0..fillers {
-        links.push(format!("link add {tag}f{k} type veth peer name {tag}g{k}"));
+        let table = FIRST_FILLER_TABLE + k / PER_VPC;
+        for f in ["-4", "-6"] {
+            lines.push(format!(
+                "{f} rule add pref 1000 iif {tag}f{k} lookup {table}"
+            ));
+        }
     }
-    ip_batch(&host, &links)?;
-    let probe_hosts = [format!("{tag}p1"), format!("{tag}p2")];
-    let (rules, elements) = match selection {
-        Selection::PerInterface => {
-            let mut lines = Vec::new();
-            for k in 0..fillers {
-                let table = FIRST_FILLER_TABLE + k / PER_VPC;
-                for f in ["-4", "-6"] {
-                    lines.push(format!(
-                        "{f} rule add pref 1000 iif {tag}f{k} lookup {table}"
-                    ));
-                }
-            }
-            for h in &probe_hosts {
-                for f in ["-4", "-6"] {
-                    lines.push(format!(
-                        "{f} rule add pref 1000 iif {h} lookup {PROBE_TABLE}"
-                    ));
-                }
-            }
-            ip_batch(&host, &lines)?;
-            (attachments, 0)
+    for h in [format!("{tag}p1"), format!("{tag}p2")] {
+        for f in ["-4", "-6"] {
+            lines.push(format!(
+                "{f} rule add pref 1000 iif {h} lookup {PROBE_TABLE}"
+            ));
         }
-        Selection::Mark => {
-            let ns = Netns::open(&host.path()).map_err(|source| Error::Kernel {
-                what: "open the row's host namespace",
-                source,
-            })?;
-            netns::run_in(&ns, firewall::mark_vpc_traffic)
-                .map_err(|source| Error::Kernel {
-                    what: "enter the row's host namespace",
-                    source,
-                })?
-                .map_err(|source| Error::Kernel {
-                    what: "create the VPC-mark chain",
-                    source,
-                })?;
-            let mark = |vpc: usize| (vpc as u32 + 1) << MASK.trailing_zeros();
-            let mut rules = Vec::new();
-            let mut elements = Vec::new();
-            for k in 0..fillers {
-                elements.push(format!(
-                    "add element inet galactic vpc_marks {{ \"{tag}f{k}\" : {:#x} }}",
-                    mark(1 + k / PER_VPC)
-                ));
-            }
-            for v in 0..vpcs {
-                for f in ["-4", "-6"] {
-                    rules.push(format!(
-                        "{f} rule add pref 1000 fwmark {:#x}/{MASK:#x} lookup {}",
-                        mark(1 + v),
-                        FIRST_FILLER_TABLE + v
-                    ));
-                }
-            }
-            for h in &probe_hosts {
-                elements.push(format!(
-                    "add element inet galactic vpc_marks {{ \"{h}\" : {:#x} }}",
-                    mark(0)
-                ));
-            }
-            for f in ["-4", "-6"] {
-                rules.push(format!(
-                    "{f} rule add pref 1000 fwmark {:#x}/{MASK:#x} lookup {PROBE_TABLE}",
-                    mark(0)
-                ));
-            }
-            nft_batch(&host, &elements)?;
-            ip_batch(&host, &rules)?;
-            (vpcs + 1, attachments)
-        }
+    }
+    lines
+}
+
+/// Table mode's selection: the VPC-mark chain, one map element per attachment and one `fwmark`
+/// rule per VPC and family. Returns the (rules, elements) the row holds.
+fn select_by_mark(tag: &str, fillers: usize, host: &TestNetns) -> Result<(usize, usize)> {
+    let ns = Netns::open(&host.path()).map_err(|source| Error::Kernel {
+        what: "open the row's host namespace",
+        source,
+    })?;
+    netns::run_in(&ns, firewall::mark_vpc_traffic)
+        .map_err(|source| Error::Kernel {
+            what: "enter the row's host namespace",
+            source,
+        })?
+        .map_err(|source| Error::Kernel {
+            what: "create the VPC-mark chain",
+            source,
+        })?;
+    let vpcs = fillers.div_ceil(PER_VPC);
+    let mark = |vpc: usize| (vpc as u32 + 1) << MASK.trailing_zeros();
+    let element = |ifname: &str, vpc: usize| {
+        format!(
+            "add element inet galactic vpc_marks {{ \"{ifname}\" : {:#x} }}",
+            mark(vpc)
+        )
     };
-    Ok(Row {
-        attachments,
-        selection,
-        rules,
-        elements,
-        v4: Vec::new(),
-        v6: Vec::new(),
-        host,
-        pods,
-    })
+    let rule = |f: &str, vpc: usize, table: &dyn std::fmt::Display| {
+        format!(
+            "{f} rule add pref 1000 fwmark {:#x}/{MASK:#x} lookup {table}",
+            mark(vpc)
+        )
+    };
+    let mut elements: Vec<String> = (0..fillers)
+        .map(|k| element(&format!("{tag}f{k}"), 1 + k / PER_VPC))
+        .collect();
+    elements.push(element(&format!("{tag}p1"), 0));
+    elements.push(element(&format!("{tag}p2"), 0));
+    let mut rules = Vec::new();
+    for f in ["-4", "-6"] {
+        rules.extend((0..vpcs).map(|v| rule(f, 1 + v, &(FIRST_FILLER_TABLE + v))));
+        rules.push(rule(f, 0, &PROBE_TABLE));
+    }
+    nft_batch(host, &elements)?;
+    ip_batch(host, &rules)?;
+    Ok((vpcs + 1, fillers + 2))
 }
 
 impl Row {
