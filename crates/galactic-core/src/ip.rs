@@ -77,11 +77,6 @@ impl Family {
             Self::V6 => IpAddr::V6(Ipv6Addr::from(value)),
         }
     }
-
-    /// A host route (`/32`, `/128`) to `ip`.
-    pub fn host_route(ip: IpAddr) -> IpNetwork {
-        IpNetwork::from(ip)
-    }
 }
 
 /// As people read it in messages: `IPv6`, `IPv4`.

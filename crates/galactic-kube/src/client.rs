@@ -31,7 +31,6 @@ pub struct KubeClient {
     runtime: tokio::runtime::Runtime,
     client: kube::Client,
     options: ClientOptions,
-    setup: Duration,
     /// Where the client's server, trust and credentials came from, for messages.
     kubeconfig: String,
 }
@@ -155,7 +154,6 @@ impl KubeClient {
             runtime,
             client,
             options,
-            setup,
             kubeconfig: path.display().to_string(),
         })
     }
@@ -167,14 +165,12 @@ impl KubeClient {
         build: impl FnOnce() -> kube::Client,
         options: ClientOptions,
     ) -> Result<Self, KubeError> {
-        let started = Instant::now();
         let runtime = runtime()?;
         let client = runtime.block_on(async { build() });
         Ok(Self {
             runtime,
             client,
             options,
-            setup: started.elapsed(),
             kubeconfig: "(none: a transport built in process)".into(),
         })
     }
@@ -187,11 +183,6 @@ impl KubeClient {
     /// The options this client was built with.
     pub fn options(&self) -> ClientOptions {
         self.options
-    }
-
-    /// How long building the client took (kubeconfig, TLS, runtime).
-    pub fn setup_time(&self) -> Duration {
-        self.setup
     }
 
     /// Runs `fut` to completion on this client's runtime.

@@ -50,11 +50,6 @@ impl Command {
             Self::Gc => "GC",
         }
     }
-
-    /// Whether the verb concerns one attachment (and so needs a container id and ifname).
-    pub fn is_per_attachment(self) -> bool {
-        matches!(self, Self::Add | Self::Del | Self::Check)
-    }
 }
 
 impl fmt::Display for Command {

@@ -110,22 +110,6 @@ impl Netlink {
         }
         Ok(())
     }
-
-    /// Removes an address; a missing one is success.
-    pub fn delete_address(&self, index: u32, addr: IpNetwork) -> Result<(), NetError> {
-        for msg in self
-            .address_messages(index)?
-            .into_iter()
-            .filter(|m| address_from(m) == Some(addr))
-        {
-            tolerate_missing(
-                self.runtime
-                    .block_on(self.handle.address().del(msg).execute())
-                    .map_err(nl(format!("delete address {addr} from link {index}"))),
-            )?;
-        }
-        Ok(())
-    }
 }
 
 fn address_from(msg: &AddressMessage) -> Option<IpNetwork> {
