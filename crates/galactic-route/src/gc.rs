@@ -24,7 +24,7 @@
 use crate::converge;
 use crate::error::{net, RouteError};
 use crate::record::{FileWork, Ledger, Owned, VpcRoutes};
-use galactic_core::cni::{Attachment, Request};
+use galactic_core::cni::Request;
 use galactic_core::ident::VpcId;
 use galactic_core::ip::Family;
 use galactic_core::log;
@@ -110,7 +110,10 @@ pub fn gc(req: &Request) -> Result<(), RouteError> {
             .valid_attachments()
             .ok()
             .flatten()
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| (a.container_id, a.ifname))
+            .collect(),
     };
     let mut errors = Vec::new();
     for vpc in &listing.records {
@@ -145,8 +148,9 @@ struct Sweep {
     links: HashMap<String, u32>,
     /// The network GC runs for.
     network: String,
-    /// The attachments the runtime lists as live for it.
-    listed: Vec<Attachment>,
+    /// The attachments the runtime lists as live for it (container id, interface), looked up
+    /// once per entry: a node's entries times its attachments would be quadratic.
+    listed: HashSet<(String, String)>,
 }
 
 /// The routes of the tables one VPC's sweep looks at, each dumped once, under the VPC's lock
@@ -232,13 +236,14 @@ impl Sweep {
             .copied()
             .or_else(|| self.nl.link(name).ok().flatten().map(|l| l.index))
     }
+
     /// Whether the runtime lists the attachment that installed `entry` as live.
     fn is_listed(&self, entry: &Owned) -> bool {
+        // The key is built per entry; the set is the node's attachments.
         entry.network == self.network
             && self
                 .listed
-                .iter()
-                .any(|a| a.container_id == entry.container_id && a.ifname == entry.ifname)
+                .contains(&(entry.container_id.clone(), entry.ifname.clone()))
     }
 
     /// A live attachment's entry converged into the VPC's current `table`, whose routes of the
