@@ -23,9 +23,10 @@ use galactic_core::log;
 use galactic_core::net::domain::Domains;
 use galactic_core::net::netlink::{Link, Netlink, RouteSpec};
 use galactic_core::rollback::Rollback;
+use ipnetwork::IpNetwork;
 use serde_json::json;
 use std::collections::btree_map::Entry;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// The VPC table's routes, per family: read once per ADD and shared by its plan and the
 /// convergence.
@@ -78,14 +79,17 @@ impl<'a> Add<'a> {
     fn run(&'a self) -> Result<(), RouteError> {
         // Held until the rollback below has run: GC and other ADDs of the VPC wait.
         let _lock = self.ledger.lock(&self.target.conf.vpc)?;
-        let tables = self.read_tables(&self.ledger.get(&self.target.conf.vpc)?)?;
+        // Read once: the plan, the intent log and the convergence all work on this copy, which
+        // only this ADD changes while it holds the lock.
+        let mut record = self.ledger.get(&self.target.conf.vpc)?;
+        let tables = self.read_tables(&record)?;
         let planned = self.plan(&tables)?;
         let mut rb = Rollback::new();
-        match self.apply(&planned, &mut rb) {
+        match self.apply(&planned, &mut record, &mut rb) {
             Ok(()) => rb.commit(),
             Err(e) => return Err(rb.unwind(e)),
         }
-        self.converge(&tables);
+        self.converge(&record, &tables);
         Ok(())
     }
 
@@ -140,17 +144,16 @@ impl<'a> Add<'a> {
 
     /// Converges the VPC's other recorded entries into the current table (module comment);
     /// failures are logged, never this ADD's.
-    fn converge(&self, tables: &Tables) {
+    fn converge(&self, record: &VpcRoutes, tables: &Tables) {
         let vpc = &self.target.conf.vpc;
-        let result = self.ledger.get(vpc).and_then(|record| {
-            let repaired = self.repair_entries(&record, tables);
-            if repaired.is_empty() {
-                return Ok(0);
-            }
-            self.ledger
-                .put(vpc, &converge::rerecord(&record, &repaired))
-                .map(|()| repaired.len())
-        });
+        let repaired = self.repair_entries(record, tables);
+        let result = match repaired.is_empty() {
+            true => Ok(0),
+            false => self
+                .ledger
+                .put(vpc, &converge::rerecord(record, &repaired))
+                .map(|()| repaired.len()),
+        };
         match result {
             Ok(0) => {}
             Ok(n) => log::info("ADD: VPC routes converged", json!({"entries": n})),
@@ -166,13 +169,19 @@ impl<'a> Add<'a> {
     fn repair_entries(&self, record: &VpcRoutes, tables: &Tables) -> Vec<(usize, Owned)> {
         let mut devs: BTreeMap<String, Option<u32>> = BTreeMap::new();
         let mut repaired = Vec::new();
+        // Both families' destinations in one set: an IPv4 and an IPv6 network never compare
+        // equal.
+        let routed: HashSet<IpNetwork> = tables
+            .values()
+            .flat_map(|routes| converge::destinations(self.table, routes))
+            .collect();
         for (i, entry) in record.routes.iter().enumerate() {
+            if self.planned_here(entry) || !converge::needs_repair(entry, self.table, &routed) {
+                continue;
+            }
             let table = tables
                 .get(&Family::of_net(entry.dst))
                 .map_or(&[][..], Vec::as_slice);
-            if self.planned_here(entry) || !converge::needs_repair(entry, self.table, table) {
-                continue;
-            }
             let dev = *devs
                 .entry(entry.dev.clone())
                 .or_insert_with(|| self.nl.link(&entry.dev).ok().flatten().map(|l| l.index));
@@ -193,11 +202,12 @@ impl<'a> Add<'a> {
     fn apply(
         &'a self,
         planned: &[(RouteSpec, State)],
+        record: &mut VpcRoutes,
         rb: &mut Rollback<'a>,
     ) -> Result<(), RouteError> {
         let entries: Vec<Owned> = planned.iter().map(|(s, _)| self.owned(s)).collect();
         let vpc = &self.target.conf.vpc;
-        let added = self.ledger.add(vpc, &entries)?;
+        let added = self.ledger.add_to(vpc, record, &entries)?;
         if !added.is_empty() {
             rb.push("route record entries", move || {
                 self.ledger.remove(vpc, &added)

@@ -1,4 +1,5 @@
-//! CHECK: every termination, both families, against the live VPC table. A termination passes
+//! CHECK: every termination, both families, against the live VPC table (the host interface's
+//! routes in it when they hold every termination, the whole table to explain a difference). A termination passes
 //! when a unicast route to its canonical destination goes out of the host interface with the
 //! configured next hop (see `plan` for why `onlink` is not compared), and the route is recorded
 //! as this plugin's (otherwise GC could not clean it up). Every failure names the route, and a
@@ -80,10 +81,7 @@ impl TableView<'_> {
         family: Family,
         terminations: &[&Termination],
     ) -> Result<Vec<String>, RouteError> {
-        let routes = self
-            .nl
-            .routes(family, self.table)
-            .map_err(net("list the VPC table"))?;
+        let routes = self.routes(family, terminations)?;
         let name_of = |index| device_name(self.nl, self.host, index);
         let mut problems = Vec::new();
         for t in terminations {
@@ -108,6 +106,31 @@ impl TableView<'_> {
             }
         }
         Ok(problems)
+    }
+
+    /// The routes of the VPC table `differences` needs: the host interface's own when every
+    /// termination is among them (a healthy attachment: as many routes as it owns, however
+    /// large the table), else the whole table of the family, to name what holds a destination
+    /// instead.
+    fn routes(
+        &self,
+        family: Family,
+        terminations: &[&Termination],
+    ) -> Result<Vec<RouteSpec>, RouteError> {
+        let own = self
+            .nl
+            .routes_via(family, self.table, self.host.index)
+            .map_err(net("list the host interface's routes in the VPC table"))?;
+        let present = |t: &&Termination| {
+            let want = plan::route_for(t, self.table, self.host.index, &own);
+            plan::classify(&want, &own) == State::Present
+        };
+        if terminations.iter().all(present) {
+            return Ok(own);
+        }
+        self.nl
+            .routes(family, self.table)
+            .map_err(net("list the VPC table"))
     }
 
     /// A missing termination, and what restores it: a recorded route (in any table) is

@@ -8,7 +8,7 @@
 //! Per entry (pure: [`needs_repair`], [`repair`]):
 //! - its table is the current one and the table routes its destination: nothing to do (our
 //!   route, or someone else's that is never overwritten). The steady state costs nothing beyond
-//!   the table's dump, which ADD reads anyway;
+//!   the table's dump, which ADD reads anyway, and one lookup per entry in its destinations;
 //! - otherwise, when its host interface (recorded by name) exists: the route recorded with an
 //!   old table is removed from it if it is still exactly ours there (the device belongs to the
 //!   VPC, so a route out of it in a reused table is ours), the route is installed in the current
@@ -21,7 +21,9 @@ use crate::plan::{self, State};
 use crate::record::{Owned, VpcRoutes};
 use galactic_core::log;
 use galactic_core::net::netlink::{Netlink, RouteSpec};
+use ipnetwork::IpNetwork;
 use serde_json::json;
+use std::collections::HashSet;
 
 /// What one entry needs to be where the record says, in the current table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,13 +38,21 @@ pub struct Repair {
     pub entry: Owned,
 }
 
-/// Whether `entry` may need a repair against `table_routes`, the current `table`'s routes of
-/// its family: recorded with another table, or its destination missing. Needs no link lookup.
-pub fn needs_repair(entry: &Owned, table: u32, table_routes: &[RouteSpec]) -> bool {
-    entry.table != table
-        || !table_routes
-            .iter()
-            .any(|r| r.table == table && r.dst == entry.dst)
+/// The destinations `table` routes (any route, any device, any type), from its `routes`: what
+/// [`needs_repair`] looks an entry up in, once per entry however large the table.
+pub fn destinations(table: u32, routes: &[RouteSpec]) -> HashSet<IpNetwork> {
+    routes
+        .iter()
+        .filter(|r| r.table == table)
+        .map(|r| r.dst)
+        .collect()
+}
+
+/// Whether `entry` may need a repair against `routed`, the current `table`'s destinations
+/// ([`destinations`]): recorded with another table, or its destination missing. Needs no link
+/// lookup.
+pub fn needs_repair(entry: &Owned, table: u32, routed: &HashSet<IpNetwork>) -> bool {
+    entry.table != table || !routed.contains(&entry.dst)
 }
 
 /// The repair of `entry`, whose host interface has index `dev` (`None`: gone, nothing to do),
@@ -159,12 +169,17 @@ mod tests {
 
     #[test]
     fn a_route_in_place_or_someone_elses_needs_nothing_and_no_lookup() {
-        assert!(!needs_repair(&entry(1000, None), 1000, &[route(1000, DEV)]));
+        let routed = |routes: &[RouteSpec]| destinations(1000, routes);
+        assert!(!needs_repair(
+            &entry(1000, None),
+            1000,
+            &routed(&[route(1000, DEV)])
+        ));
         // Another device holds the destination: never overwritten.
         assert!(!needs_repair(
             &entry(1000, None),
             1000,
-            &[route(1000, DEV + 1)]
+            &routed(&[route(1000, DEV + 1)])
         ));
         assert_eq!(
             repair(&entry(1000, None), 1000, Some(DEV), &[route(1000, DEV + 1)]),
@@ -174,7 +189,7 @@ mod tests {
 
     #[test]
     fn a_missing_route_is_reinstalled_when_its_interface_exists() {
-        assert!(needs_repair(&entry(1000, None), 1000, &[]));
+        assert!(needs_repair(&entry(1000, None), 1000, &HashSet::new()));
         let fixed = repair(&entry(1000, None), 1000, Some(DEV), &[]).unwrap();
         assert_eq!(fixed.stale, None);
         assert_eq!(fixed.install, Some(route(1000, DEV)));
@@ -185,7 +200,11 @@ mod tests {
     #[test]
     fn an_entry_of_an_old_table_moves_to_the_current_one() {
         let old = entry(1000, Some("10.66.0.2"));
-        assert!(needs_repair(&old, 1001, &[route(1001, DEV)]));
+        assert!(needs_repair(
+            &old,
+            1001,
+            &destinations(1001, &[route(1001, DEV)])
+        ));
         let fixed = repair(&old, 1001, Some(DEV), &[]).unwrap();
         let stale = fixed.stale.unwrap();
         assert_eq!(

@@ -7,7 +7,13 @@
 //! and went. DEL reads no netlink at all; what the three read besides is the VPC's record and
 //! its lock, so the route state directory (names and sizes) must be what it was on the fresh
 //! VPC too, after that history.
+//!
+//! With live routes in the VPC table, CHECK of a healthy attachment reads only the host
+//! interface's routes (the same count as on the fresh VPC); ADD reads the VPC table (its plan
+//! must see every route to a termination's destination, its convergence every recorded one).
+//! ADD, CHECK and DEL read the VPC's record once and write it at most once.
 
+use crate::record::FileWork;
 use crate::Route;
 use galactic_core::cni::execute;
 use galactic_core::net::netlink::{self, Netlink};
@@ -42,15 +48,60 @@ fn route_state(node: &RouteNode) -> Vec<(String, u64)> {
 /// The netlink messages the probe's ADD, CHECK and DEL receive, in that order; its routes are
 /// removed afterwards (as deleting its host interface would), so each round installs them.
 fn costs(node: &RouteNode, nl: &Netlink) -> [u64; 3] {
-    let mut out = [0; 3];
+    work(node, nl).map(|(messages, _)| messages)
+}
+
+/// [`costs`] with each call's record work.
+fn work(node: &RouteNode, nl: &Netlink) -> [(u64, FileWork); 3] {
+    let mut out = [(0, FileWork::default()); 3];
     for (slot, command) in out.iter_mut().zip(["ADD", "CHECK", "DEL"]) {
-        let before = netlink::received();
+        let before = (netlink::received(), FileWork::now());
         let (ok, stdout) = in_process(&node.probe(command));
         assert!(ok, "{command}: {}", String::from_utf8_lossy(&stdout));
-        *slot = netlink::received() - before;
+        *slot = (netlink::received() - before.0, FileWork::since(before.1));
     }
     node.drop_probe_routes(nl).unwrap();
     out
+}
+
+#[test]
+fn check_of_a_healthy_attachment_reads_its_own_routes_and_each_call_the_record_once() {
+    galactic_testkit::privileged!();
+    let host = Host::new(
+        "rcost2",
+        json!({"routing_domain": "auto"}),
+        &["galactic-cni", "galactic-ipam"],
+    );
+    let node = RouteNode::new(host).unwrap();
+    let _entered = Entered::new(&node.host.netns).unwrap();
+    let nl = Netlink::current().unwrap();
+    let peers = TestNetns::new("rcost2-peers");
+
+    let fresh = work(&node, &nl);
+    let once = |writes, listings| FileWork {
+        reads: 1,
+        writes,
+        listings,
+    };
+    assert_eq!(
+        fresh.map(|(_, files)| files),
+        [once(1, 0), once(0, 0), once(1, 1)],
+        "[ADD, CHECK, DEL] read the record once; ADD and DEL write it once (DEL lists the \
+         directory for a killed ADD's temporaries)"
+    );
+    node.live(1_000, &peers, &mut |call| Ok(in_process(call)))
+        .unwrap();
+    let grown = work(&node, &nl);
+    eprintln!("[ADD, CHECK, DEL] fresh {fresh:?}, with 1 000 live routes {grown:?}");
+    assert_eq!(
+        grown[1].0, fresh[1].0,
+        "CHECK with 1 000 live routes of other attachments in the VPC table"
+    );
+    assert!(
+        grown[0].0 >= fresh[0].0 + 1_000,
+        "ADD reads the VPC table: {grown:?}"
+    );
+    assert_eq!(grown.map(|(_, files)| files), fresh.map(|(_, files)| files));
 }
 
 #[test]

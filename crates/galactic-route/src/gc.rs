@@ -16,17 +16,24 @@
 //! moved), as the next ADD of the VPC would. Entries of attachments it does not list keep the
 //! fates above: their lifetime is bounded by their host interface, which the master's DEL and GC
 //! remove.
+//!
+//! What GC reads grows with the node, not with VPCs times the node: one listing of the records
+//! directory, each record once, one dump of the links, and per VPC the routes of the tables its
+//! entries name (kernel-filtered dumps). A record is rewritten only when it changes.
 
 use crate::converge;
 use crate::error::{net, RouteError};
-use crate::record::{Ledger, Owned, VpcRoutes};
-use galactic_core::cni::{Attachment, Request};
+use crate::record::{FileWork, Ledger, Owned, VpcRoutes};
+use galactic_core::cni::Request;
 use galactic_core::ident::VpcId;
 use galactic_core::ip::Family;
 use galactic_core::log;
 use galactic_core::net::domain::Domains;
-use galactic_core::net::netlink::{Link, Netlink, RouteKind, RouteSpec};
+use galactic_core::net::netlink::{self, Netlink, RouteKind, RouteSpec};
+use ipnetwork::IpNetwork;
 use serde_json::json;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 /// What GC does with one record entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +47,8 @@ pub enum Fate {
 }
 
 /// Decides an entry's fate. `domain_table`: the VPC's current table (`None` without a domain);
-/// `dev`: the index of the link named `entry.dev`, if one exists; `routes`: the kernel's routes.
+/// `dev`: the index of the link named `entry.dev`, if one exists; `routes`: the kernel's routes
+/// (at least those of the entry's table).
 pub fn fate(
     entry: &Owned,
     domain_table: Option<u32>,
@@ -63,18 +71,38 @@ pub fn fate(
     }
 }
 
-/// Runs GC over every VPC with a record; one VPC's failure does not stop the others.
+/// Runs GC over every VPC with a record; one VPC's failure does not stop the others. The work
+/// is the node's, once: one listing of the records directory, each record read once and
+/// rewritten only when it changes, one dump of the links, and the routes of the tables the
+/// records name, each dumped once per VPC under the VPC's lock (the kernel filters the dump by
+/// table, so this adds up to the node's routes, not VPCs times them).
 pub fn gc(req: &Request) -> Result<(), RouteError> {
     let ledger = Ledger::new(&req.node.state_dir);
-    ledger.sweep_stale_temp();
-    let vpcs = ledger.vpcs()?;
-    if vpcs.is_empty() {
+    let work = (FileWork::now(), netlink::received());
+    let listing = ledger.listing()?;
+    // Temporaries of VPCs without a record: no record visit below would remove them.
+    let orphans: Vec<VpcId> = listing
+        .temporaries
+        .iter()
+        .filter(|v| !listing.records.iter().any(|r| r.as_ref() == Ok(*v)))
+        .cloned()
+        .collect();
+    ledger.sweep_listed_temp(&orphans);
+    if listing.records.is_empty() {
         return Ok(());
     }
+    let nl = Netlink::current().map_err(net("open the host netlink socket"))?;
+    let links = nl
+        .links()
+        .map_err(net("list links"))?
+        .into_iter()
+        .map(|l| (l.name, l.index))
+        .collect();
     let sweep = Sweep {
         ledger,
         domains: Domains::new(&req.node.state_dir),
-        nl: Netlink::current().map_err(net("open the host netlink socket"))?,
+        nl,
+        links,
         network: req.conf.name.clone(),
         // Unreadable or absent: no entry is known live, so every one keeps its fate.
         listed: req
@@ -82,19 +110,30 @@ pub fn gc(req: &Request) -> Result<(), RouteError> {
             .valid_attachments()
             .ok()
             .flatten()
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            .into_iter()
+            .map(|a| (a.container_id, a.ifname))
+            .collect(),
     };
     let mut errors = Vec::new();
-    for vpc in vpcs {
-        match vpc.map_err(|e| format!("unreadable route record {e}")) {
+    for vpc in &listing.records {
+        match vpc {
             Ok(vpc) => {
-                if let Err(e) = sweep.vpc(&vpc) {
+                let temporaries = listing.temporaries.contains(vpc);
+                if let Err(e) = sweep.vpc(vpc, temporaries) {
                     errors.push(format!("VPC {vpc}: {e}"));
                 }
             }
-            Err(e) => errors.push(e),
+            Err(e) => errors.push(format!("unreadable route record {e}")),
         }
     }
+    let files = FileWork::since(work.0);
+    log::info(
+        "GC: route records swept",
+        json!({"records": listing.records.len(), "recordsRead": files.reads,
+               "recordsWritten": files.writes, "listings": files.listings,
+               "netlinkMessages": netlink::received() - work.1}),
+    );
     match errors.is_empty() {
         true => Ok(()),
         false => Err(RouteError::GcIncomplete(errors)),
@@ -105,17 +144,51 @@ struct Sweep {
     ledger: Ledger,
     domains: Domains,
     nl: Netlink,
+    /// The node's links by name, dumped once per GC.
+    links: HashMap<String, u32>,
     /// The network GC runs for.
     network: String,
-    /// The attachments the runtime lists as live for it.
-    listed: Vec<Attachment>,
+    /// The attachments the runtime lists as live for it (container id, interface), looked up
+    /// once per entry: a node's entries times its attachments would be quadratic.
+    listed: HashSet<(String, String)>,
+}
+
+/// The routes of the tables one VPC's sweep looks at, each dumped once, under the VPC's lock
+/// (an ADD of the VPC, which changes them, cannot interleave).
+#[derive(Default)]
+struct Tables(HashMap<(Family, u32), Table>);
+
+/// One family of one table: its routes and their destinations.
+struct Table {
+    routes: Vec<RouteSpec>,
+    routed: HashSet<IpNetwork>,
+}
+
+impl Tables {
+    fn of(&mut self, nl: &Netlink, family: Family, table: u32) -> Result<&Table, RouteError> {
+        let found = match self.0.entry((family, table)) {
+            Entry::Occupied(slot) => slot.into_mut(),
+            Entry::Vacant(slot) => {
+                let routes = nl
+                    .routes(family, table)
+                    .map_err(net("list a table's routes"))?;
+                let routed = converge::destinations(table, &routes);
+                slot.insert(Table { routes, routed })
+            }
+        };
+        Ok(found)
+    }
 }
 
 impl Sweep {
-    /// Sweeps one VPC's record under its lock (an ADD of the VPC cannot interleave).
-    fn vpc(&self, vpc: &VpcId) -> Result<(), RouteError> {
+    /// Sweeps one VPC's record under its lock (an ADD of the VPC cannot interleave); the record
+    /// is rewritten only when an entry changed or went. `temporaries`: the listing found some
+    /// of the VPC's.
+    fn vpc(&self, vpc: &VpcId, temporaries: bool) -> Result<(), RouteError> {
         let _lock = self.ledger.lock(vpc)?;
-        self.ledger.remove_stale_temp(vpc);
+        if temporaries {
+            self.ledger.remove_stale_temp(vpc);
+        }
         let record = self.ledger.get(vpc)?;
         if record.routes.is_empty() {
             return Ok(());
@@ -125,48 +198,56 @@ impl Sweep {
             .get(vpc)
             .map_err(net("read the VPC's routing domain"))?
             .map(|d| d.table);
-        let links = self.nl.links().map_err(net("list links"))?;
-        let mut routes = Vec::new();
-        for family in Family::ALL {
-            routes.extend(self.nl.all_routes(family).map_err(net("list routes"))?);
-        }
-        // The current table's routes, which listed entries converge into.
-        let current: Vec<RouteSpec> = routes
-            .iter()
-            .filter(|r| Some(r.table) == domain_table)
-            .cloned()
-            .collect();
+        let mut tables = Tables::default();
         let mut keep = Vec::new();
-        for entry in record.routes {
-            let dev = index_of(&links, &entry.dev);
-            if let (true, Some(table)) = (self.is_listed(&entry), domain_table) {
-                keep.extend(self.converge(vpc, entry, table, dev, &current));
+        for entry in &record.routes {
+            let family = Family::of_net(entry.dst);
+            let dev = self.dev(&entry.dev);
+            if let (true, Some(table)) = (self.is_listed(entry), domain_table) {
+                let current = tables.of(&self.nl, family, table)?;
+                keep.extend(self.converge(vpc, entry.clone(), table, dev, current));
                 continue;
             }
-            match fate(&entry, domain_table, dev, &routes) {
-                Fate::Keep => keep.push(entry),
+            let recorded = tables.of(&self.nl, family, entry.table)?;
+            match fate(entry, domain_table, dev, &recorded.routes) {
+                Fate::Keep => keep.push(entry.clone()),
                 Fate::Forget => {}
-                Fate::Delete(route) => self.delete(vpc, &entry, &route)?,
+                Fate::Delete(route) => self.delete(vpc, entry, &route)?,
             }
         }
-        let kept = VpcRoutes {
-            vpc: vpc.raw().to_owned(),
-            routes: keep,
-        };
-        self.ledger.put(vpc, &converge::rerecord(&kept, &[]))
+        let kept = converge::rerecord(
+            &VpcRoutes {
+                vpc: record.vpc.clone(),
+                routes: keep,
+            },
+            &[],
+        );
+        if kept == record {
+            return Ok(());
+        }
+        self.ledger.put(vpc, &kept)
+    }
+
+    /// The index of the link named `name`: from the GC's dump, or looked up again when the dump
+    /// has none (the link may have been created since, by an ADD whose entry is read now).
+    fn dev(&self, name: &str) -> Option<u32> {
+        self.links
+            .get(name)
+            .copied()
+            .or_else(|| self.nl.link(name).ok().flatten().map(|l| l.index))
     }
 
     /// Whether the runtime lists the attachment that installed `entry` as live.
     fn is_listed(&self, entry: &Owned) -> bool {
+        // The key is built per entry; the set is the node's attachments.
         entry.network == self.network
             && self
                 .listed
-                .iter()
-                .any(|a| a.container_id == entry.container_id && a.ifname == entry.ifname)
+                .contains(&(entry.container_id.clone(), entry.ifname.clone()))
     }
 
-    /// A live attachment's entry converged into the VPC's current `table`, whose routes are
-    /// `in_table`: the entry to keep (re-recorded when it moved), `None` when its host interface
+    /// A live attachment's entry converged into the VPC's current `table`, whose routes of the
+    /// entry's family are `in_table`: the entry to keep (re-recorded when it moved), `None` when its host interface
     /// is gone. A repair that fails keeps the entry as it was, for the next ADD of the VPC or GC.
     fn converge(
         &self,
@@ -174,13 +255,13 @@ impl Sweep {
         entry: Owned,
         table: u32,
         dev: Option<u32>,
-        in_table: &[RouteSpec],
+        in_table: &Table,
     ) -> Option<Owned> {
         dev?;
-        if !converge::needs_repair(&entry, table, in_table) {
+        if !converge::needs_repair(&entry, table, &in_table.routed) {
             return Some(entry);
         }
-        let Some(fix) = converge::repair(&entry, table, dev, in_table) else {
+        let Some(fix) = converge::repair(&entry, table, dev, &in_table.routes) else {
             return Some(entry);
         };
         match converge::apply(&self.nl, vpc.raw(), &fix) {
@@ -206,10 +287,6 @@ impl Sweep {
         );
         Ok(())
     }
-}
-
-fn index_of(links: &[Link], name: &str) -> Option<u32> {
-    links.iter().find(|l| l.name == name).map(|l| l.index)
 }
 
 #[cfg(test)]

@@ -26,8 +26,67 @@ use galactic_core::net::netlink::RouteSpec;
 use galactic_core::state;
 use ipnetwork::IpNetwork;
 use serde::{Deserialize, Serialize};
+use std::cell::Cell;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+
+/// The file work of the records done by this thread so far: records read, records written
+/// (or removed) and listings of the records directory. Deterministic, unlike times: the cost
+/// guards compare it across node sizes (GC reads each record once and rewrites only those that
+/// change).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileWork {
+    /// Records read ([`Ledger::get`]).
+    pub reads: u64,
+    /// Records written or removed ([`Ledger::put`]).
+    pub writes: u64,
+    /// Listings of the records directory.
+    pub listings: u64,
+}
+
+impl FileWork {
+    /// This thread's work so far.
+    pub fn now() -> Self {
+        WORK.with(Cell::get)
+    }
+
+    /// The work done since `earlier`.
+    pub fn since(earlier: Self) -> Self {
+        let now = Self::now();
+        Self {
+            reads: now.reads - earlier.reads,
+            writes: now.writes - earlier.writes,
+            listings: now.listings - earlier.listings,
+        }
+    }
+
+    fn count(add: impl FnOnce(&mut Self)) {
+        WORK.with(|w| {
+            let mut work = w.get();
+            add(&mut work);
+            w.set(work);
+        });
+    }
+}
+
+thread_local! {
+    static WORK: Cell<FileWork> = const { Cell::new(FileWork { reads: 0, writes: 0, listings: 0 }) };
+}
+
+/// One listing of the records directory: the VPCs with a record (by file name; a name that is
+/// no VPC's is reported, it may own routes) and those with temporaries left by killed writers.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// `vpc-<hex>.json` files, in name order.
+    pub records: Vec<Result<VpcId, String>>,
+    /// VPCs with a `vpc-<hex>.tmp.<pid>` file.
+    pub temporaries: Vec<VpcId>,
+}
+
+/// The VPC whose hex id is `hex` (a record's file name part).
+fn vpc_of_hex(hex: &str) -> Option<VpcId> {
+    galactic_core::ident::hex_to_base62(hex).and_then(|b| VpcId::parse(&b).ok())
+}
 
 /// One termination route this plugin installed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,38 +161,69 @@ impl Ledger {
     /// Removes the VPC's temporary record files left by writers that were killed between write
     /// and rename. Call with the lock held: then no live writer of the VPC has one open.
     pub fn remove_stale_temp(&self, vpc: &VpcId) {
+        FileWork::count(|w| w.listings += 1);
         // Best effort: what cannot be removed now goes with the next write of the record.
         let _ = state::remove_temporaries(&self.path(vpc));
     }
 
     /// [`remove_stale_temp`](Self::remove_stale_temp) for every VPC with a temporary file,
-    /// each under its lock (a VPC whose lock is busy is left for the next run). GC calls this:
-    /// a VPC whose record was never written, or was emptied, has no record GC would visit.
+    /// each under its lock (a VPC whose lock is busy is left for the next run). A VPC whose
+    /// record was never written, or was emptied, has no record GC would visit. (GC lists the
+    /// directory once for its records and temporaries alike: `sweep_listed_temp`.)
+    #[cfg(test)]
     pub fn sweep_stale_temp(&self) {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return;
+        if let Ok(listing) = self.listing() {
+            self.sweep_listed_temp(&listing.temporaries);
+        }
+    }
+
+    /// [`sweep_stale_temp`](Self::sweep_stale_temp) for the VPCs of a listing already made.
+    pub fn sweep_listed_temp(&self, vpcs: &[VpcId]) {
+        for vpc in vpcs {
+            if let Ok(_lock) = self.lock(vpc) {
+                self.remove_stale_temp(vpc);
+            }
+        }
+    }
+
+    /// One listing of the records directory (empty when it does not exist).
+    pub fn listing(&self) -> Result<Listing, RouteError> {
+        FileWork::count(|w| w.listings += 1);
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Listing::default()),
+            Err(source) => {
+                return Err(state::StateError::Io {
+                    op: "list",
+                    path: self.dir.clone(),
+                    source,
+                }
+                .into())
+            }
         };
-        let mut vpcs: Vec<VpcId> = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let hex = name
-                .strip_prefix("vpc-")
-                .and_then(|rest| rest.split_once(".tmp."))
-                .map(|(hex, _)| hex.to_owned());
-            if let Some(vpc) = hex
-                .and_then(|h| galactic_core::ident::hex_to_base62(&h))
-                .and_then(|b| VpcId::parse(&b).ok())
-            {
-                if !vpcs.contains(&vpc) {
-                    vpcs.push(vpc);
+        let mut listing = Listing::default();
+        let mut names: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for name in names {
+            let Some(rest) = name.strip_prefix("vpc-") else {
+                continue;
+            };
+            if let Some(hex) = rest.strip_suffix(".json") {
+                listing
+                    .records
+                    .push(vpc_of_hex(hex).ok_or_else(|| format!("{name}: not a VPC's record")));
+            } else if let Some((hex, _)) = rest.split_once(".tmp.") {
+                if let Some(vpc) = vpc_of_hex(hex) {
+                    if !listing.temporaries.contains(&vpc) {
+                        listing.temporaries.push(vpc);
+                    }
                 }
             }
         }
-        for vpc in vpcs {
-            if let Ok(_lock) = self.lock(&vpc) {
-                self.remove_stale_temp(&vpc);
-            }
-        }
+        Ok(listing)
     }
 
     /// Takes the VPC's lock (bounded wait; a timeout is "try again later").
@@ -148,24 +238,45 @@ impl Ledger {
             vpc: vpc.raw().to_owned(),
             routes: Vec::new(),
         };
+        FileWork::count(|w| w.reads += 1);
         Ok(state::read_json(&self.path(vpc))?.unwrap_or(empty))
     }
 
     /// Replaces the VPC's record; an empty one removes the file. Call with the lock held.
     pub fn put(&self, vpc: &VpcId, record: &VpcRoutes) -> Result<(), RouteError> {
         let path = self.path(vpc);
+        FileWork::count(|w| w.writes += 1);
         if record.routes.is_empty() {
             return Ok(state::remove(&path)?);
         }
-        Ok(state::write_json(&path, record)?)
+        // Compact: the record is read whole by every ADD, CHECK, DEL and GC of the VPC, and
+        // indentation nearly doubles what they parse.
+        let bytes = serde_json::to_vec(record).map_err(|e| state::StateError::Io {
+            op: "write",
+            path: path.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        Ok(state::write_bytes(&path, &bytes)?)
     }
 
     /// Adds the entries not yet recorded; returns those it added. An entry recorded for the same
     /// route by another container passes to this one: the route goes out of the attachment's
     /// host interface, which the master gives one container at a time, so this container now
     /// holds it (and a late DEL of the previous one must not remove it). Call with the lock held.
+    #[cfg(test)]
     pub fn add(&self, vpc: &VpcId, entries: &[Owned]) -> Result<Vec<Owned>, RouteError> {
         let mut record = self.get(vpc)?;
+        self.add_to(vpc, &mut record, entries)
+    }
+
+    /// [`Ledger::add`] to `record`, the VPC's record as read under the lock still held: it is
+    /// updated and written (only when it changed).
+    pub fn add_to(
+        &self,
+        vpc: &VpcId,
+        record: &mut VpcRoutes,
+        entries: &[Owned],
+    ) -> Result<Vec<Owned>, RouteError> {
         let mut added = Vec::new();
         let mut changed = false;
         for entry in entries {
@@ -183,7 +294,7 @@ impl Ledger {
             }
         }
         if changed {
-            self.put(vpc, &record)?;
+            self.put(vpc, record)?;
         }
         Ok(added)
     }
@@ -201,7 +312,9 @@ impl Ledger {
     /// silently: it may own routes.
     pub fn vpcs(&self) -> Result<Vec<Result<VpcId, String>>, RouteError> {
         let mut out = Vec::new();
+        FileWork::count(|w| w.listings += 1);
         for path in state::json_files(&self.dir, "vpc-")? {
+            FileWork::count(|w| w.reads += 1);
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())

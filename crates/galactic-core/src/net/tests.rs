@@ -474,6 +474,63 @@ fn a_table_dump_receives_that_table_only() {
     }
 }
 
+/// `routes_via` and `routes_of_kind` receive the routes of one device or one type of the table,
+/// not the table's other routes.
+#[test]
+fn a_table_dump_by_device_or_type_receives_those_routes_only() {
+    galactic_testns::privileged!();
+    let host = TestNetns::new("nldev");
+    let peer = TestNetns::new("nldevp");
+    let (_h, nl) = open(&host);
+    let peer_ns = Netns::open(&peer.path()).unwrap();
+    let mut devs = Vec::new();
+    for (name, peer_name) in [("mine0", "mine1"), ("other0", "other1")] {
+        nl.create_veth(name, peer_name, &peer_ns, None).unwrap();
+        let link = nl.require_link(name).unwrap();
+        nl.set_up(link.index).unwrap();
+        devs.push(link.index);
+    }
+    let (mine, other) = (devs[0], devs[1]);
+    let table = 70_001;
+    let own = ["10.1.0.0/24", "fd01::/64"];
+    for dst in own {
+        nl.add_route(&RouteSpec::device(dst.parse().unwrap(), table, mine))
+            .unwrap();
+    }
+    for family in Family::ALL {
+        let mut closing = RouteSpec::device(family.default_route(), table, mine);
+        closing.kind = RouteKind::Unreachable;
+        closing.dev = None;
+        closing.scope_link = false;
+        nl.add_route(&closing).unwrap();
+    }
+    for n in 0..100u32 {
+        for dst in [format!("10.2.{n}.0/24"), format!("fd02:{n:x}::/64")] {
+            nl.add_route(&RouteSpec::device(dst.parse().unwrap(), table, other))
+                .unwrap();
+        }
+    }
+    for family in Family::ALL {
+        let before = super::netlink::received();
+        let via = nl.routes_via(family, table, mine).unwrap();
+        assert_eq!(super::netlink::received() - before, 1, "{via:?}");
+        assert_eq!(via.len(), 1, "{via:?}");
+        assert!(own.contains(&via[0].dst.to_string().as_str()));
+        assert_eq!(via[0].dev, Some(mine));
+
+        let before = super::netlink::received();
+        let unreachable = nl
+            .routes_of_kind(family, table, RouteKind::Unreachable)
+            .unwrap();
+        assert_eq!(super::netlink::received() - before, 1, "{unreachable:?}");
+        assert_eq!(unreachable.len(), 1, "{unreachable:?}");
+        assert_eq!(unreachable[0].dst.prefix(), 0);
+        assert_eq!(unreachable[0].kind, RouteKind::Unreachable);
+
+        assert_eq!(nl.routes(family, table).unwrap().len(), 102);
+    }
+}
+
 #[test]
 fn vpc_mark_elements_written_over_netlink_and_by_nft_are_the_same_elements() {
     use super::domain::marks::{self, Mark};

@@ -11,4 +11,5 @@ mod fuzz;
 mod lifetime;
 mod ownership;
 mod protocol;
+mod sweep;
 mod terminations;

@@ -351,15 +351,22 @@ pub fn problems(nl: &Netlink, domain: &Domain, vpc: &VpcId) -> Result<Vec<String
     let restores = format!("the next ADD of VPC {vpc} on this node restores it, or CNI GC");
     problems.extend(marks::node_problem(&restores)?);
     for family in Family::ALL {
-        // Listed once for both checks: the table's size is the VPC's routes.
         let rules = nl.rules(family)?;
-        let routes = nl.routes(family, domain.table)?;
+        // The routes the checks look at, by kind: the kernel filters the dumps, so a table full
+        // of the VPC's pod and termination routes is not read. Any default route closes the
+        // table; only without an unreachable one is the whole table read for another.
+        let unreachable = nl.routes_of_kind(family, domain.table, RouteKind::Unreachable)?;
+        let closing = match has_default(&unreachable) {
+            true => unreachable,
+            false => nl.routes(family, domain.table)?,
+        };
+        let locals = nl.routes_of_kind(family, domain.table, RouteKind::Local)?;
         problems.extend(isolation_differences(
             family,
             domain.table,
             vpc,
             &rules,
-            &routes,
+            &closing,
         ));
         match domain.mark {
             Some(mark) if !rules.contains(&vpc_rule(family, domain.table, mark)) => {
@@ -377,7 +384,7 @@ pub fn problems(nl: &Netlink, domain: &Domain, vpc: &VpcId) -> Result<Vec<String
             )),
         }
         for gw in domain.gateways.iter().filter(|g| Family::of(**g) == family) {
-            if !routes
+            if !locals
                 .iter()
                 .any(|r| r.kind == RouteKind::Local && r.dst.ip() == *gw)
             {

@@ -99,11 +99,52 @@ impl Netlink {
     /// naming the table), so the answer holds that table's routes only, however many routes the
     /// node's other tables hold; a table that does not exist (yet) has none.
     pub fn routes(&self, family: Family, table: u32) -> Result<Vec<RouteSpec>, NetError> {
+        self.table_dump(family, table, None, None)
+    }
+
+    /// Routes of one family in `table` of one `kind` (the table's closing `unreachable` routes,
+    /// its `local` ones): the kernel filters by table and type, so the answer is as long as
+    /// those, however many unicast routes the table holds.
+    pub fn routes_of_kind(
+        &self,
+        family: Family,
+        table: u32,
+        kind: RouteKind,
+    ) -> Result<Vec<RouteSpec>, NetError> {
+        self.table_dump(family, table, None, Some(kind))
+    }
+
+    /// Routes of one family in `table` out of the device `oif` (its own routes; a multipath
+    /// route names its devices only in its next hops and is not among them). The kernel filters
+    /// by table and device, so the answer is as long as the device's routes, however many the
+    /// table holds.
+    pub fn routes_via(
+        &self,
+        family: Family,
+        table: u32,
+        oif: u32,
+    ) -> Result<Vec<RouteSpec>, NetError> {
+        self.table_dump(family, table, Some(oif), None)
+    }
+
+    fn table_dump(
+        &self,
+        family: Family,
+        table: u32,
+        oif: Option<u32>,
+        kind: Option<RouteKind>,
+    ) -> Result<Vec<RouteSpec>, NetError> {
         let mut filter = RouteMessage::default();
         filter.header.address_family = address_family(family);
         // Ids above 255 are only in the attribute; the kernel takes the attribute over the header.
         filter.header.table = u8::try_from(table).unwrap_or(RouteHeader::RT_TABLE_UNSPEC);
         filter.attributes.push(RouteAttribute::Table(table));
+        if let Some(oif) = oif {
+            filter.attributes.push(RouteAttribute::Oif(oif));
+        }
+        if let Some(kind) = kind {
+            filter.header.kind = route_type(kind);
+        }
         let request = self.filtered.route().get(filter).execute();
         let msgs: Vec<RouteMessage> = match self.runtime.block_on(request.try_collect()) {
             Ok(msgs) => msgs,
@@ -112,12 +153,13 @@ impl Netlink {
                 other => return Err(other),
             },
         };
-        // The filter is the kernel's; checking the table again costs nothing and keeps the
-        // answer exact should a kernel ever ignore it.
+        // The filter is the kernel's; checking the table (and device) again costs nothing and
+        // keeps the answer exact should a kernel ever ignore it.
         Ok(counted(msgs)
             .iter()
             .filter_map(route_from)
-            .filter(|r| r.table == table)
+            .filter(|r| r.table == table && oif.is_none_or(|oif| r.dev == Some(oif)))
+            .filter(|r| kind.is_none_or(|kind| r.kind == kind))
             .collect())
     }
 
@@ -291,11 +333,7 @@ fn route_message(spec: &RouteSpec) -> RouteMessage {
     msg.header.destination_prefix_length = dst.prefix();
     msg.header.table = u8::try_from(spec.table).unwrap_or(RouteHeader::RT_TABLE_UNSPEC);
     msg.header.protocol = RouteProtocol::Boot;
-    msg.header.kind = match spec.kind {
-        RouteKind::Unicast => RouteType::Unicast,
-        RouteKind::Local => RouteType::Local,
-        RouteKind::Unreachable => RouteType::Unreachable,
-    };
+    msg.header.kind = route_type(spec.kind);
     msg.header.scope = match spec.kind {
         RouteKind::Local => RouteScope::Host,
         _ if spec.scope_link && spec.gateway.is_none() => RouteScope::Link,
@@ -317,6 +355,14 @@ fn route_message(spec: &RouteSpec) -> RouteMessage {
             .push(RouteAttribute::Gateway(RouteAddress::from(gw)));
     }
     msg
+}
+
+fn route_type(kind: RouteKind) -> RouteType {
+    match kind {
+        RouteKind::Unicast => RouteType::Unicast,
+        RouteKind::Local => RouteType::Local,
+        RouteKind::Unreachable => RouteType::Unreachable,
+    }
 }
 
 fn lookup_from(msg: &RouteMessage) -> RouteLookup {
