@@ -4,6 +4,7 @@
 //! lock under which the VPC's VRF instance is found or retired.
 
 use crate::error::BgpError;
+use crate::publications::{AttachmentKey, Publications};
 use crate::store::local::LOCAL_LOCK_WAIT;
 use crate::store::StoreError;
 use galactic_core::attachment::{Record, Records};
@@ -14,14 +15,42 @@ use galactic_core::lockfile::{self, LockGuard};
 use serde_json::json;
 
 /// The ids ADD published under: the master's record of (network, container, interface), else
-/// the stanza's.
+/// the stanza's. Looked up by name first, so a DEL opens its own attachment's files only
+/// (decision 0079): the master's record of the stanza's host interface when it is this
+/// attachment's, else this attachment's publication record under the stanza's ids (a reversed
+/// DEL runs after the master's record went). Only when neither is there (a stanza that names
+/// another attachment than its ADD did, a DEL retried after everything went) is the record
+/// looked for among every master record.
 pub fn published_ids(req: &Request, cid: &str, ifname: &str) -> Option<ChainIds> {
-    let recorded = Records::new(&req.node.state_dir)
+    let masters = Records::new(&req.node.state_dir);
+    let stanza = ChainIds::of(&req.conf.raw).ok();
+    if let Some(ids) = &stanza {
+        let host = ids.host_ifname();
+        let named = masters.get(&host).ok().flatten();
+        if let Some(r) = named.filter(|r| r.is_for(&req.conf.name, cid, ifname)) {
+            return ids_of(&r.vpc, &r.attachment);
+        }
+        let key = AttachmentKey {
+            network: &req.conf.name,
+            container_id: cid,
+            ifname,
+        };
+        let own = Publications::new(&req.node.state_dir).find(&ids.vpc, &host, &key);
+        if let Ok(Some(p)) = own {
+            return ids_of(&p.vpc, &p.attachment);
+        }
+    }
+    let recorded = masters
         .find(&req.conf.name, cid, ifname)
         .ok()
         .flatten()
-        .and_then(|r| ChainIds::of(&json!({"vpc": r.vpc, "vpcattachment": r.attachment})).ok());
-    recorded.or_else(|| ChainIds::of(&req.conf.raw).ok())
+        .and_then(|r| ids_of(&r.vpc, &r.attachment));
+    recorded.or(stanza)
+}
+
+/// The ids of a recorded VPC and attachment.
+fn ids_of(vpc: &str, attachment: &str) -> Option<ChainIds> {
+    ChainIds::of(&json!({"vpc": vpc, "vpcattachment": attachment})).ok()
 }
 
 /// Every attachment the node's masters hold.

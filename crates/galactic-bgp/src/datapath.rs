@@ -10,6 +10,7 @@
 
 use crate::error::{BgpError, PrevResultError};
 use crate::prev::{Facts, InterfaceKind};
+use crate::store::local::LOCAL_LOCK_WAIT;
 use galactic_core::bpf::abi::{TenantGwValue, EGRESS_KIND_TAP, EGRESS_KIND_VETH};
 use galactic_core::bpf::registry::{self, AttachmentRecord, Expected, Registration};
 use galactic_core::bpf::tc::{self, AttachOutcome};
@@ -183,6 +184,11 @@ pub fn register(a: &Attachment<'_>, usid: Usid) -> Result<AttachmentRecord, BgpE
 /// §6.7 steps 12–13: the node's SRv6 source address (its SID base, as upstream's newest ADD
 /// and repair write it) and public uplink. They fail open: the datapath falls back to the
 /// kernel's path without them, so a failure is a warning and each row is written when it can.
+/// The uplink is resolved from the node's links, IPv6 routes of every table and neighbours
+/// (a dump of each, as large as the node) by the first ADD for the node config's
+/// `ebpf_interfaces` ([`UplinkAttempt`]), whether it resolved or not; then GC resolves it again
+/// ([`refresh_public_uplink`]), so an attachment's ADD does not pay the node's size for a
+/// node-wide row (decision 0079).
 fn register_node_rows(node: &NodeConfig, usid: Usid) {
     let pin_dir = node.bpf_pin_dir.as_path();
     let base = usid.node_sid_base();
@@ -196,6 +202,80 @@ fn register_node_rows(node: &NodeConfig, usid: Usid) {
             json!({"addr": base.to_string(), "err": e.to_string()}),
         ),
     }
+    let attempt = UplinkAttempt::of(node);
+    if attempt.made() {
+        log::debug(
+            "ADD: node public uplink resolved already for these ebpf_interfaces; GC resolves it again",
+            json!({"uplink": registry::public_uplink(pin_dir).ok().flatten().map(|r| r.link_ifindex)}),
+        );
+        return;
+    }
+    write_public_uplink(node, "ADD");
+    attempt.record();
+}
+
+/// GC: the public uplink resolved again from the node's links, routes and neighbours and
+/// rewritten, on a node where an ADD resolved it before (a changed uplink or next hop is
+/// picked up here, not by every ADD). Fails open, as ADD's write.
+pub fn refresh_public_uplink(node: &NodeConfig) {
+    let attempt = UplinkAttempt::of(node);
+    if node.ebpf_datapath && attempt.path.exists() {
+        write_public_uplink(node, "GC");
+        attempt.record();
+    }
+}
+
+/// `<state_dir>/bgp-attachments/uplink-attempt`: the node config's `ebpf_interfaces` the public
+/// uplink was last resolved for (a JSON list), resolved or not. Written after the attempt, so a
+/// process killed before it leaves the next ADD to resolve again; a changed list is resolved
+/// again by the next ADD.
+struct UplinkAttempt {
+    path: std::path::PathBuf,
+    /// Held by its writer (the atomic write's rule: one writer of a file at a time).
+    lock: std::path::PathBuf,
+    interfaces: Vec<String>,
+}
+
+impl UplinkAttempt {
+    fn of(node: &NodeConfig) -> Self {
+        Self {
+            path: node
+                .state_dir
+                .join(crate::publications::DIR)
+                .join("uplink-attempt"),
+            lock: node.state_dir.join("locks").join("bgp-uplink"),
+            interfaces: node.ebpf_interfaces.clone(),
+        }
+    }
+
+    /// Whether the uplink was resolved for these interfaces already.
+    fn made(&self) -> bool {
+        galactic_core::state::read_json::<Vec<String>>(&self.path)
+            .ok()
+            .flatten()
+            .is_some_and(|last| last == self.interfaces)
+    }
+
+    /// Records the attempt (best effort: without it the next ADD resolves again).
+    fn record(&self) {
+        let written = galactic_core::lockfile::acquire(&self.lock, LOCAL_LOCK_WAIT)
+            .map_err(|e| e.to_string())
+            .and_then(|_held| {
+                galactic_core::state::write_json(&self.path, &self.interfaces)
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(e) = written {
+            log::warn(
+                "could not record the public uplink's resolution; the next ADD resolves it again",
+                json!({"err": e}),
+            );
+        }
+    }
+}
+
+/// Resolves and writes `public_uplink_table[0]`; a failure is a warning of `verb`.
+fn write_public_uplink(node: &NodeConfig, verb: &str) {
+    let pin_dir = node.bpf_pin_dir.as_path();
     let rows = match Netlink::current() {
         Ok(nl) => uplink::resolve_node_rows(&nl, &node.ebpf_interfaces),
         Err(e) => uplink::NodeRows {
@@ -210,12 +290,12 @@ fn register_node_rows(node: &NodeConfig, usid: Usid) {
     });
     match up {
         Ok(value) => log::debug(
-            "ADD: node public uplink registered",
+            &format!("{verb}: node public uplink registered"),
             json!({"interface": rows.interface, "ifindex": value.link_ifindex,
                    "dmac": format_mac(&value.dmac), "smac": format_mac(&value.smac)}),
         ),
         Err(why) => log::warn(
-            "ADD: could not register this node's own public uplink; public egress will fail open until this succeeds",
+            &format!("{verb}: could not register this node's own public uplink; public egress will fail open until this succeeds"),
             json!({"interface": rows.interface, "err": why}),
         ),
     }

@@ -207,6 +207,8 @@ pub fn gc(req: &Request) -> Result<(), BgpError> {
     let node = node_name(&req.node, &backend)?;
     let records = Publications::new(&req.node.state_dir);
     records.ensure_seeded(&req.node, &node, None)?;
+    // The node-wide row ADD resolves once (decision 0079): resolved again once per GC.
+    crate::datapath::refresh_public_uplink(&req.node);
     let masters = held(&req.node)?;
     let forgotten = retract_unlisted(req, &backend, &records, &masters)?;
     records.sweep_temporaries()?;

@@ -5,6 +5,7 @@
 //! <state_dir>/bgp/
 //!   lock                          flock(2); held by one plugin process for its whole operation
 //!   revision                      the last resourceVersion handed out (fixed-width decimal)
+//!   .staging/                     every write's temporary, `<ns>.<plural>.<name>.tmp.<pid>`
 //!   <namespace>/
 //!     bgprouters/<name>.json      this node's router settings (written by the operator/demo)
 //!     bgpvrfinstances/<name>.json
@@ -13,8 +14,15 @@
 //!     pods/<name>.json            optional; gives EndpointSlices an owner reference
 //! ```
 //!
-//! Every write is a whole document written to a temporary file in the same directory and renamed
-//! over the old one, so a reader (or a crash) sees the old or the new document, never a torn one.
+//! Every write is a whole document written to a temporary file in `.staging/` (the same file
+//! system) and renamed over the old one, so a reader (or a crash) sees the old or the new
+//! document, never a torn one. A writer killed in between leaves its temporary in `.staging/`,
+//! where the next process to take the lock removes it when it opens the store (the lock is held
+//! by one process at a time, so nothing there is a live writer's): one listing of an empty
+//! directory per process, where a temporary beside the document made every write, every read of
+//! a missing document and every removal list the document's directory, one entry per
+//! attachment of the node (decision 0079). Temporaries an older release left beside documents
+//! go with GC's sweep of the store.
 //! A write that changes nothing is skipped and keeps its resourceVersion, as the API server does:
 //! on ext4 every rename over an existing file forces a flush of the new data (≈ 0.2 ms). The
 //! revision counter is one fixed-width `pwrite` in place (a process crash cannot tear it); if it
@@ -36,6 +44,8 @@ pub(crate) const LOCAL_LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// Subdirectory of the state directory holding the documents.
 pub const DIR: &str = "bgp";
+/// Subdirectory of [`DIR`] holding the writes' temporaries.
+const STAGING: &str = ".staging";
 
 /// Publication to files under the state directory; holds the lock while it lives.
 pub struct LocalStore {
@@ -65,12 +75,31 @@ impl LocalStore {
         Ok(removed)
     }
 
-    /// Opens `<state_dir>/bgp`, waiting at most `wait` for the lock.
+    /// Opens `<state_dir>/bgp`, waiting at most `wait` for the lock; removes what a killed
+    /// writer left in the staging directory.
     pub fn open(state_dir: &Path, wait: Duration) -> Result<Self, StoreError> {
         let root = state_dir.join(DIR);
-        std::fs::create_dir_all(&root).map_err(io(format!("create {}", root.display())))?;
+        let staging = root.join(STAGING);
+        std::fs::create_dir_all(&staging).map_err(io(format!("create {}", staging.display())))?;
         let lock = lockfile::acquire(&root.join("lock"), wait)?;
-        Ok(Self { root, _lock: lock })
+        let store = Self { root, _lock: lock };
+        store.clear_staging()?;
+        Ok(store)
+    }
+
+    /// Removes every temporary in the staging directory: under the store's lock each is a
+    /// killed writer's.
+    fn clear_staging(&self) -> Result<(), StoreError> {
+        let staging = self.root.join(STAGING);
+        for entry in dirs(&staging)? {
+            match std::fs::remove_file(&entry) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io(format!("remove {}", entry.display()))(e));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     fn dir(&self, kind: Kind, namespace: &str) -> PathBuf {
@@ -96,10 +125,47 @@ impl LocalStore {
         }
     }
 
-    /// Writes `value` to `path` atomically (the node's one state-file writer; the store's lock
-    /// is held, so any temporary of `path` is a killed writer's and goes first).
-    fn write(path: &Path, value: &Value) -> Result<(), StoreError> {
-        Ok(galactic_core::state::write_json(path, value)?)
+    /// Writes `value` to `path` atomically: staged, then renamed into place (module comment).
+    /// The store's lock is held, so the staged name needs no more than the pid to be this
+    /// writer's.
+    fn write(&self, path: &Path, value: &Value) -> Result<(), StoreError> {
+        let what = || format!("write {}", path.display());
+        let text = serde_json::to_vec_pretty(value).map_err(|e| StoreError::Shape {
+            what: what(),
+            why: e.to_string(),
+        })?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io(what()))?;
+        }
+        let staged = self.staged(path);
+        std::fs::write(&staged, text).map_err(io(what()))?;
+        galactic_core::state::before_rename(path, &staged)?;
+        std::fs::rename(&staged, path).map_err(|e| {
+            // Best effort: the next process's open removes it otherwise.
+            let _ = std::fs::remove_file(&staged);
+            io(what())(e)
+        })
+    }
+
+    /// The staged temporary of the document at `path` (`<ns>.<plural>.<name>.tmp.<pid>`).
+    fn staged(&self, path: &Path) -> PathBuf {
+        let relative = path.strip_prefix(&self.root).unwrap_or(path);
+        let mut name = relative
+            .with_extension("")
+            .to_string_lossy()
+            .replace('/', ".");
+        name.push_str(&format!(".tmp.{}", std::process::id()));
+        self.root.join(STAGING).join(name)
+    }
+
+    /// Removes the document at `path`; an absent one is fine.
+    fn unlink(path: &Path) -> Result<(), StoreError> {
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(io(format!("remove {}", path.display()))(e))
+            }
+            _ => Ok(()),
+        }
     }
 
     fn next_revision(&self) -> Result<String, StoreError> {
@@ -207,15 +273,9 @@ impl ObjectStore for LocalStore {
     }
 
     fn get(&self, kind: Kind, namespace: &str, name: &str) -> Result<Option<Value>, StoreError> {
-        let path = self.path(kind, namespace, name);
-        let found = Self::read(&path)?;
-        if found.is_none() {
-            // A writer killed before its rename leaves only a temporary, which no later write of
-            // this document may come to remove (a DEL finds nothing to rewrite). The store's lock
-            // is held: it is no live writer's.
-            galactic_core::state::remove_temporaries(&path)?;
-        }
-        Ok(found)
+        // A writer killed before its rename left its temporary in the staging directory, not
+        // beside the document: a missing document has nothing to sweep.
+        Self::read(&self.path(kind, namespace, name))
     }
 
     fn create(&self, kind: Kind, namespace: &str, object: &Value) -> Result<Value, StoreError> {
@@ -235,7 +295,7 @@ impl ObjectStore for LocalStore {
         m["resourceVersion"] = json!(self.next_revision()?);
         m["creationTimestamp"] =
             json!(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
-        Self::write(&path, &object)?;
+        self.write(&path, &object)?;
         Ok(object)
     }
 
@@ -258,7 +318,7 @@ impl ObjectStore for LocalStore {
             return Ok(current);
         }
         next["metadata"]["resourceVersion"] = json!(self.next_revision()?);
-        Self::write(&path, &next)?;
+        self.write(&path, &next)?;
         Ok(next)
     }
 
@@ -279,7 +339,7 @@ impl ObjectStore for LocalStore {
             return Ok(current);
         }
         current["metadata"]["resourceVersion"] = json!(self.next_revision()?);
-        Self::write(&path, &current)?;
+        self.write(&path, &current)?;
         Ok(current)
     }
 
@@ -290,7 +350,7 @@ impl ObjectStore for LocalStore {
             Some(current) if meta_str(&current, "uid") != Some(uid) => Err(StoreError::Conflict {
                 what: format!("delete {} (uid changed)", Self::what(kind, namespace, name)),
             }),
-            Some(_) => Ok(galactic_core::state::remove(&path)?),
+            Some(_) => Self::unlink(&path),
         }
     }
 
@@ -314,7 +374,7 @@ impl ObjectStore for LocalStore {
                 ),
             });
         }
-        Ok(galactic_core::state::remove(&path)?)
+        Self::unlink(&path)
     }
 
     fn probe(&self, _namespace: &str) -> Result<(), StoreError> {
@@ -391,6 +451,102 @@ mod tests {
                 .unwrap();
             assert_eq!(rv(&next), highest + 1, "after {damaged:?}");
         }
+    }
+
+    /// The listings of a directory and the names created in it, as inotify reports them.
+    struct DirEvents(std::fs::File);
+
+    impl DirEvents {
+        fn watch(dir: &Path) -> Self {
+            use std::os::fd::FromRawFd;
+            // SAFETY: a plain system call; the descriptor is checked and owned below.
+            let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+            assert!(fd >= 0);
+            let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+            let mask = libc::IN_OPEN | libc::IN_CREATE | libc::IN_MOVED_TO;
+            // SAFETY: `path` is NUL-terminated and outlives the call.
+            assert!(unsafe { libc::inotify_add_watch(fd, path.as_ptr(), mask) } >= 0);
+            // SAFETY: `fd` is a fresh descriptor nothing else owns.
+            Self(std::fs::File::from(unsafe {
+                std::os::fd::OwnedFd::from_raw_fd(fd)
+            }))
+        }
+
+        /// (listings of the directory, names created or renamed into it).
+        fn take(mut self) -> (usize, Vec<String>) {
+            use std::io::Read;
+            let mut buf = vec![0u8; 1 << 16];
+            let n = match self.0.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                Err(e) => panic!("{e}"),
+            };
+            let (mut listings, mut created, mut at) = (0, Vec::new(), 0);
+            while at + 16 <= n {
+                let word =
+                    |i: usize| u32::from_ne_bytes(buf[at + i..at + i + 4].try_into().unwrap());
+                let (mask, len) = (word(4), word(12) as usize);
+                let name = String::from_utf8_lossy(&buf[at + 16..at + 16 + len]);
+                let name = name.trim_end_matches('\0').to_owned();
+                if mask & libc::IN_OPEN != 0 && mask & libc::IN_ISDIR != 0 && name.is_empty() {
+                    listings += 1;
+                } else if mask & (libc::IN_CREATE | libc::IN_MOVED_TO) != 0 {
+                    created.push(name);
+                }
+                at += 16 + len;
+            }
+            (listings, created)
+        }
+    }
+
+    #[test]
+    fn a_killed_writers_temporary_is_staged_apart_and_goes_with_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalStore::open(dir.path(), WAIT).unwrap();
+        store
+            .create(Kind::Advertisement, "ns", &advertisement("a"))
+            .unwrap();
+        let docs = dir.path().join(DIR).join("ns").join("bgpadvertisements");
+        let names = |d: &Path| -> Vec<String> {
+            std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        };
+        assert_eq!(
+            names(&docs),
+            ["a.json"],
+            "nothing staged beside the document"
+        );
+        // A rewrite, a read of a missing document and a removal, watched by the kernel: none
+        // lists the document's directory or creates a temporary in it.
+        let events = DirEvents::watch(&docs);
+        let patch = json!({"spec": {"prefixes": ["fd01::/64"]}});
+        store
+            .merge_patch(Kind::Advertisement, "ns", "a", &patch)
+            .unwrap();
+        assert_eq!(store.get(Kind::Advertisement, "ns", "gone").unwrap(), None);
+        let a = store.get(Kind::Advertisement, "ns", "a").unwrap().unwrap();
+        let uid = meta_str(&a, "uid").unwrap().to_owned();
+        store.delete(Kind::Advertisement, "ns", "a", &uid).unwrap();
+        let (listings, created) = events.take();
+        assert_eq!(listings, 0, "listings of {}", docs.display());
+        assert_eq!(created, ["a.json"], "files created in {}", docs.display());
+        store
+            .create(Kind::Advertisement, "ns", &advertisement("a"))
+            .unwrap();
+        // What a writer killed between its write and its rename leaves.
+        let staged = store.staged(&store.path(Kind::Advertisement, "ns", "b"));
+        assert!(staged.starts_with(dir.path().join(DIR).join(STAGING)));
+        std::fs::write(&staged, b"{").unwrap();
+        drop(store);
+        let _store = LocalStore::open(dir.path(), WAIT).unwrap();
+        assert!(
+            !staged.exists(),
+            "the next open removed {}",
+            staged.display()
+        );
+        assert_eq!(names(&docs), ["a.json"]);
     }
 
     #[test]

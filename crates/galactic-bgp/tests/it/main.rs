@@ -16,6 +16,7 @@ mod installer;
 mod names;
 mod nat66;
 mod node_identity;
+mod node_reads;
 mod protocol;
 mod publish;
 mod refusals;

@@ -50,7 +50,7 @@ pub use deferred::{deferred, Deferral};
 pub use newest::attachment_identity;
 pub use records::{
     all_nat66_records, all_records, egress_records, nat66_key, read_nat66_record, read_record,
-    AttachmentRecord, Nat66Record, Nat66Row, DEFAULT_ROUTE,
+    vpc_records, AttachmentRecord, Nat66Record, Nat66Row, DEFAULT_ROUTE,
 };
 pub use removal::{exact_egress, sweep_attachments, unregister_attachment, unregister_or_defer};
 pub use retable::retable_attachment;
@@ -238,7 +238,8 @@ pub(super) fn write_rows(
             0,
         )
         .map_err(map_err(maps::FUNCTION_TABLE, "insert"))?;
-    let records = all_records(r.state_dir)?;
+    // The VRF's records decide its row's kind and attribution: its VPC's, by name.
+    let records = vpc_records(r.state_dir, r.host_ifname)?;
     register_vrf(&mut m.vrf, r, &records, now)?;
     let row = IfindexVrfValue {
         block: record.block,
@@ -334,6 +335,15 @@ pub fn write_node_src_addr(pin_dir: &Path, addr: std::net::Ipv6Addr) -> Result<(
             0,
         )
         .map_err(map_err(maps::NODE_SRC_ADDR_TABLE, "update"))
+}
+
+/// `public_uplink_table[0]`, `None` while no uplink was written (the array's slot is zero).
+pub fn public_uplink(pin_dir: &Path) -> Result<Option<PublicUplinkValue>, BpfError> {
+    let table: PublicUplinkTable = maps::open_typed(pin_dir, maps::PUBLIC_UPLINK_TABLE)?;
+    let row = table
+        .get(&0, 0)
+        .map_err(map_err(maps::PUBLIC_UPLINK_TABLE, "read"))?;
+    Ok((row.link_ifindex != 0).then_some(row))
 }
 
 /// Writes `public_uplink_table[0]`: this node's public uplink. Node-wide; never removed by the

@@ -200,6 +200,38 @@ pub fn all_records(state_dir: &Path) -> Result<Vec<AttachmentRecord>, BpfError> 
     Ok(out)
 }
 
+/// The part of a host interface name `G{vpc:9}{att:3}H` (`ident::host_ifname`) that names its
+/// VPC, `G{vpc:9}`: every registration record of the VPC's attachments starts with it. `None`
+/// for a name of another form (none a master creates).
+fn vpc_prefix(host_ifname: &str) -> Option<&str> {
+    let form = host_ifname.len() == 14 && host_ifname.starts_with('G') && host_ifname.is_ascii();
+    form.then(|| &host_ifname[..10])
+}
+
+/// The registration records of `host_ifname`'s VPC, its own included, found by their file
+/// names: a record is named after its host interface, whose name carries the VPC
+/// ([`vpc_prefix`]), so no other VPC's record is opened. Everything a registration or a removal
+/// decides from other records is the VPC's: its `vrf_table` row's kind and attribution (the
+/// VRF's records), the keys of its table shared with another attachment, whether its table's
+/// egress rows still serve one. On a node of many attachments reading every record made each
+/// registration cost the node's size (a file open per attachment), and GC's sweep its square.
+/// The VPC's dead temporaries go with the listing ([`state::json_files`]); another VPC's with
+/// that VPC's next registration or removal, or GC. A name of another form gets every record.
+pub fn vpc_records(state_dir: &Path, host_ifname: &str) -> Result<Vec<AttachmentRecord>, BpfError> {
+    let Some(prefix) = vpc_prefix(host_ifname) else {
+        return all_records(state_dir);
+    };
+    let _ = state::sweep_temporaries(&nat66_dir(state_dir));
+    let files = state::json_files(&records_dir(state_dir), prefix)?;
+    let mut out = Vec::new();
+    for file in files {
+        if let Ok(Some(record)) = read_json::<AttachmentRecord>(&file) {
+            out.push(record);
+        }
+    }
+    Ok(out)
+}
+
 /// Every egress record (unparseable ones are skipped: they must not stop GC).
 pub fn all_nat66_records(state_dir: &Path) -> Result<Vec<Nat66Record>, BpfError> {
     let dir = nat66_dir(state_dir);

@@ -9,7 +9,7 @@
 //! with any more.
 
 use super::records::*;
-use super::removal::{exact_egress, release_row};
+use super::removal::{release_row, remove_if_ours};
 use super::*;
 use crate::bpf::usid::vrf_key;
 
@@ -34,7 +34,8 @@ pub fn retable_attachment(
         vrf_table_id: table,
         ..old.clone()
     };
-    let others: Vec<AttachmentRecord> = all_records(state_dir)?
+    // The table's other registrations are the VPC's (`vpc_records`).
+    let others: Vec<AttachmentRecord> = vpc_records(state_dir, host_ifname)?
         .into_iter()
         .filter(|r| r.host_ifname != host_ifname)
         .collect();
@@ -91,9 +92,7 @@ fn remove_old_rows(old: &AttachmentRecord, others: &[AttachmentRecord]) -> Resul
             continue;
         }
         let key = egress_key(old.vrf_table_id, *prefix);
-        if exact_egress(&egress, &key)? == Some(EgressRouteValue::PASS_THROUGH) {
-            absent_ok(egress.remove(&key)).map_err(map_err(maps::EGRESS_ROUTE_TABLE, "delete"))?;
-        }
+        remove_if_ours(&mut egress, &key, |v| *v == EgressRouteValue::PASS_THROUGH)?;
     }
     Ok(())
 }

@@ -112,7 +112,7 @@ fn attachment_rows(m: &NodeMaps, e: &Expected<'_>) -> Result<Vec<String>, BpfErr
     problems.extend(egress_rows(m, e)?);
     for prefix in e.prefixes {
         let key = egress_key(e.vrf_table_id, *prefix);
-        if exact_egress(&m.egress, &key)?.is_none() {
+        if !passes_through(&m.egress, &key)? {
             problems.push(format!(
                 "egress_route_table has no entry for {} in table {}",
                 crate::net::netlink::masked(*prefix),
@@ -121,6 +121,19 @@ fn attachment_rows(m: &NodeMaps, e: &Expected<'_>) -> Result<Vec<String>, BpfErr
         }
     }
     Ok(problems)
+}
+
+/// Whether the map passes the attachment's prefix `key` through: its longest match is the
+/// pass-through (the key's own row, or a covering key's that routes every address of it the
+/// same way), or, failing that, the key itself is there with another value (someone routed it
+/// since). The walk over every key of the map that tells an exact key from a covering one is
+/// made only in that second case, not on every CHECK of every prefix (decision 0079).
+fn passes_through(egress: &EgressRouteTable, key: &EgressRouteKey) -> Result<bool, BpfError> {
+    let found = absent_ok(egress.get(key, 0)).map_err(map_err(maps::EGRESS_ROUTE_TABLE, "read"))?;
+    if found == Some(EgressRouteValue::PASS_THROUGH) {
+        return Ok(true);
+    }
+    Ok(exact_egress(egress, key)?.is_some())
 }
 
 /// The VPC's egress rows: each expected prefix encapsulates to one of the tenant's shard SIDs;
