@@ -525,3 +525,59 @@ fn vpc_mark_elements_written_over_netlink_and_by_nft_are_the_same_elements() {
     })
     .unwrap();
 }
+
+#[test]
+fn a_nodes_table_mode_objects_are_created_by_one_nft_transaction() {
+    use super::firewall::{prepare_table_mode, Prepared};
+    use super::nftables::generation;
+    galactic_testns::privileged!();
+    let host = TestNetns::new("tprep");
+    let ns = Netns::open(&host.path()).unwrap();
+    let nft = |args: &str| {
+        let out = host.exec(&["nft", args]);
+        assert!(out.status.success(), "nft {args}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let both = Prepared {
+        host_services: true,
+        vpc_marks: true,
+    };
+    super::netns::run_in(&ns, || {
+        let before = generation().unwrap();
+        assert_eq!(
+            prepare_table_mode().unwrap(),
+            both,
+            "a fresh node has neither"
+        );
+        assert_eq!(
+            generation().unwrap(),
+            before + 1,
+            "the filter and the marks are one transaction (one nft run)"
+        );
+        assert_eq!(prepare_table_mode().unwrap(), Prepared::default());
+        assert_eq!(generation().unwrap(), before + 1, "then seen, nothing run");
+    })
+    .unwrap();
+    // A node whose marks are gone (or that never had them: the release before decision 0076)
+    // gets them alone, and keeps one host-service rule.
+    nft("delete chain inet galactic vpc_marks");
+    nft("delete map inet galactic vpc_marks");
+    super::netns::run_in(&ns, || {
+        let before = generation().unwrap();
+        let marks_only = Prepared {
+            host_services: false,
+            vpc_marks: true,
+        };
+        assert_eq!(prepare_table_mode().unwrap(), marks_only);
+        assert_eq!(generation().unwrap(), before + 1);
+    })
+    .unwrap();
+    let listed = nft("list table inet galactic");
+    assert_eq!(
+        listed.matches("galactic:host-services").count(),
+        1,
+        "{listed}"
+    );
+    assert_eq!(listed.matches("galactic:vpc-marks").count(), 1, "{listed}");
+    assert!(listed.contains("map vpc_marks"), "{listed}");
+}
