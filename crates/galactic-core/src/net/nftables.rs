@@ -10,6 +10,7 @@ use super::NetError;
 use std::io;
 
 pub mod map;
+pub mod mark_users;
 mod message;
 pub mod rules;
 mod socket;

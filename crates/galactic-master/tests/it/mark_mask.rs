@@ -131,3 +131,46 @@ fn a_changed_mark_mask_moves_the_vpcs_rules_and_elements_at_its_next_add() {
         "no VPC rule is left"
     );
 }
+
+#[test]
+fn status_warns_of_other_rules_that_set_or_match_bits_of_the_mark_mask() {
+    galactic_testkit::privileged!();
+    let host = Host::new(
+        "mmusers",
+        json!({"routing_domain": "table"}),
+        &["galactic-ipam"],
+    );
+    let rt = runtime(&host);
+    let nft = |args: &str| {
+        let out = host.netns.exec(&["nft", args]);
+        assert!(out.status.success(), "nft {args}: {out:?}");
+    };
+    let warnings = || {
+        host.node
+            .log_lines()
+            .into_iter()
+            .filter(|l| {
+                l["level"] == "WARN"
+                    && l["msg"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("firewall-mark bits"))
+            })
+            .collect::<Vec<_>>()
+    };
+    // kube-proxy's bits, clear of the default mask: nothing to say.
+    nft("add table ip kp");
+    nft("add chain ip kp pre { type filter hook prerouting priority -100 ; }");
+    nft("add rule ip kp pre meta mark set mark or 0x4000");
+    rt.status(&veth("1")).unwrap();
+    assert!(warnings().is_empty(), "{:?}", warnings());
+    // A Calico-like mask within ours.
+    nft("add rule ip kp pre meta mark and 0xffff0000 == 0x00010000 accept");
+    rt.status(&veth("1")).unwrap();
+    let warned = warnings();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert_eq!(warned[0]["tableMarkMask"], "0xff000000");
+    assert_eq!(
+        warned[0]["rules"],
+        json!(["table kp chain pre matches mark bits 0xffff0000"])
+    );
+}
