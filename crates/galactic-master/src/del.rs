@@ -30,8 +30,9 @@ use galactic_core::lockfile::{LockError, LockGuard};
 use galactic_core::log;
 use galactic_core::net::domain::{self, Domains};
 use galactic_core::net::firewall;
-use galactic_core::net::netlink::Netlink;
+use galactic_core::net::netlink::{LinkWatch, Netlink, Watched};
 use galactic_core::net::netns::Netns;
+use galactic_core::net::nftables;
 use serde_json::json;
 
 pub fn del<D: Device>(req: &Request) -> Result<(), MasterError> {
@@ -51,12 +52,12 @@ pub fn del<D: Device>(req: &Request) -> Result<(), MasterError> {
     // 2. The teardown, with the IPAM release fed as early as it is safe (module comment),
     //    once the record is marked as being removed: no convergence of the VPC restores any
     //    of it from then on (`converge.rs`).
-    let (host_removed, release) = match &record {
+    let (host_removed, release, finishing) = match &record {
         Some(record) => {
             mark_removing(&records, record);
             tear_down::<D>(req, record, &mut failures)
         }
-        None => (true, None),
+        None => (true, None, Finishing::default()),
     };
     // 3. The release awaited; without a record it is started from the config alone.
     let released = release
@@ -81,6 +82,8 @@ pub fn del<D: Device>(req: &Request) -> Result<(), MasterError> {
     if gone {
         retire_domain::<D>(req, record.as_ref());
     }
+    // 6. The kernel's end of the veth pair's deletion, which steps 3–5 ran alongside.
+    finishing.wait();
     match failures.is_empty() {
         true => Ok(()),
         false => Err(MasterError::Incomplete {
@@ -177,13 +180,18 @@ fn lock(
     }
 }
 
-/// Removes the attachment's interfaces and rules; returns whether the host side is gone and
-/// the IPAM release, fed once the container end holds no address.
+/// Removes the attachment's interfaces and rules; returns whether the host side is gone, the
+/// IPAM release, fed once the container end holds no address, and the kernel's end of the veth
+/// pair's deletion.
 fn tear_down<D: Device>(
     req: &Request,
     record: &Record,
     failures: &mut Vec<MasterError>,
-) -> (bool, Option<Result<Option<Running>, MasterError>>) {
+) -> (
+    bool,
+    Option<Result<Option<Running>, MasterError>>,
+    Finishing,
+) {
     let mut held = Some(start_release_held::<D>(req, Some(record)));
     let mut release = None;
     let guest = guest_netlink::<D>(req, record);
@@ -201,13 +209,14 @@ fn tear_down<D: Device>(
     // A tap's Kata DAN file and RA record go before the tap they name, so no reader adopts a
     // device that is being deleted.
     let mut host_failures = D::release(&req.node, record);
-    host_failures.extend(take_down(req, guest, record));
+    let (down, finishing) = take_down(req, guest, record);
+    host_failures.extend(down);
     let host_removed = host_failures.is_empty();
     failures.extend(host_failures);
     if release.is_none() {
         release = held.map(|h| feed(h, req));
     }
-    (host_removed, release)
+    (host_removed, release, finishing)
 }
 
 /// The attachment's record: by host interface when the config still parses, else by scanning.
@@ -259,36 +268,86 @@ fn unconfigure_guest(nl: &Netlink, record: &Record) -> bool {
 }
 
 /// Deletes the container interface and the host side; the failures (none when everything is
-/// gone). The veth's deletion waits for the kernel's RCU grace period on a thread of its own
-/// while this one removes the host side's rules, forward rules and eBPF registration; the host
-/// interface itself is deleted (or found gone with its peer) after it.
-fn take_down(req: &Request, guest: Option<Netlink>, record: &Record) -> Vec<MasterError> {
-    std::thread::scope(|scope| {
-        let guest_removed = guest.map(|nl| scope.spawn(move || remove_guest(&nl, record)));
-        galactic_core::bpf::unregister_or_defer(&req.node.state_dir, &record.host_ifname);
-        let host = Netlink::current();
-        let mut failures = match &host {
-            Ok(host) => leave_host(host, &Domains::new(&req.node.state_dir), record),
-            Err(_) => Vec::new(),
-        };
-        // Only ever armed as `:pause`: holds the host interface in place after its rules are
-        // gone, so a test can race a convergence of the VPC against it.
-        let _ = failpoint::hit("del-after-leave");
-        if let Some(removing) = guest_removed {
-            // The thread only logs; a panic in it is a bug, and the host step below still runs.
-            let _ = removing.join();
-        }
-        match host {
-            Ok(host) => failures.extend(delete_host_interface(&host, record)),
-            Err(e) => failures.push(MasterError::node("open the host netlink socket")(e)),
-        }
-        failures
-    })
+/// gone), and the deletion's end in the kernel. The veth pair is deleted on a thread of its own
+/// while this one removes the host side's rules, forward rules and eBPF registration; once the
+/// deletion is announced (both ends are gone and it cannot fail any more) this one goes on and
+/// the thread is left to wait for the kernel's RCU barrier ([`Finishing`]). The host interface
+/// itself is deleted (or found gone with its peer) after that.
+fn take_down(
+    req: &Request,
+    guest: Option<Netlink>,
+    record: &Record,
+) -> (Vec<MasterError>, Finishing) {
+    // Subscribed before the deletion starts, so its announcement cannot be missed. Without one
+    // (it could not be opened) the thread is joined, as when the announcement is lost.
+    let watch = guest.as_ref().and_then(|_| LinkWatch::new().ok());
+    let deleting = guest.map(|nl| {
+        let ifname = record.ifname.clone();
+        std::thread::spawn(move || remove_guest(&nl, &ifname))
+    });
+    // The netfilter sockets of the map element's deletion and the forward rules' close only
+    // after the veth pair's teardown: closed during it, the first would hold the commit mutex
+    // the teardown needs through an RCU grace period (`galactic_core::net::nftables::hold_closes`).
+    let held = nftables::hold_closes();
+    galactic_core::bpf::unregister_or_defer(&req.node.state_dir, &record.host_ifname);
+    let host = Netlink::current();
+    let mut failures = match &host {
+        Ok(host) => leave_host(host, &Domains::new(&req.node.state_dir), record),
+        Err(_) => Vec::new(),
+    };
+    // Only ever armed as `:pause`: holds the host interface in place after its rules are
+    // gone, so a test can race a convergence of the VPC against it.
+    let _ = failpoint::hit("del-after-leave");
+    let finishing = Finishing::after_announcement(deleting, watch.as_ref(), &record.host_ifname);
+    drop(held);
+    match host {
+        Ok(host) => failures.extend(delete_host_interface(&host, record)),
+        Err(e) => failures.push(MasterError::node("open the host netlink socket")(e)),
+    }
+    (failures, finishing)
 }
 
-/// Deletes the guest interface inside the container.
-fn remove_guest(nl: &Netlink, record: &Record) {
-    if let Err(e) = nl.delete_link(&record.ifname) {
+/// A veth pair's deletion whose request has not returned yet: the pair is gone from both
+/// namespaces, and the deleting thread waits for the kernel to free it. Waited for before the
+/// DEL answers (the process could not exit before it anyway).
+#[derive(Default)]
+struct Finishing(Option<std::thread::JoinHandle<()>>);
+
+impl Finishing {
+    /// Waits until `deleting` (deleting a veth pair whose host end is `host_ifname`) either
+    /// finished or had its deletion announced on `watch`; in the second case the thread is
+    /// returned unjoined.
+    fn after_announcement(
+        deleting: Option<std::thread::JoinHandle<()>>,
+        watch: Option<&LinkWatch>,
+        host_ifname: &str,
+    ) -> Self {
+        let Some(thread) = deleting else {
+            return Self(None);
+        };
+        let announced = watch.is_some_and(|w| {
+            w.wait_deleted(host_ifname, || thread.is_finished()) == Watched::Deleted
+        });
+        let finishing = Self(Some(thread));
+        if !announced {
+            finishing.wait();
+            return Self(None);
+        }
+        finishing
+    }
+
+    /// Joins the deleting thread.
+    fn wait(self) {
+        if let Some(thread) = self.0 {
+            // The thread only logs; a panic in it is a bug, and DEL has done its part.
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Deletes the guest interface `ifname` inside the container.
+fn remove_guest(nl: &Netlink, ifname: &str) {
+    if let Err(e) = nl.delete_link(ifname) {
         log::warn(
             "DEL: could not remove the container interface; its host end goes anyway",
             json!({"err": e.to_string()}),
@@ -306,8 +365,11 @@ pub fn teardown_host<D: Device>(
     record: &Record,
 ) -> Vec<MasterError> {
     let mut failures = D::release(node, record);
+    // As in `take_down`: the element's socket closes after the interface is gone.
+    let held = nftables::hold_closes();
     failures.extend(leave_host(host, domains, record));
     failures.extend(delete_host_interface(host, record));
+    drop(held);
     failures
 }
 

@@ -57,7 +57,35 @@ fn routing_domains(node: &NodeConfig) -> Result<(), galactic_core::net::NetError
                "publisher": publisher_name(node.publisher), "reason": choice.reason.to_string(),
                "recorded": {"vrf": vrf, "table": table}}),
     );
+    if choice.backend == Backend::Table || table > 0 {
+        warn_of_mark_users(node.table_mark_mask);
+    }
     Ok(())
+}
+
+/// Logs, at `warn`, the nftables rules of other tables that set or match bits of the node's
+/// `table_mark_mask` (decision 0082): such a rule can steer traffic into a VPC's table, wipe a
+/// VPC's mark, or take our marks for its own. STATUS does not fail for it: whether the rule ever
+/// meets the traffic of a VPC interface is not known here, and rules outside nftables
+/// (iptables-legacy, eBPF) are not seen at all.
+fn warn_of_mark_users(mask: u32) {
+    use galactic_core::net::{firewall, nftables::mark_users};
+    let Ok(users) = mark_users::mark_users(firewall::OWN_TABLE) else {
+        return;
+    };
+    let overlapping: Vec<String> = users
+        .iter()
+        .filter(|u| u.bits & mask != 0)
+        .map(mark_users::MarkUser::label)
+        .collect();
+    if overlapping.is_empty() {
+        return;
+    }
+    log::warn(
+        "STATUS: nftables rules of other tables set or match firewall-mark bits of \
+         table_mark_mask; set table_mark_mask (or theirs) to bits they leave alone",
+        json!({"tableMarkMask": format!("{mask:#x}"), "rules": overlapping}),
+    );
 }
 
 fn mode_name(mode: RoutingDomainMode) -> &'static str {

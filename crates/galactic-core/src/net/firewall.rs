@@ -22,7 +22,7 @@ mod legacy;
 
 const TAG: &str = "galactic:";
 
-/// Whether `nft` is installed (needed only for the table-mode host-service filter).
+/// Whether `nft` is installed (needed only once per node, for table mode's node-wide objects).
 pub fn available() -> bool {
     Command::new("nft")
         .arg("--version")
@@ -126,9 +126,17 @@ fn nft_batch(batch: &str) -> Result<(), NetError> {
         .stdin(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|source| NetError::Io {
-            what: what(),
-            source,
+        .map_err(|source| match source.kind() {
+            // Checked here rather than by running `nft --version` first: one process, not two.
+            std::io::ErrorKind::NotFound => NetError::Unsupported {
+                what: "table-mode routing domains need nft (Debian package nftables) once per \
+                       node, for the host-service filter and the VPC marks"
+                    .into(),
+            },
+            _ => NetError::Io {
+                what: what(),
+                source,
+            },
         })?;
     if let Some(mut input) = child.stdin.take() {
         input
@@ -164,55 +172,80 @@ const VPC_MARKS_PRIORITY: i32 = -310;
 /// Its input chain, holding the one host-service rule.
 const OWN_INPUT_CHAIN: &str = "input";
 
-/// Table mode only: host sockets bound to the wildcard address would be reachable from pods at
-/// their gateway address (a VRF hides them). TCP and UDP from `G*` interfaces to the host itself
-/// are rejected in an input chain of our own table; pings and forwarding are unaffected. Idempotent.
-///
-/// The table, chain and rule are created in one `nft -f -` transaction, so the chain's presence
-/// (seen over netlink, no `nft` process) means the rule is there: every ADD after the first on a
-/// node pays a netlink dump, not an exec.
-pub fn protect_host_services() -> Result<(), NetError> {
-    if super::nftables::has_chain(super::nftables::FAMILY_INET, OWN_TABLE, OWN_INPUT_CHAIN)? {
-        return Ok(());
-    }
-    if !available() {
-        return Err(NetError::Unsupported {
-            what: "table-mode host-service filter needs nft (Debian package nftables)".into(),
-        });
-    }
-    nft_batch(&format!(
-        "add table inet {OWN_TABLE}\n\
-         add chain inet {OWN_TABLE} {OWN_INPUT_CHAIN} {{ type filter hook input priority 0 ; policy accept ; }}\n\
-         add rule inet {OWN_TABLE} {OWN_INPUT_CHAIN} iifname \"G*\" meta l4proto {{ tcp, udp }} reject comment \"galactic:host-services\"\n"
-    ))
+/// Which of table mode's node-wide nftables objects [`prepare_table_mode`] had to create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Prepared {
+    /// The host-service filter (chain `input` and its rule).
+    pub host_services: bool,
+    /// The VPC marks (map, chain `vpc_marks` and its rule).
+    pub vpc_marks: bool,
 }
 
-/// Table mode only: a packet from a VPC host interface gets its VPC's mark, which the VPC's
-/// `fwmark` rule steers into its table; packets of interfaces not in the map are untouched. The
-/// map's elements (one per attachment) are written over netlink ([`super::nftables::map`]).
-/// Idempotent; returns whether the chain had to be created.
+/// Table mode's node-wide nftables objects, both of them: the host-service filter and the VPC
+/// marks. Idempotent; returns what had to be created.
 ///
-/// As for [`protect_host_services`], the map, chain and rule are created in one `nft -f -`
-/// transaction, once per node: their chain seen over netlink means all three are there.
-/// `meta mark set` replaces the whole mark, which is none on these packets (a packet crossing a
-/// veth between namespaces, or written to a tap, carries no mark) and which runs before anything
-/// else could set one.
+/// - Host services: host sockets bound to the wildcard address would be reachable from pods at
+///   their gateway address (a VRF hides them). TCP and UDP from `G*` interfaces to the host
+///   itself are rejected in an input chain of our own table; pings and forwarding are
+///   unaffected.
+/// - VPC marks: a packet from a VPC host interface gets its VPC's mark, which the VPC's
+///   `fwmark` rule steers into its table; packets of interfaces not in the map are untouched.
+///   The map's elements (one per attachment) are written over netlink
+///   ([`super::nftables::map`]). `meta mark set` replaces the whole mark, which is none on
+///   these packets (a packet crossing a veth between namespaces, or written to a tap, carries
+///   no mark) and which runs before anything else could set one.
+///
+/// One chain dump (netlink, no process) tells which are there; whatever is missing is created
+/// by one `nft -f -` transaction, so a node's first table-mode ADD starts one `nft` process,
+/// and every later one none. Each part's chain is created in the same transaction as its rule
+/// (and map), so a chain seen means its part is complete.
+pub fn prepare_table_mode() -> Result<Prepared, NetError> {
+    create_missing(Prepared {
+        host_services: true,
+        vpc_marks: true,
+    })
+}
+
+/// The VPC marks alone ([`prepare_table_mode`]); returns whether they had to be created.
 pub fn mark_vpc_traffic() -> Result<bool, NetError> {
-    if super::nftables::has_chain(super::nftables::FAMILY_INET, OWN_TABLE, VPC_MARKS)? {
-        return Ok(false);
+    create_missing(Prepared {
+        host_services: false,
+        vpc_marks: true,
+    })
+    .map(|created| created.vpc_marks)
+}
+
+/// Creates whichever of `wanted`'s parts is missing, in one `nft` transaction.
+fn create_missing(wanted: Prepared) -> Result<Prepared, NetError> {
+    let chains = super::nftables::chains()?;
+    let has = |name: &str| {
+        chains.iter().any(|c| {
+            c.family == super::nftables::FAMILY_INET && c.table == OWN_TABLE && c.name == name
+        })
+    };
+    let missing = Prepared {
+        host_services: wanted.host_services && !has(OWN_INPUT_CHAIN),
+        vpc_marks: wanted.vpc_marks && !has(VPC_MARKS),
+    };
+    if missing == Prepared::default() {
+        return Ok(missing);
     }
-    if !available() {
-        return Err(NetError::Unsupported {
-            what: "table-mode VPC marks need nft (Debian package nftables) once per node".into(),
-        });
+    let mut batch = format!("add table inet {OWN_TABLE}\n");
+    if missing.host_services {
+        batch.push_str(&format!(
+            "add chain inet {OWN_TABLE} {OWN_INPUT_CHAIN} {{ type filter hook input priority 0 ; policy accept ; }}\n\
+             add rule inet {OWN_TABLE} {OWN_INPUT_CHAIN} iifname \"G*\" meta l4proto {{ tcp, udp }} reject comment \"galactic:host-services\"\n"
+        ));
     }
-    nft_batch(&format!(
-        "add table inet {OWN_TABLE}\n\
-         add map inet {OWN_TABLE} {VPC_MARKS} {{ type ifname : mark ; }}\n\
-         add chain inet {OWN_TABLE} {VPC_MARKS} {{ type filter hook prerouting priority {VPC_MARKS_PRIORITY} ; policy accept ; }}\n\
-         add rule inet {OWN_TABLE} {VPC_MARKS} meta mark set iifname map @{VPC_MARKS} comment \"galactic:vpc-marks\"\n"
-    ))?;
-    Ok(true)
+    if missing.vpc_marks {
+        batch.push_str(&format!(
+            "add map inet {OWN_TABLE} {VPC_MARKS} {{ type ifname : mark ; }}\n\
+             add chain inet {OWN_TABLE} {VPC_MARKS} {{ type filter hook prerouting priority {VPC_MARKS_PRIORITY} ; policy accept ; }}\n\
+             add rule inet {OWN_TABLE} {VPC_MARKS} meta mark set iifname map @{VPC_MARKS} comment \"galactic:vpc-marks\"\n"
+        ));
+    }
+    nft_batch(&batch)?;
+    Ok(missing)
 }
 
 #[cfg(test)]

@@ -7,12 +7,15 @@
 //! socket ([`rules`]); `nft` runs only to create the table-mode host-service filter, once per node.
 
 use super::NetError;
-use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
 use std::io;
 
 pub mod map;
+pub mod mark_users;
 mod message;
 pub mod rules;
+mod socket;
+
+pub use socket::{hold_closes, HeldCloses};
 
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFT_MSG_GETCHAIN: u16 = 4;
@@ -56,20 +59,36 @@ pub fn has_chain(family: u8, table: &str, name: &str) -> Result<bool, NetError> 
         .any(|c| c.family == family && c.table == table && c.name == name))
 }
 
+/// The ruleset's generation: the kernel counts it up by one with every committed transaction
+/// (an `nft -f` run, a netlink batch), so the difference between two readings is how many
+/// changes of the ruleset were made in between.
+pub fn generation() -> Result<u32, NetError> {
+    const NFT_MSG_GETGEN: u16 = 16;
+    const NFTA_GEN_ID: u16 = 1;
+    let msg = message::Message::nftables(NFT_MSG_GETGEN, NLM_F_REQUEST | message::NLM_F_ACK, 0);
+    let ids = message::dump("read the nftables generation", msg, |attrs, out| {
+        out.extend(attributes(attrs).find_map(|(kind, value)| match value {
+            [a, b, c, d, ..] if kind == NFTA_GEN_ID => Some(u32::from_be_bytes([*a, *b, *c, *d])),
+            _ => None,
+        }))
+    })?;
+    ids.first().copied().ok_or_else(|| NetError::Unsupported {
+        what: "the nftables generation".into(),
+    })
+}
+
 /// Every chain of every family (none when the kernel has no nf_tables).
 pub fn chains() -> Result<Vec<Chain>, NetError> {
     let io_err = |source: io::Error| NetError::Io {
         what: "dump nftables chains".into(),
         source,
     };
-    let mut socket = match Socket::new(NETLINK_NETFILTER) {
+    let socket = match socket::open() {
         Ok(socket) => socket,
         // A kernel without nfnetlink has no nftables ruleset.
         Err(e) if e.raw_os_error() == Some(libc::EPROTONOSUPPORT) => return Ok(Vec::new()),
         Err(e) => return Err(io_err(e)),
     };
-    socket.bind_auto().map_err(io_err)?;
-    socket.connect(&SocketAddr::new(0, 0)).map_err(io_err)?;
     socket.send(&request(), 0).map_err(io_err)?;
     let mut chains = Vec::new();
     loop {

@@ -582,3 +582,140 @@ fn vpc_mark_elements_written_over_netlink_and_by_nft_are_the_same_elements() {
     })
     .unwrap();
 }
+
+#[test]
+fn a_nodes_table_mode_objects_are_created_by_one_nft_transaction() {
+    use super::firewall::{prepare_table_mode, Prepared};
+    use super::nftables::generation;
+    galactic_testns::privileged!();
+    let host = TestNetns::new("tprep");
+    let ns = Netns::open(&host.path()).unwrap();
+    let nft = |args: &str| {
+        let out = host.exec(&["nft", args]);
+        assert!(out.status.success(), "nft {args}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let both = Prepared {
+        host_services: true,
+        vpc_marks: true,
+    };
+    super::netns::run_in(&ns, || {
+        let before = generation().unwrap();
+        assert_eq!(
+            prepare_table_mode().unwrap(),
+            both,
+            "a fresh node has neither"
+        );
+        assert_eq!(
+            generation().unwrap(),
+            before + 1,
+            "the filter and the marks are one transaction (one nft run)"
+        );
+        assert_eq!(prepare_table_mode().unwrap(), Prepared::default());
+        assert_eq!(generation().unwrap(), before + 1, "then seen, nothing run");
+    })
+    .unwrap();
+    // A node whose marks are gone (or that never had them: the release before decision 0076)
+    // gets them alone, and keeps one host-service rule.
+    nft("delete chain inet galactic vpc_marks");
+    nft("delete map inet galactic vpc_marks");
+    super::netns::run_in(&ns, || {
+        let before = generation().unwrap();
+        let marks_only = Prepared {
+            host_services: false,
+            vpc_marks: true,
+        };
+        assert_eq!(prepare_table_mode().unwrap(), marks_only);
+        assert_eq!(generation().unwrap(), before + 1);
+    })
+    .unwrap();
+    let listed = nft("list table inet galactic");
+    assert_eq!(
+        listed.matches("galactic:host-services").count(),
+        1,
+        "{listed}"
+    );
+    assert_eq!(listed.matches("galactic:vpc-marks").count(), 1, "{listed}");
+    assert!(listed.contains("map vpc_marks"), "{listed}");
+}
+
+#[test]
+fn rules_outside_our_table_that_set_or_match_mark_bits_are_found_with_their_bits() {
+    use super::nftables::mark_users::mark_users;
+    galactic_testns::privileged!();
+    let host = TestNetns::new("mkusers");
+    let ns = Netns::open(&host.path()).unwrap();
+    let nft = |args: &str| {
+        let out = host.exec(&["nft", args]);
+        assert!(out.status.success(), "nft {args}: {out:?}");
+    };
+    nft("add table inet galactic");
+    nft("add chain inet galactic c");
+    nft("add rule inet galactic c meta mark set 0x01000000");
+    nft("add table ip other");
+    nft("add chain ip other pre { type filter hook prerouting priority -150 ; }");
+    nft("add rule ip other pre meta mark set mark or 0x4000");
+    nft("add rule ip other pre meta mark set 0x10");
+    nft("add rule ip other pre meta mark and 0xffff0000 == 0x00010000 accept");
+    nft("add rule ip other pre iifname \"eth0\" accept");
+    let users = super::netns::run_in(&ns, || mark_users("galactic"))
+        .unwrap()
+        .unwrap();
+    let found: Vec<(bool, u32)> = users.iter().map(|u| (u.sets, u.bits)).collect();
+    assert_eq!(
+        found,
+        vec![(true, 0x4000), (true, u32::MAX), (false, 0xffff_0000)],
+        "{users:?}"
+    );
+    assert!(users.iter().all(|u| u.table == "other" && u.chain == "pre"));
+    let overlapping: Vec<_> = users.iter().filter(|u| u.bits & 0xff00_0000 != 0).collect();
+    assert_eq!(
+        overlapping.len(),
+        2,
+        "kube-proxy-like 0x4000 is clear of the default mask"
+    );
+    // iptables-nft's MARK target and mark match (xtables compat expressions).
+    let ipt = |args: &[&str]| {
+        let mut argv = vec!["iptables-nft"];
+        argv.extend_from_slice(args);
+        let out = host.exec(&argv);
+        assert!(out.status.success(), "{argv:?}: {out:?}");
+    };
+    if host.exec(&["iptables-nft", "--version"]).status.success() {
+        ipt(&[
+            "-t",
+            "mangle",
+            "-A",
+            "PREROUTING",
+            "-j",
+            "MARK",
+            "--set-xmark",
+            "0x10000/0xffff0000",
+        ]);
+        ipt(&[
+            "-t",
+            "mangle",
+            "-A",
+            "PREROUTING",
+            "-m",
+            "mark",
+            "--mark",
+            "0x4000/0x4000",
+            "-j",
+            "ACCEPT",
+        ]);
+        let users = super::netns::run_in(&ns, || mark_users("galactic"))
+            .unwrap()
+            .unwrap();
+        let mangle: Vec<(bool, u32)> = users
+            .iter()
+            .filter(|u| u.table == "mangle")
+            .map(|u| (u.sets, u.bits))
+            .collect();
+        assert_eq!(
+            mangle,
+            vec![(true, 0xffff_0000), (false, 0x4000)],
+            "{users:?}"
+        );
+    }
+}

@@ -17,6 +17,7 @@ mod go_configs;
 mod hostile_nad;
 mod killed;
 mod last_attachment;
+mod mark_mask;
 mod overlap;
 mod protocol;
 mod requests;

@@ -132,8 +132,8 @@ pub fn prepare_node(nl: &Netlink) -> Result<Vec<String>, NetError> {
         restored.push("moved the local rule after the VPC rules".to_owned());
     }
     sysctl::set_global("ipv4.icmp_errors_use_inbound_ifaddr", "1")?;
-    firewall::protect_host_services()?;
-    if marks::prepare_node()? {
+    // One chain dump, and on a node's first ADD one `nft` run for both (decision 0082).
+    if firewall::prepare_table_mode()?.vpc_marks {
         restored.push("created the VPC-mark chain inet galactic vpc_marks".to_owned());
     }
     Ok(restored)

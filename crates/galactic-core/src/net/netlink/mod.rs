@@ -7,12 +7,14 @@
 
 mod address;
 mod link;
+mod link_watch;
 mod neighbour;
 mod route;
 mod rule;
 
 pub use address::AddrFlags;
 pub use link::Link;
+pub use link_watch::{LinkWatch, Watched};
 pub use neighbour::{format_mac, parse_mac, NeighState, Neighbour};
 pub use route::{masked, RouteKind, RouteLookup, RouteSpec, UplinkRoute};
 pub use rule::{MarkMatch, RuleSpec};

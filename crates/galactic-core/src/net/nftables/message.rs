@@ -2,47 +2,17 @@
 //! dumping objects. Shared by the chains' rules ([`super::rules`]) and the VPC-mark map's
 //! elements ([`super::map`]).
 
+use super::socket::open;
 use super::{align, error, messages, NFGENMSG_LEN, NLMSG_DONE, NLMSG_ERROR};
 use super::{NFNL_SUBSYS_NFTABLES, NLM_F_REQUEST};
 use crate::net::NetError;
-use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
 use std::io;
-use std::os::fd::AsRawFd;
 
 const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
 const NFNL_MSG_BATCH_END: u16 = 0x11;
 pub(super) const NLM_F_ACK: u16 = 0x4;
 pub(super) const NLM_F_CREATE: u16 = 0x400;
 const NLA_F_NESTED: u16 = 0x8000;
-/// How long a reply may take before the call fails (the kernel answers at once; this bounds a
-/// wedged socket, never a normal call).
-const REPLY_TIMEOUT_SECS: u8 = 5;
-
-/// A netfilter netlink socket with a bounded wait for replies.
-pub(super) fn open() -> io::Result<Socket> {
-    let mut socket = Socket::new(NETLINK_NETFILTER)?;
-    socket.bind_auto()?;
-    socket.connect(&SocketAddr::new(0, 0))?;
-    let timeout = libc::timeval {
-        tv_sec: REPLY_TIMEOUT_SECS.into(),
-        tv_usec: 0,
-    };
-    // SAFETY: a valid socket descriptor, a pointer to a timeval and its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            std::ptr::addr_of!(timeout).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(socket)
-}
-
 pub(super) fn io_error(what: String, source: io::Error) -> NetError {
     NetError::Io { what, source }
 }
