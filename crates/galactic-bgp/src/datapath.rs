@@ -184,11 +184,9 @@ pub fn register(a: &Attachment<'_>, usid: Usid) -> Result<AttachmentRecord, BgpE
 /// §6.7 steps 12–13: the node's SRv6 source address (its SID base, as upstream's newest ADD
 /// and repair write it) and public uplink. They fail open: the datapath falls back to the
 /// kernel's path without them, so a failure is a warning and each row is written when it can.
-/// The uplink is resolved from the node's links, IPv6 routes of every table and neighbours
-/// (a dump of each, as large as the node) by the first ADD for the node config's
-/// `ebpf_interfaces` ([`UplinkAttempt`]), whether it resolved or not; then GC resolves it again
-/// ([`refresh_public_uplink`]), so an attachment's ADD does not pay the node's size for a
-/// node-wide row (decision 0079).
+/// Both are rewritten by every ADD, as upstream's ADD does, so a changed uplink MAC or next hop
+/// reaches the datapath with the next pod; the uplink at a cost independent of the node's size
+/// ([`register_public_uplink`], decision 0079).
 fn register_node_rows(node: &NodeConfig, usid: Usid) {
     let pin_dir = node.bpf_pin_dir.as_path();
     let base = usid.node_sid_base();
@@ -202,82 +200,100 @@ fn register_node_rows(node: &NodeConfig, usid: Usid) {
             json!({"addr": base.to_string(), "err": e.to_string()}),
         ),
     }
-    let attempt = UplinkAttempt::of(node);
-    if attempt.made() {
-        log::debug(
-            "ADD: node public uplink resolved already for these ebpf_interfaces; GC resolves it again",
-            json!({"uplink": registry::public_uplink(pin_dir).ok().flatten().map(|r| r.link_ifindex)}),
-        );
+    register_public_uplink(node);
+}
+
+/// The public uplink row of an ADD. A configured `ebpf_interfaces` is resolved by name (one
+/// link request and that link's neighbours). Auto-detection reads every link and every IPv6
+/// route of the node, so only the first ADD runs it and records the interface it chose
+/// ([`DetectedUplink`]); later ADDs resolve that interface by name, and galactic-bgp's GC
+/// detects again ([`refresh_public_uplink`]).
+fn register_public_uplink(node: &NodeConfig) {
+    if !node.ebpf_interfaces.is_empty() {
+        write_public_uplink(node, "ADD", &node.ebpf_interfaces);
         return;
     }
-    write_public_uplink(node, "ADD");
-    attempt.record();
-}
-
-/// GC: the public uplink resolved again from the node's links, routes and neighbours and
-/// rewritten, on a node where an ADD resolved it before (a changed uplink or next hop is
-/// picked up here, not by every ADD). Fails open, as ADD's write.
-pub fn refresh_public_uplink(node: &NodeConfig) {
-    let attempt = UplinkAttempt::of(node);
-    if node.ebpf_datapath && attempt.path.exists() {
-        write_public_uplink(node, "GC");
-        attempt.record();
+    let detected = DetectedUplink::of(node);
+    match detected.recorded() {
+        Some(Some(interface)) => {
+            write_public_uplink(node, "ADD", &[interface]);
+        }
+        Some(None) => log::debug(
+            "ADD: no eBPF interface was detected on this node; galactic-bgp's GC detects again",
+            json!({}),
+        ),
+        None => detected.record(write_public_uplink(node, "ADD", &[])),
     }
 }
 
-/// `<state_dir>/bgp-attachments/uplink-attempt`: the node config's `ebpf_interfaces` the public
-/// uplink was last resolved for (a JSON list), resolved or not. Written after the attempt, so a
-/// process killed before it leaves the next ADD to resolve again; a changed list is resolved
-/// again by the next ADD.
-struct UplinkAttempt {
+/// GC: the public uplink resolved again and rewritten on a node where an ADD registered
+/// datapath rows, auto-detection included (an interface that changed its role is picked up
+/// here). Fails open, as ADD's write.
+pub fn refresh_public_uplink(node: &NodeConfig) {
+    if !node.ebpf_datapath {
+        return;
+    }
+    if !node.ebpf_interfaces.is_empty() {
+        write_public_uplink(node, "GC", &node.ebpf_interfaces);
+        return;
+    }
+    let detected = DetectedUplink::of(node);
+    if detected.path.exists() {
+        detected.record(write_public_uplink(node, "GC", &[]));
+    }
+}
+
+/// `<state_dir>/bgp-attachments/uplink-detected`: the interface auto-detection chose for the
+/// public uplink (a JSON string), or `null` when it found none. Written after the detection, so
+/// a process killed before it leaves the next ADD to detect again.
+struct DetectedUplink {
     path: std::path::PathBuf,
     /// Held by its writer (the atomic write's rule: one writer of a file at a time).
     lock: std::path::PathBuf,
-    interfaces: Vec<String>,
 }
 
-impl UplinkAttempt {
+impl DetectedUplink {
     fn of(node: &NodeConfig) -> Self {
         Self {
             path: node
                 .state_dir
                 .join(crate::publications::DIR)
-                .join("uplink-attempt"),
+                .join("uplink-detected"),
             lock: node.state_dir.join("locks").join("bgp-uplink"),
-            interfaces: node.ebpf_interfaces.clone(),
         }
     }
 
-    /// Whether the uplink was resolved for these interfaces already.
-    fn made(&self) -> bool {
-        galactic_core::state::read_json::<Vec<String>>(&self.path)
+    /// What the last detection chose: `None` when none is recorded (or it cannot be read, and
+    /// the caller detects again).
+    fn recorded(&self) -> Option<Option<String>> {
+        galactic_core::state::read_json::<Option<String>>(&self.path)
             .ok()
             .flatten()
-            .is_some_and(|last| last == self.interfaces)
     }
 
-    /// Records the attempt (best effort: without it the next ADD resolves again).
-    fn record(&self) {
+    /// Records a detection (best effort: without it the next ADD detects again).
+    fn record(&self, interface: Option<String>) {
         let written = galactic_core::lockfile::acquire(&self.lock, LOCAL_LOCK_WAIT)
             .map_err(|e| e.to_string())
             .and_then(|_held| {
-                galactic_core::state::write_json(&self.path, &self.interfaces)
-                    .map_err(|e| e.to_string())
+                galactic_core::state::write_json(&self.path, &interface).map_err(|e| e.to_string())
             });
         if let Err(e) = written {
             log::warn(
-                "could not record the public uplink's resolution; the next ADD resolves it again",
+                "could not record the public uplink's detection; the next ADD detects again",
                 json!({"err": e}),
             );
         }
     }
 }
 
-/// Resolves and writes `public_uplink_table[0]`; a failure is a warning of `verb`.
-fn write_public_uplink(node: &NodeConfig, verb: &str) {
+/// Resolves `public_uplink_table[0]` from the first of `interfaces` (auto-detected when
+/// empty) and writes it; a failure is a warning of `verb`. Returns the interface it resolved
+/// from, when one was found.
+fn write_public_uplink(node: &NodeConfig, verb: &str, interfaces: &[String]) -> Option<String> {
     let pin_dir = node.bpf_pin_dir.as_path();
     let rows = match Netlink::current() {
-        Ok(nl) => uplink::resolve_node_rows(&nl, &node.ebpf_interfaces),
+        Ok(nl) => uplink::resolve_node_rows(&nl, interfaces),
         Err(e) => uplink::NodeRows {
             interface: None,
             uplink: Err(e.to_string()),
@@ -299,6 +315,7 @@ fn write_public_uplink(node: &NodeConfig, verb: &str) {
             json!({"interface": rows.interface, "err": why}),
         ),
     }
+    rows.interface
 }
 
 fn attach(pin_dir: &Path, ifname: &str, priority: u16) -> Result<(), BgpError> {

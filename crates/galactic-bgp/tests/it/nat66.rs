@@ -715,3 +715,60 @@ fn opting_in_without_a_node_shard_or_with_conflicting_names_is_a_config_error() 
     node.env.clear();
     node.master_del(&pod, "G", &prev);
 }
+
+/// The uplink's next hop moved to a router with another MAC: the node's neighbour table now says
+/// `mac`, and nothing else of up0's.
+fn move_uplink_neighbour(node: &Node, mac: &str) {
+    node.host
+        .netns
+        .ip(&["-6", "neigh", "flush", "dev", "up0", "nud", "all"]);
+    node.host.netns.ip(&[
+        "-6",
+        "neigh",
+        "replace",
+        "2001:db8:f::1",
+        "lladdr",
+        mac,
+        "dev",
+        "up0",
+        "nud",
+        "permanent",
+    ]);
+}
+
+#[test]
+fn a_changed_uplink_next_hop_reaches_the_row_with_the_next_add_detected_or_configured() {
+    galactic_testkit::privileged!();
+    let node = with_default_route(node("n66mv", json!({})));
+    node.internet_egress(None);
+    let up0 = node.ifindex("up0");
+    let row = |dmac: [u8; 6]| {
+        let mut row = up0.to_ne_bytes().to_vec();
+        row.extend_from_slice(&dmac);
+        row.extend_from_slice(&UP_MAC);
+        row
+    };
+    let first = Pod::new("n66m1");
+    let r1 = node.add(&first, "G");
+    assert_eq!(node.public_uplink(), row(FABRIC_MAC), "detected: up0");
+
+    // Auto-detected: the next ADD resolves the interface the first one chose, by name.
+    move_uplink_neighbour(&node, "02:00:00:00:0b:02");
+    let second = Pod::new("n66m2");
+    let r2 = node.add(&second, "H");
+    assert_eq!(node.public_uplink(), row([2, 0, 0, 0, 0x0b, 2]));
+
+    // Configured: every ADD resolves it.
+    node.host
+        .node
+        .merge_config(json!({"ebpf_interfaces": "up0"}));
+    move_uplink_neighbour(&node, "02:00:00:00:0b:03");
+    let third = Pod::new("n66m3");
+    let r3 = node.add(&third, "I");
+    assert_eq!(node.public_uplink(), row([2, 0, 0, 0, 0x0b, 3]));
+    assert!(node.warnings().is_empty(), "{:?}", node.warnings());
+
+    node.del(&third, "I", &r3);
+    node.del(&second, "H", &r2);
+    node.del(&first, "G", &r1);
+}
