@@ -17,8 +17,12 @@
 //! - its eBPF rows in the domain's current table, when its VRF was re-bound to another table
 //!   (only a registration that has a record is moved).
 //!
-//! It is cheap: one dump per object kind (links; rules and map elements; routes of the VPC table;
-//! addresses; neighbours), then set comparisons; a healthy VPC costs the dumps and nothing else.
+//! It reads only the VPC's own kernel objects ([`observe`]): the VPC table's routes, and per live
+//! attachment its interface, addresses, neighbours and (table mode) map element, each by a
+//! request the kernel filters or a lookup (VRF mode: the VRF's members in one dump), plus one
+//! dump of the node's policy rules (table mode; they grow with VPCs, not attachments). A healthy VPC costs those reads and set comparisons, whatever the other VPCs
+//! of the node hold. GC lists the rules once for all the domains it converges
+//! ([`recorded_domain`]), so its convergences together read the node once.
 //!
 //! Races. The convergence runs under the VPC's lock (`Records::lock_vpc`) and restores only
 //! records in stage `live`: an ADD writes its record `adding` and makes it `live` only once it has
@@ -31,19 +35,18 @@
 //! lock (`Domains::lock`). ADD holds its attachment's lock when it takes the VPC's; GC takes
 //! the VPC's lock, then the routing lock for the domain's repair, and no attachment lock.
 
+mod observe;
+
 use crate::gateway;
 use galactic_core::attachment::{Configured, Record, Records, Stage};
 use galactic_core::ident::{vrf_name, VpcId};
 use galactic_core::ip::Family;
 use galactic_core::log;
-use galactic_core::net::domain::{marks, table, Backend, Domain, Domains};
-use galactic_core::net::netlink::{Link, Netlink, RouteSpec};
-use galactic_core::net::nftables::map::Element;
+use galactic_core::net::domain::{table, Backend, Domain, Domains};
+use galactic_core::net::netlink::{Link, Netlink, RuleSpec};
 use galactic_core::net::NetError;
-use ipnetwork::IpNetwork;
+use observe::{Gateways, Interface};
 use serde_json::json;
-use std::collections::{HashMap, HashSet};
-use std::net::IpAddr;
 use std::path::Path;
 
 /// What one convergence restored (each named) and what it could not.
@@ -57,12 +60,9 @@ pub struct Outcome {
     pub retired: Vec<String>,
 }
 
-/// The node's objects the host gateways are compared against, each kind dumped once.
-struct Dumps {
-    routes: Vec<RouteSpec>,
-    addresses: HashSet<(u32, IpNetwork)>,
-    neighbours: HashSet<(u32, IpAddr, String)>,
-}
+/// The node's policy rules of both families as GC listed them once for every domain it
+/// converges; an ADD's convergence dumps them itself.
+type NodeRules<'a> = Option<&'a [RuleSpec]>;
 
 /// The live attachments of `vpc` other than `except`, by their records.
 pub fn live_attachments(records: &[Record], vpc: &VpcId, except: Option<&str>) -> Vec<Record> {
@@ -84,33 +84,37 @@ pub fn attachments(
     except: Option<&str>,
     by: &str,
 ) -> Result<Outcome, NetError> {
+    converge(host, state_dir, domain, vpc, except, by, None)
+}
+
+/// [`attachments`], with the node's rules as `rules` lists them when given.
+fn converge(
+    host: &Netlink,
+    state_dir: &Path,
+    domain: &Domain,
+    vpc: &VpcId,
+    except: Option<&str>,
+    by: &str,
+    rules: NodeRules<'_>,
+) -> Result<Outcome, NetError> {
     let live = live_attachments(&Records::new(state_dir).of_vpc(vpc)?, vpc, except);
     let mut out = Outcome::default();
     if live.is_empty() {
         return Ok(out);
     }
-    let links: HashMap<String, Link> = host
-        .links()?
-        .into_iter()
-        .map(|l| (l.name.clone(), l))
-        .collect();
-    let present: Vec<(&Record, &Link)> = live
-        .iter()
-        .filter_map(|r| links.get(&r.host_ifname).map(|l| (r, l)))
-        .collect();
-    let elements = match domain.backend {
-        Backend::Table => marks::elements()?,
-        Backend::Vrf => Vec::new(),
-    };
+    let vrf = observe::vrf(host, domain, vpc)?;
+    let mut present = observe::interfaces(host, domain, vrf.as_ref(), &live)?;
     let node = Members {
         host,
         domain,
         vpc,
-        links: &links,
-        elements: &elements,
+        vrf: vrf.as_ref(),
     };
-    for (record, link) in &present {
-        node.restore(record, link, &mut out);
+    let mut selected = Vec::new();
+    for interface in &mut present {
+        if node.restore(interface, &mut out) {
+            selected.push(interface.link.name.clone());
+        }
     }
     if domain.backend == Backend::Table {
         // Between the new selection and the old one's removal: a test holds the convergence
@@ -118,15 +122,15 @@ pub fn attachments(
         if let Err(e) = galactic_core::failpoint::hit("converge-before-retire") {
             out.failed.push(e.to_string());
         } else {
-            retire_legacy_rules(host, domain, &present, &mut out)?;
+            retire_legacy_rules(host, domain, &selected, rules, &mut out)?;
         }
     }
     // Enslaving a device cycles it down and up, which flushes its IPv6 addresses and its
-    // neighbours: those are dumped after the memberships are restored.
-    let dumps = Dumps::read(host, domain)?;
-    for (record, link) in &present {
+    // neighbours: those are read after the memberships are restored.
+    let gateways = Gateways::read(host, domain, &present)?;
+    for Interface { record, link, .. } in &present {
         match &record.configured {
-            Some(configured) => host_gateway(host, domain, &dumps, link, configured, &mut out),
+            Some(configured) => host_gateway(host, domain, &gateways, link, configured, &mut out),
             None => log::info(
                 "converge: the attachment's addresses are not recorded (a record of an older release); its pod routes come back with its next ADD",
                 json!({"hostIfname": record.host_ifname, "vpc": domain.vpc}),
@@ -138,33 +142,34 @@ pub fn attachments(
     Ok(out)
 }
 
-/// What the memberships are compared against: the domain and the node's links and (table
-/// mode) map elements, each dumped once.
+/// What the memberships are restored against: the domain and, VRF mode, its device.
 struct Members<'a> {
     host: &'a Netlink,
     domain: &'a Domain,
     vpc: &'a VpcId,
-    links: &'a HashMap<String, Link>,
-    elements: &'a [Element],
+    vrf: Option<&'a Link>,
 }
 
 /// Table mode: the `iif` rules of a previous release (and `fwmark` rules of a former mask) of
-/// the attachments whose elements are now in place, removed. The elements are dumped again:
-/// only an interface the map selects loses its old rule.
+/// the attachments `selected` by their elements, removed: only an interface the map selects
+/// loses its old rule. `rules` lists the node's rules (GC's listing), or they are dumped here.
 fn retire_legacy_rules(
     host: &Netlink,
     domain: &Domain,
-    present: &[(&Record, &Link)],
+    selected: &[String],
+    rules: NodeRules<'_>,
     out: &mut Outcome,
 ) -> Result<(), NetError> {
-    let elements = marks::elements()?;
-    let migrated: Vec<&str> = present
-        .iter()
-        .map(|(_, link)| link.name.as_str())
-        .filter(|name| !table::is_detached(&elements, domain, name))
-        .collect();
-    let rules = [host.rules(Family::V4)?, host.rules(Family::V6)?].concat();
-    match table::retire_legacy_rules(host, domain, &rules, &migrated) {
+    let dumped;
+    let rules = match rules {
+        Some(rules) => rules,
+        None => {
+            dumped = [host.rules(Family::V4)?, host.rules(Family::V6)?].concat();
+            &dumped
+        }
+    };
+    let migrated: Vec<&str> = selected.iter().map(String::as_str).collect();
+    match table::retire_legacy_rules(host, domain, rules, &migrated) {
         Ok(retired) => out.retired.extend(retired.iter().map(|r| {
             format!(
                 "{} rule at {} {} lookup {}",
@@ -189,72 +194,58 @@ fn retire_legacy_rules(
 
 impl Members<'_> {
     /// The attachment's membership of the domain: enslaved to the VRF and up, or its map
-    /// element.
-    fn restore(&self, record: &Record, link: &Link, out: &mut Outcome) {
+    /// element. Returns whether the map selects the interface now (table mode).
+    fn restore(&self, interface: &mut Interface<'_>, out: &mut Outcome) -> bool {
         let Self {
             host,
             domain,
             vpc,
-            links,
-            elements,
+            vrf,
         } = *self;
+        let link = &mut interface.link;
         match domain.backend {
             Backend::Vrf => {
                 let name = vrf_name(vpc);
-                let Some(vrf) = links
-                    .get(&name)
-                    .filter(|l| l.kind.as_deref() == Some("vrf"))
-                else {
+                let Some(vrf) = vrf else {
                     // `ensure` ran just before: a VRF missing now is a failure of that repair.
                     out.failed
                         .push(format!("VRF {name} is missing: {} not enslaved", link.name));
-                    return;
+                    return false;
                 };
                 if link.controller != Some(vrf.index) {
-                    attempt(out, format!("enslaved {} to {name}", link.name), || {
-                        host.set_controller(link.index, vrf.index)
-                    });
+                    let (index, controller) = (link.index, vrf.index);
+                    if attempt(out, format!("enslaved {} to {name}", link.name), || {
+                        host.set_controller(index, controller)
+                    }) {
+                        link.controller = Some(controller);
+                    }
                 }
                 if !link.up {
-                    attempt(out, format!("set {} up", link.name), || {
-                        host.set_up(link.index)
-                    });
+                    let index = link.index;
+                    if attempt(out, format!("set {} up", link.name), || host.set_up(index)) {
+                        link.up = true;
+                    }
                 }
+                false
             }
             Backend::Table => {
-                if table::is_detached(elements, domain, &record.host_ifname) {
-                    let mark = domain
-                        .mark
-                        .map_or_else(String::new, |m| format!("{:#x}", m.value));
-                    attempt(
-                        out,
-                        format!(
-                            "element '{} : {mark}' of map inet galactic vpc_marks",
-                            link.name
-                        ),
-                        || table::reattach(elements, domain, &link.name),
-                    );
+                let elements = interface.element.as_slice();
+                if !table::is_detached(elements, domain, &link.name) {
+                    return true;
                 }
+                let mark = domain
+                    .mark
+                    .map_or_else(String::new, |m| format!("{:#x}", m.value));
+                attempt(
+                    out,
+                    format!(
+                        "element '{} : {mark}' of map inet galactic vpc_marks",
+                        link.name
+                    ),
+                    || table::reattach(elements, domain, &link.name),
+                )
             }
         }
-    }
-}
-
-impl Dumps {
-    fn read(host: &Netlink, domain: &Domain) -> Result<Self, NetError> {
-        Ok(Self {
-            routes: [
-                host.routes(Family::V4, domain.table)?,
-                host.routes(Family::V6, domain.table)?,
-            ]
-            .concat(),
-            addresses: host.all_addresses()?.into_iter().collect(),
-            neighbours: host
-                .all_permanent_neighbours()?
-                .into_iter()
-                .map(|(i, ip, mac)| (i, ip, mac.to_ascii_lowercase()))
-                .collect(),
-        })
     }
 }
 
@@ -262,7 +253,7 @@ impl Dumps {
 fn host_gateway(
     host: &Netlink,
     domain: &Domain,
-    dumps: &Dumps,
+    dumps: &Gateways,
     link: &Link,
     configured: &Configured,
     out: &mut Outcome,
@@ -335,11 +326,21 @@ fn datapath(state_dir: &Path, domain: &Domain, record: &Record, out: &mut Outcom
     }
 }
 
-/// Runs one restoration, naming it in `out` as restored or failed.
-fn attempt(out: &mut Outcome, what: String, restore: impl FnOnce() -> Result<(), NetError>) {
+/// Runs one restoration, naming it in `out` as restored or failed; whether it succeeded.
+fn attempt(
+    out: &mut Outcome,
+    what: String,
+    restore: impl FnOnce() -> Result<(), NetError>,
+) -> bool {
     match restore() {
-        Ok(()) => out.restored.push(what),
-        Err(e) => out.failed.push(format!("{what}: {e}")),
+        Ok(()) => {
+            out.restored.push(what);
+            true
+        }
+        Err(e) => {
+            out.failed.push(format!("{what}: {e}"));
+            false
+        }
     }
 }
 
@@ -367,12 +368,15 @@ fn report(domain: &Domain, by: &str, out: &Outcome) {
 
 /// GC's convergence of one recorded domain whose VPC has records: under the VPC's lock, the
 /// domain repaired (under the routing lock), then its attachments; nothing when the VPC's last
-/// record went since GC listed them.
+/// record went since GC listed them. `rules` are the node's policy rules as GC listed them once
+/// for all its domains (a rule another convergence adds or removes meanwhile is the VPC's own,
+/// which this one neither lists nor touches).
 pub fn recorded_domain(
     host: &Netlink,
     state_dir: &Path,
     domains: &Domains,
     recorded: &Domain,
+    rules: &[RuleSpec],
 ) -> Result<Outcome, NetError> {
     let vpc = VpcId::parse(&recorded.vpc)
         .map_err(|e| NetError::Conflict(format!("recorded VPC id {}: {e}", recorded.vpc)))?;
@@ -396,5 +400,13 @@ pub fn recorded_domain(
             json!({"vpc": ensured.domain.vpc, "table": ensured.domain.table, "restored": restored}),
         );
     }
-    attachments(host, state_dir, &ensured.domain, &vpc, None, "GC")
+    converge(
+        host,
+        state_dir,
+        &ensured.domain,
+        &vpc,
+        None,
+        "GC",
+        Some(rules),
+    )
 }

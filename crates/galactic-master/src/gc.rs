@@ -222,13 +222,23 @@ fn converge_domains(
     // test can remove a listed VPC's last attachment meanwhile (`converge::recorded_domain`
     // then finds no record and leaves the domain removed).
     let _ = galactic_core::failpoint::hit("gc-before-converge");
+    // Listed once for every domain: the node's rules grow with its VPCs, and a listing per
+    // domain made GC's convergences cost the VPCs' square.
+    let rules = match Family::ALL
+        .into_iter()
+        .map(|family| host.rules(family))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(rules) => rules.concat(),
+        Err(e) => return vec![MasterError::node("list the node's policy rules")(e)],
+    };
     let mut failures = Vec::new();
     for d in recorded {
         if !VpcId::parse(&d.vpc).is_ok_and(|v| in_use.contains(&v.hex())) {
             continue;
         }
         let part = format!("VPC {}", d.vpc);
-        match converge::recorded_domain(host, &req.node.state_dir, domains, &d) {
+        match converge::recorded_domain(host, &req.node.state_dir, domains, &d, &rules) {
             Ok(out) if out.failed.is_empty() => {}
             Ok(out) => failures.push(MasterError::Converge {
                 vpc: d.vpc.clone(),

@@ -2,6 +2,7 @@
 //! throwaway network namespace, each pod another one.
 //!
 //! - [`attach`]: ADD/CHECK/DEL of every addressing mode, reachability and isolation, retries;
+//! - [`cost`]: what ADD and GC read of the node, as the node grows in attachments and VPCs;
 //! - [`lifecycle`]: failures at every step, DEL after the pod or config changed, claims, GC,
 //!   refusals, the host services filter, the VRF backend;
 //! - [`marks`]: table mode's VPC selection by firewall mark: isolation with pod-set marks, the
@@ -11,6 +12,7 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] functions
 
 mod attach;
+mod cost;
 mod lifecycle;
 mod marks;
 mod temporaries;

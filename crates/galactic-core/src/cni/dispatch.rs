@@ -158,12 +158,12 @@ pub fn run_step<E: ErrorCode>(
                 Ok(()) => log::finish_operation(
                     log::Level::Info,
                     &format!("{step}: done"),
-                    json!({"durationMs": elapsed_ms}),
+                    closing(elapsed_ms, json!({})),
                 ),
                 Err(e) => log::finish_operation(
                     log::Level::Error,
                     &format!("{step}: failed"),
-                    json!({"durationMs": elapsed_ms, "code": e.code, "err": e.to_string()}),
+                    closing(elapsed_ms, json!({"code": e.code, "err": e.to_string()})),
                 ),
             }
             outcome
@@ -175,6 +175,22 @@ pub fn run_step<E: ErrorCode>(
         },
         Err(e) => error_reply(&version, &e),
     })
+}
+
+/// The fields of an operation's closing log line: its own time (`durationMs`), the kernel
+/// objects it received over netlink (`netlinkReceived`, `net::netlink::received`: what it read
+/// of the node, which cost guards and the node-fill bench compare across node sizes), then
+/// `extra`.
+fn closing(elapsed_ms: f64, extra: serde_json::Value) -> serde_json::Value {
+    let mut fields = json!({"durationMs": elapsed_ms});
+    #[cfg(feature = "net")]
+    {
+        fields["netlinkReceived"] = json!(crate::net::netlink::received());
+    }
+    if let (Some(fields), serde_json::Value::Object(extra)) = (fields.as_object_mut(), extra) {
+        fields.extend(extra);
+    }
+    fields
 }
 
 /// The whole protocol as a function of the environment and stdin (testable without a process).
@@ -381,7 +397,7 @@ fn handle<P: Plugin>(plugin: &P, req: Request) -> Reply {
             log::finish_operation(
                 log::Level::Info,
                 &format!("{command}: done"),
-                json!({"durationMs": elapsed_ms}),
+                closing(elapsed_ms, json!({})),
             );
             Reply {
                 stdout: result.and_then(|r| serde_json::to_value(r).ok()),
@@ -392,7 +408,7 @@ fn handle<P: Plugin>(plugin: &P, req: Request) -> Reply {
             log::finish_operation(
                 log::Level::Error,
                 "DEL: step failed; reporting success so the runtime is not blocked",
-                json!({"durationMs": elapsed_ms, "code": e.code, "err": e.to_string()}),
+                closing(elapsed_ms, json!({"code": e.code, "err": e.to_string()})),
             );
             Reply {
                 stdout: None,
@@ -403,7 +419,7 @@ fn handle<P: Plugin>(plugin: &P, req: Request) -> Reply {
             log::finish_operation(
                 log::Level::Error,
                 &format!("{command}: failed"),
-                json!({"durationMs": elapsed_ms, "code": e.code, "err": e.to_string()}),
+                closing(elapsed_ms, json!({"code": e.code, "err": e.to_string()})),
             );
             error_reply(version, &e)
         }

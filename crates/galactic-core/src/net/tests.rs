@@ -719,3 +719,106 @@ fn rules_outside_our_table_that_set_or_match_mark_bits_are_found_with_their_bits
         );
     }
 }
+
+/// One link's addresses and neighbours, a controller's links, one neighbour entry and one
+/// element of the VPC-mark map are each read alone: the kernel filters the answer, so the messages received
+/// do not grow with the node's other links and elements. (A bridge stands in for the VRF as the
+/// controller: this machine's kernel may have no VRF, and the kernel's filter is the same.)
+#[test]
+fn a_links_and_a_controllers_objects_are_received_alone() {
+    use super::domain::marks::{self, Mark};
+    galactic_testns::privileged!();
+    let host = TestNetns::new("nlalone");
+    let peer = TestNetns::new("nlalonep");
+    let (ns, nl) = open(&host);
+    let peer_ns = Netns::open(&peer.path()).unwrap();
+    let mark = Mark {
+        value: 0x0100_0000,
+        mask: 0xff00_0000,
+    };
+    super::netns::run_in(&ns, || marks::prepare_node().unwrap()).unwrap();
+    // A link with two addresses and two permanent neighbours, enslaved to a controller, with
+    // its map element; it stays down, so no link-local address or multicast neighbour comes
+    // and goes.
+    let plant = |name: &str, n: u32, controller: Option<u32>| {
+        nl.create_veth(name, &format!("{name}p"), &peer_ns, None)
+            .unwrap();
+        let link = nl.require_link(name).unwrap();
+        if let Some(controller) = controller {
+            nl.set_controller(link.index, controller).unwrap();
+        }
+        let v6 = AddrFlags {
+            nodad: true,
+            noprefixroute: true,
+        };
+        nl.add_address(
+            link.index,
+            "10.9.0.1/32".parse().unwrap(),
+            AddrFlags::default(),
+        )
+        .unwrap();
+        nl.add_address(link.index, format!("fd09::{n:x}/128").parse().unwrap(), v6)
+            .unwrap();
+        let mac = format!("02:00:00:00:{:02x}:{:02x}", n / 256, n % 256);
+        for ip in [
+            format!("10.9.{}.{}", n / 256, n % 256),
+            format!("fd09::1:{n:x}"),
+        ] {
+            nl.replace_neighbour(link.index, ip.parse().unwrap(), &mac)
+                .unwrap();
+        }
+        super::netns::run_in(&ns, || marks::select(&[], name, mark).unwrap()).unwrap();
+        link
+    };
+    host.ip(&["link", "add", "ctl0", "type", "bridge"]);
+    let ctl = nl.require_link("ctl0").unwrap();
+    let mine = plant("mine0", 1, Some(ctl.index));
+    let measure = || {
+        let count = |read: &dyn Fn() -> usize| {
+            let before = super::netlink::received();
+            let objects = read();
+            (objects, super::netlink::received() - before)
+        };
+        [
+            count(&|| nl.addresses(mine.index).unwrap().len()),
+            count(&|| nl.permanent_neighbours(mine.index).unwrap().len()),
+            count(&|| nl.controller_links(ctl.index).unwrap().len()),
+            count(&|| {
+                let ip = "fd09::1:1".parse().unwrap();
+                usize::from(nl.neighbour(mine.index, ip).unwrap().is_some())
+            }),
+            // In the namespace's thread, which the count is of.
+            super::netns::run_in(&ns, || {
+                count(&|| usize::from(marks::element("mine0").unwrap() == Some(element(mark))))
+            })
+            .unwrap(),
+        ]
+    };
+    let alone = measure();
+    assert_eq!(
+        alone,
+        [(2, 2), (2, 2), (1, 1), (1, 1), (1, 1)],
+        "[addresses, neighbours, controller's links, one neighbour, element]"
+    );
+    for n in 2..42 {
+        plant(&format!("other{n}"), n, None);
+    }
+    assert_eq!(measure(), alone, "with 40 other links and elements");
+    super::netns::run_in(&ns, || {
+        assert_eq!(marks::element("nosuch0").unwrap(), None);
+        assert_eq!(marks::elements().unwrap().len(), 41);
+    })
+    .unwrap();
+    assert!(nl.addresses(999_999).unwrap().is_empty(), "no such link");
+    assert!(nl.neighbours(999_999).unwrap().is_empty(), "no such link");
+    let absent = "fd09::9:9".parse().unwrap();
+    assert_eq!(nl.neighbour(mine.index, absent).unwrap(), None);
+}
+
+/// The element of `mine0` with `mark`.
+fn element(mark: super::domain::marks::Mark) -> super::nftables::map::Element {
+    super::nftables::map::Element {
+        ifname: "mine0".to_owned(),
+        mark: mark.value,
+    }
+}

@@ -76,8 +76,14 @@ pub fn elements() -> Result<Vec<Element>, NetError> {
     map::elements(MAP)
 }
 
+/// The element of `ifname` in the node's map, if it has one: one request, whatever the size of
+/// the map (what a VPC's convergence reads for each of its interfaces).
+pub fn element(ifname: &str) -> Result<Option<Element>, NetError> {
+    map::element(MAP, ifname)
+}
+
 /// Gives `ifname`'s packets `mark`, replacing another mark it had (in one batch: never without
-/// one). `elements` is a dump of the map.
+/// one). `elements` is a dump of the map, or `ifname`'s own element ([`element`]).
 pub fn select(elements: &[Element], ifname: &str, mark: Mark) -> Result<(), NetError> {
     let want = Element {
         ifname: ifname.to_owned(),
@@ -95,7 +101,7 @@ pub fn select(elements: &[Element], ifname: &str, mark: Mark) -> Result<(), NetE
 
 /// Removes `ifname`'s element. A missing one (or a missing map) is success.
 pub fn deselect(ifname: &str) -> Result<(), NetError> {
-    if !elements()?.iter().any(|e| e.ifname == ifname) {
+    if element(ifname)?.is_none() {
         return Ok(());
     }
     match map::apply(MAP, &[Change::Delete(ifname.to_owned())]) {

@@ -143,18 +143,13 @@ pub fn prepare_node(nl: &Netlink) -> Result<Vec<String>, NetError> {
 /// added before the old one is deleted, so the host is never without it). Idempotent; returns
 /// whether anything changed. Both backends need it: a VRF's l3mdev rule (priority 1000) comes
 /// after priority 0 too, so with the rule at 0 every host address is local to pods of every VPC.
+/// Each step is one request the kernel answers with whether it changed anything: every ADD and
+/// every domain a GC converges runs it, and a dump of the node's rules grows with its VPCs.
 pub fn move_local_rule(nl: &Netlink) -> Result<bool, NetError> {
     let mut changed = false;
     for family in Family::ALL {
-        let rules = nl.rules(family)?;
-        if !rules.contains(&local_rule(family, LOCAL_PRIORITY)) {
-            nl.add_rule(&local_rule(family, LOCAL_PRIORITY))?;
-            changed = true;
-        }
-        if rules.contains(&local_rule(family, 0)) {
-            nl.delete_rule(&local_rule(family, 0))?;
-            changed = true;
-        }
+        changed |= nl.ensure_rule(&local_rule(family, LOCAL_PRIORITY))?;
+        changed |= nl.remove_rule(&local_rule(family, 0))?;
     }
     Ok(changed)
 }
@@ -207,12 +202,12 @@ pub fn ensure(nl: &Netlink, domain: &Domain) -> Result<Vec<String>, NetError> {
             domain.table
         ));
     }
-    let rules = [nl.rules(Family::V4)?, nl.rules(Family::V6)?].concat();
+    // Each rule is added unless the kernel has it (one request each, no dump of the node's
+    // rules, which grow with its VPCs): this runs on every ADD and for every domain a GC
+    // converges.
     let mark = mark_of(domain)?;
     for family in Family::ALL {
-        let rule = vpc_rule(family, domain.table, mark);
-        if !rules.contains(&rule) {
-            nl.add_rule(&rule)?;
+        if nl.ensure_rule(&vpc_rule(family, domain.table, mark))? {
             restored.push(format!(
                 "{} rule 'fwmark {} lookup {}'",
                 family.label(),
@@ -222,10 +217,9 @@ pub fn ensure(nl: &Netlink, domain: &Domain) -> Result<Vec<String>, NetError> {
         }
     }
     for gw in &domain.gateways {
-        if !rules.contains(&gateway_rule(domain.table, *gw)) {
+        if restore_gateway(nl, domain.table, *gw)? {
             restored.push(format!("the routes and rule of gateway {gw}"));
         }
-        add_gateway(nl, domain.table, *gw)?;
     }
     Ok(restored)
 }
@@ -275,8 +269,13 @@ fn isolation_differences(
 
 /// Makes `gw` local inside the VPC table and routes host packets sourced from it into the table.
 pub fn add_gateway(nl: &Netlink, table: u32, gw: IpAddr) -> Result<(), NetError> {
+    restore_gateway(nl, table, gw).map(|_| ())
+}
+
+/// [`add_gateway`]; returns whether the gateway's rule was missing.
+fn restore_gateway(nl: &Netlink, table: u32, gw: IpAddr) -> Result<bool, NetError> {
     nl.replace_route(&gateway_route(nl, table, gw)?)?;
-    nl.add_rule(&gateway_rule(table, gw))
+    nl.ensure_rule(&gateway_rule(table, gw))
 }
 
 /// Removes what [`add_gateway`] installed.
@@ -288,10 +287,12 @@ pub fn remove_gateway(nl: &Netlink, table: u32, gw: IpAddr) -> Result<(), NetErr
 /// Steers the host interface's traffic (both families) into the table: its element in the
 /// VPC-mark map.
 pub fn attach(domain: &Domain, ifname: &str) -> Result<(), NetError> {
-    marks::select(&marks::elements()?, ifname, mark_of(domain)?)
+    // The interface's own element only: the map holds one per attachment of the node.
+    marks::select(marks::element(ifname)?.as_slice(), ifname, mark_of(domain)?)
 }
 
-/// Whether the host interface's element is missing from `elements` (a dump of the map).
+/// Whether the host interface's element is missing from `elements` (a dump of the map, or the
+/// interface's own element as [`marks::element`] read it).
 pub fn is_detached(elements: &[Element], domain: &Domain, ifname: &str) -> bool {
     domain
         .mark
@@ -410,7 +411,7 @@ pub fn membership(domain: &Domain, vpc: &VpcId, host: &Link) -> Result<Vec<Strin
         // `problems` names the missing mark.
         return Ok(Vec::new());
     };
-    if marks::is_selected(&marks::elements()?, &host.name, mark) {
+    if marks::is_selected(marks::element(&host.name)?.as_slice(), &host.name, mark) {
         return Ok(Vec::new());
     }
     Ok(vec![format!(

@@ -15,18 +15,21 @@ pub struct AddrFlags {
 }
 
 impl Netlink {
-    /// The address messages of a link (the kernel's filter is advisory, so it is applied here too).
+    /// The address messages of a link, both families. The request is strictly checked and names
+    /// the link, so the kernel sends that link's addresses only, however many the node's other
+    /// links hold (kernels before 4.20 ignore the filter and send every address: checking the
+    /// index again keeps the answer exact). A link that does not exist has none.
     fn address_messages(&self, index: u32) -> Result<Vec<AddressMessage>, NetError> {
-        let request = self
-            .handle
-            .address()
-            .get()
-            .set_link_index_filter(index)
-            .execute();
-        let msgs: Vec<AddressMessage> = self
-            .runtime
-            .block_on(request.try_collect())
-            .map_err(nl(format!("list addresses of link {index}")))?;
+        let mut request = self.filtered.address().get();
+        request.message_mut().header.index = index;
+        let msgs: Vec<AddressMessage> = match self.runtime.block_on(request.execute().try_collect())
+        {
+            Ok(msgs) => msgs,
+            Err(e) => match nl(format!("list addresses of link {index}"))(e) {
+                NetError::NotFound { .. } => Vec::new(),
+                other => return Err(other),
+            },
+        };
         Ok(counted(msgs)
             .into_iter()
             .filter(|m| m.header.index == index)
@@ -39,20 +42,6 @@ impl Netlink {
             .address_messages(index)?
             .iter()
             .filter_map(address_from)
-            .collect())
-    }
-
-    /// Every address of every link, as (link index, address): one dump for a node-wide
-    /// comparison.
-    pub fn all_addresses(&self) -> Result<Vec<(u32, IpNetwork)>, NetError> {
-        let request = self.handle.address().get().execute();
-        let msgs: Vec<AddressMessage> = self
-            .runtime
-            .block_on(request.try_collect())
-            .map_err(nl("list addresses".to_owned()))?;
-        Ok(counted(msgs)
-            .iter()
-            .filter_map(|m| address_from(m).map(|a| (m.header.index, a)))
             .collect())
     }
 

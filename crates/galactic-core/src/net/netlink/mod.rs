@@ -43,16 +43,23 @@ thread_local! {
     static RECEIVED: Cell<u64> = const { Cell::new(0) };
 }
 
-/// How many netlink messages this thread has received in answers to dumps and lookups so far:
-/// a deterministic measure of how much kernel state an operation reads, which cost tests compare
-/// across node sizes (each `Netlink` runs its requests on the calling thread).
+/// How many kernel objects this thread has received in answers to dumps and lookups so far
+/// (one per rtnetlink message; one per element of an nftables map): a deterministic measure of
+/// how much kernel state an operation reads, which cost tests compare across node sizes (each
+/// `Netlink` runs its requests on the calling thread). Every operation's closing log line
+/// carries it as `netlinkReceived`.
 pub fn received() -> u64 {
     RECEIVED.with(Cell::get)
 }
 
+/// Counts `n` objects received towards [`received`] (the nftables layer's answers).
+pub(crate) fn count_received(n: usize) {
+    RECEIVED.with(|r| r.set(r.get() + n as u64));
+}
+
 /// Counts a dump's messages towards [`received`].
 fn counted<T>(answer: Vec<T>) -> Vec<T> {
-    RECEIVED.with(|r| r.set(r.get() + answer.len() as u64));
+    count_received(answer.len());
     answer
 }
 

@@ -1,10 +1,12 @@
 //! Neighbour entries (ARP/NDP).
 
-use super::{counted, nl, NetError, Netlink};
-use futures_util::TryStreamExt;
+use super::{counted, counted_one, nl, NetError, Netlink};
+use futures_util::{StreamExt, TryStreamExt};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use rtnetlink::packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_REQUEST};
 use std::net::IpAddr;
 
 /// A neighbour entry's NUD state.
@@ -73,47 +75,94 @@ impl Netlink {
     pub fn permanent_neighbours(&self, index: u32) -> Result<Vec<(IpAddr, String)>, NetError> {
         Ok(self
             .neighbours(index)?
-            .into_iter()
-            .filter(|n| n.state == NeighState::Permanent)
-            .filter_map(|n| match n.lladdr.as_deref() {
-                Some(bytes) if bytes.len() == 6 => Some((n.ip, format_mac(bytes))),
-                _ => None,
-            })
+            .iter()
+            .filter_map(permanent)
             .collect())
     }
 
-    /// Every permanent neighbour entry of every link, as (link index, address, MAC): one dump
-    /// for a node-wide comparison.
-    pub fn all_permanent_neighbours(&self) -> Result<Vec<(u32, IpAddr, String)>, NetError> {
-        let request = self.handle.neighbours().get().execute();
-        let msgs: Vec<NeighbourMessage> = self
-            .runtime
-            .block_on(request.try_collect())
-            .map_err(nl("list neighbours"))?;
-        Ok(counted(msgs)
-            .iter()
-            .filter_map(|m| neighbour_from(m).map(|n| (m.header.ifindex, n)))
-            .filter(|(_, n)| n.state == NeighState::Permanent)
-            .filter_map(|(index, n)| match n.lladdr.as_deref() {
-                Some(bytes) if bytes.len() == 6 => Some((index, n.ip, format_mac(bytes))),
-                _ => None,
-            })
-            .collect())
+    /// The entry for `ip` on link `index`, if there is one: one lookup the kernel answers from
+    /// its hash table (a non-dump `RTM_GETNEIGH`, Linux 5.0), whatever the node's other entries.
+    /// A dump filtered by link walks every entry of the node in the kernel, so a lookup per
+    /// expected entry is what keeps a VPC's convergence independent of the node. On a kernel
+    /// without the lookup the link's dump answers.
+    pub fn neighbour(&self, index: u32, ip: IpAddr) -> Result<Option<Neighbour>, NetError> {
+        let mut msg = NeighbourMessage::default();
+        msg.header.family = match ip {
+            IpAddr::V4(_) => AddressFamily::Inet,
+            IpAddr::V6(_) => AddressFamily::Inet6,
+        };
+        msg.header.ifindex = index;
+        msg.attributes
+            .push(NeighbourAttribute::Destination(match ip {
+                IpAddr::V4(v4) => NeighbourAddress::Inet(v4),
+                IpAddr::V6(v6) => NeighbourAddress::Inet6(v6),
+            }));
+        let mut request = NetlinkMessage::from(RouteNetlinkMessage::GetNeighbour(msg));
+        request.header.flags = NLM_F_REQUEST;
+        let what = format!("look up neighbour {ip} on link {index}");
+        let mut handle = self.handle.clone();
+        let answer = self.runtime.block_on(async move {
+            let mut replies = handle.request(request)?;
+            match replies.next().await.map(NetlinkMessage::into_parts) {
+                Some((_, NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewNeighbour(m)))) => {
+                    Ok(Some(m))
+                }
+                Some((_, NetlinkPayload::Error(e))) => Err(rtnetlink::Error::NetlinkError(e)),
+                _ => Ok(None),
+            }
+        });
+        match answer.map_err(nl(what)) {
+            Ok(found) => Ok(counted_one(found).as_ref().and_then(neighbour_from)),
+            Err(NetError::NotFound { .. }) => Ok(None),
+            Err(NetError::Unsupported { .. }) => {
+                Ok(self.neighbours(index)?.into_iter().find(|n| n.ip == ip))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Every IPv4 and IPv6 neighbour entry on a link, in the kernel's order.
     pub fn neighbours(&self, index: u32) -> Result<Vec<Neighbour>, NetError> {
-        let request = self.handle.neighbours().get().execute();
-        let msgs: Vec<NeighbourMessage> = self
-            .runtime
-            .block_on(request.try_collect())
-            .map_err(nl("list neighbours"))?;
-        // The dump covers every link (the kernel filters by ifindex only under strict checking).
-        Ok(counted(msgs)
+        let msgs = self.neighbour_messages(
+            NeighbourAttribute::IfIndex(index),
+            &format!("list the neighbours of link {index}"),
+        )?;
+        // Checked again: kernels before 4.20 ignore the filter and send every link's.
+        Ok(msgs
             .iter()
             .filter(|m| m.header.ifindex == index)
             .filter_map(neighbour_from)
             .collect())
+    }
+
+    /// A neighbour dump of both families the kernel filters by `filter` (`NDA_IFINDEX`), so the
+    /// answer holds those entries only, however many the node's other links have (the kernel
+    /// still walks them all: [`Netlink::neighbour`] looks one up). A link that does not exist
+    /// has none.
+    fn neighbour_messages(
+        &self,
+        filter: NeighbourAttribute,
+        what: &str,
+    ) -> Result<Vec<NeighbourMessage>, NetError> {
+        let mut request = self.filtered.neighbours().get();
+        request.message_mut().attributes.push(filter);
+        match self.runtime.block_on(request.execute().try_collect()) {
+            Ok(msgs) => Ok(counted(msgs)),
+            Err(e) => match nl(what)(e) {
+                NetError::NotFound { .. } => Ok(Vec::new()),
+                other => Err(other),
+            },
+        }
+    }
+}
+
+/// The address and MAC of a permanent entry with an Ethernet address.
+fn permanent(n: &Neighbour) -> Option<(IpAddr, String)> {
+    match n.lladdr.as_deref() {
+        Some(bytes) if n.state == NeighState::Permanent && bytes.len() == 6 => {
+            Some((n.ip, format_mac(bytes)))
+        }
+        _ => None,
     }
 }
 

@@ -52,13 +52,40 @@ impl Netlink {
 
     /// Adds a rule; an identical one already present is success.
     pub fn add_rule(&self, spec: &RuleSpec) -> Result<(), NetError> {
+        tolerate_exists(self.add_new_rule(spec))
+    }
+
+    /// Adds a rule, failing with "exists" when an identical one is there.
+    fn add_new_rule(&self, spec: &RuleSpec) -> Result<(), NetError> {
         let mut request = self.handle.rule().add();
         *request.message_mut() = rule_message(spec);
-        tolerate_exists(
-            self.runtime
-                .block_on(request.execute())
-                .map_err(nl(format!("add rule {}", describe_rule(spec)))),
-        )
+        self.runtime
+            .block_on(request.execute())
+            .map_err(nl(format!("add rule {}", describe_rule(spec))))
+    }
+
+    /// Adds a rule unless an identical one is there (the kernel compares, `NLM_F_EXCL`): one
+    /// request and no dump of the node's rules. Returns whether it was missing.
+    pub fn ensure_rule(&self, spec: &RuleSpec) -> Result<bool, NetError> {
+        match self.add_new_rule(spec) {
+            Ok(()) => Ok(true),
+            Err(e) if e.is_exists() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Removes a rule if it is there: one request and no dump. Returns whether it was there.
+    pub fn remove_rule(&self, spec: &RuleSpec) -> Result<bool, NetError> {
+        let request = self.handle.rule().del(rule_message(spec));
+        match self
+            .runtime
+            .block_on(request.execute())
+            .map_err(nl(format!("delete rule {}", describe_rule(spec))))
+        {
+            Ok(()) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Removes a rule; a missing one is success.

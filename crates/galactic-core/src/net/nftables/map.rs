@@ -60,18 +60,38 @@ pub fn elements(map: MapRef<'_>) -> Result<Vec<Element>, NetError> {
     msg.string(NFTA_SET_ELEM_LIST_TABLE, map.table);
     msg.string(NFTA_SET_ELEM_LIST_SET, map.name);
     let what = format!("dump the elements of map {} {}", map.table, map.name);
-    dump(&what, msg, |attrs, out| {
-        let Some((_, list)) =
-            attributes(attrs).find(|(kind, _)| *kind == NFTA_SET_ELEM_LIST_ELEMENTS)
-        else {
-            return;
-        };
-        out.extend(
-            attributes(list)
-                .filter(|(kind, _)| *kind == NFTA_LIST_ELEM)
-                .filter_map(|(_, elem)| element(elem)),
-        );
-    })
+    dump(&what, msg, parse_elements)
+}
+
+/// The element of `ifname` in `map`, if it has one (none when the table or map is gone): one
+/// request for its key, which the kernel answers with that element alone however many the map
+/// holds (a single-element NFT_MSG_GETSETELEM, Linux 4.15 and later).
+pub fn element(map: MapRef<'_>, ifname: &str) -> Result<Option<Element>, NetError> {
+    let msg = one_element(
+        map,
+        NFT_MSG_GETSETELEM,
+        NLM_F_REQUEST | NLM_F_ACK,
+        ifname,
+        None,
+    );
+    let what = format!("get the element {ifname} of map {} {}", map.table, map.name);
+    // A missing element is ENOENT, which the dump reads as an empty answer.
+    Ok(dump(&what, msg, parse_elements)?
+        .into_iter()
+        .find(|e| e.ifname == ifname))
+}
+
+/// The elements of one NFT_MSG_NEWSETELEM message's attributes.
+fn parse_elements(attrs: &[u8], out: &mut Vec<Element>) {
+    let Some((_, list)) = attributes(attrs).find(|(kind, _)| *kind == NFTA_SET_ELEM_LIST_ELEMENTS)
+    else {
+        return;
+    };
+    out.extend(
+        attributes(list)
+            .filter(|(kind, _)| *kind == NFTA_LIST_ELEM)
+            .filter_map(|(_, elem)| element_of(elem)),
+    );
 }
 
 /// Applies `changes` to `map` in one transaction: all of them or none. An empty list does
@@ -83,20 +103,33 @@ pub fn apply(map: MapRef<'_>, changes: &[Change]) -> Result<(), NetError> {
 
 /// One change as an NFT_MSG_NEWSETELEM / NFT_MSG_DELSETELEM of one element.
 fn encode(map: MapRef<'_>, change: &Change) -> Vec<u8> {
-    let (command, flags, ifname, mark) = match change {
-        Change::Add(e) => (
+    match change {
+        Change::Add(e) => one_element(
+            map,
             NFT_MSG_NEWSETELEM,
             NLM_F_REQUEST | NLM_F_CREATE | NLM_F_ACK,
-            e.ifname.as_str(),
+            &e.ifname,
             Some(e.mark),
         ),
-        Change::Delete(ifname) => (
+        Change::Delete(ifname) => one_element(
+            map,
             NFT_MSG_DELSETELEM,
             NLM_F_REQUEST | NLM_F_ACK,
-            ifname.as_str(),
+            ifname,
             None,
         ),
-    };
+    }
+    .finish()
+}
+
+/// A message of `command` naming one element of `map` by its key (and its mark, to add it).
+fn one_element(
+    map: MapRef<'_>,
+    command: u16,
+    flags: u16,
+    ifname: &str,
+    mark: Option<u32>,
+) -> Message {
     let mut msg = Message::nftables(command, flags, map.family);
     msg.string(NFTA_SET_ELEM_LIST_TABLE, map.table);
     msg.string(NFTA_SET_ELEM_LIST_SET, map.name);
@@ -112,7 +145,7 @@ fn encode(map: MapRef<'_>, change: &Change) -> Vec<u8> {
     }
     msg.close(elem);
     msg.close(list);
-    msg.finish()
+    msg
 }
 
 /// The `ifname` key: the name NUL-padded to `IFNAMSIZ` (a longer one is cut, as the kernel's
@@ -126,7 +159,7 @@ fn padded(ifname: &str) -> [u8; IFNAMSIZ] {
 }
 
 /// One element of a dump: its key and its data value.
-fn element(attrs: &[u8]) -> Option<Element> {
+fn element_of(attrs: &[u8]) -> Option<Element> {
     let value = |kind: u16| {
         attributes(attrs)
             .find(|(k, _)| *k == kind)
@@ -170,7 +203,7 @@ mod tests {
             .unwrap();
         let (_, elem) = attributes(list).next().unwrap();
         assert_eq!(
-            element(elem),
+            element_of(elem),
             Some(Element {
                 ifname: "G000000001002H".into(),
                 mark: 0x0200_0000

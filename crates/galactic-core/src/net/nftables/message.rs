@@ -73,7 +73,7 @@ pub(super) fn transaction(what: &str, changes: Vec<Vec<u8>>) -> Result<(), NetEr
 }
 
 /// Sends the dump request `msg` and collects what `parse` makes of each object (a missing table
-/// or object is an empty dump).
+/// or object is an empty dump). The objects count towards `netlink::received`.
 pub(super) fn dump<T>(
     what: &str,
     msg: Message,
@@ -91,8 +91,8 @@ pub(super) fn dump<T>(
             .map_err(|e| io_error(what.to_owned(), e))?;
         for (kind, payload) in messages(&buf[..n.min(buf.len())]) {
             match kind {
-                NLMSG_DONE => return Ok(out),
-                NLMSG_ERROR => return error(payload).map(|()| out),
+                NLMSG_DONE => return Ok(counted(out)),
+                NLMSG_ERROR => return error(payload).map(|()| counted(out)),
                 _ => {
                     if let Some(attrs) = payload.get(NFGENMSG_LEN..) {
                         parse(attrs, &mut out);
@@ -101,6 +101,12 @@ pub(super) fn dump<T>(
             }
         }
     }
+}
+
+/// Counts a dump's objects towards `netlink::received`.
+fn counted<T>(objects: Vec<T>) -> Vec<T> {
+    crate::net::netlink::count_received(objects.len());
+    objects
 }
 
 /// A netlink message under construction: header, nfgenmsg, attributes.

@@ -108,6 +108,9 @@ pub struct Samples {
     pub stages: BTreeMap<String, Vec<Duration>>,
     /// Each plugin's own time as it logs it (`durationMs`), by plugin; delegates included.
     pub own: BTreeMap<String, Vec<Duration>>,
+    /// The kernel objects each plugin received over netlink as it logs them
+    /// (`netlinkReceived`), by plugin.
+    pub received: BTreeMap<String, Vec<u64>>,
 }
 
 /// What one level of one node measured.

@@ -129,8 +129,11 @@ impl Probe<'_> {
         }
         samples.wall.push(total);
         if let (Some(log), Some(from)) = (log, log_from) {
-            for (plugin, own) in own_times(&log, from, verb) {
-                samples.own.entry(plugin).or_default().push(own);
+            for (plugin, own, received) in own_times(&log, from, verb) {
+                samples.own.entry(plugin.clone()).or_default().push(own);
+                if let Some(n) = received {
+                    samples.received.entry(plugin).or_default().push(n);
+                }
             }
         }
         Ok(prev)
@@ -173,9 +176,10 @@ fn log_len(log: &Path) -> u64 {
     std::fs::metadata(log).map(|m| m.len()).unwrap_or(0)
 }
 
-/// The `durationMs` of every "`<verb>`: done" line written to `log` since offset `from`, by
-/// plugin (a delegate's lines under its own name). A log rotated meanwhile is read whole.
-fn own_times(log: &Path, from: u64, verb: Verb) -> Vec<(String, Duration)> {
+/// The `durationMs` (and `netlinkReceived`, when the plugin counts it) of every "`<verb>`:
+/// done" line written to `log` since offset `from`, by plugin (a delegate's lines under its own
+/// name). A log rotated meanwhile is read whole.
+fn own_times(log: &Path, from: u64, verb: Verb) -> Vec<(String, Duration, Option<u64>)> {
     let text = read_from(log, from).unwrap_or_default();
     let done = format!("{}: done", verb.name());
     text.lines()
@@ -184,7 +188,8 @@ fn own_times(log: &Path, from: u64, verb: Verb) -> Vec<(String, Duration)> {
         .filter_map(|entry| {
             let plugin = entry["plugin"].as_str()?.to_owned();
             let ms = entry["durationMs"].as_f64()?;
-            Some((plugin, Duration::from_secs_f64(ms / 1000.0)))
+            let received = entry["netlinkReceived"].as_u64();
+            Some((plugin, Duration::from_secs_f64(ms / 1000.0), received))
         })
         .collect()
 }

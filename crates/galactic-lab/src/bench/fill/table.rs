@@ -47,6 +47,7 @@ pub fn table(report: &Report) -> String {
     walls(&mut out, report);
     ratios(&mut out, report);
     per_plugin(&mut out, report);
+    received(&mut out, report);
     objects(&mut out, report);
     let _ = match report.leftovers.is_empty() {
         true => writeln!(out, "\nleft behind: nothing"),
@@ -171,6 +172,58 @@ fn per_plugin(out: &mut String, report: &Report) {
             );
             for p in &plugins {
                 let _ = write!(out, " {} |", plugin_cell(s, p));
+            }
+            out.push('\n');
+        }
+    }
+}
+
+/// The median of each plugin's `netlinkReceived`: what it read of the node, by count.
+fn received(out: &mut String, report: &Report) {
+    let mut plugins: Vec<&String> = Vec::new();
+    for s in report.rows.iter().flat_map(|r| r.verbs.values()) {
+        for name in s.received.keys() {
+            if !plugins.contains(&name) {
+                plugins.push(name);
+            }
+        }
+    }
+    if plugins.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "
+kernel objects each plugin received over netlink (median `netlinkReceived` of its \
+         log line: rtnetlink messages and nftables map elements)\n"
+    );
+    let mut head = String::from("| chain | VPCs | live | verb |");
+    let mut rule = String::from("|---|---:|---:|---|");
+    for p in &plugins {
+        let _ = write!(head, " {p} |");
+        rule.push_str("---:|");
+    }
+    let _ = writeln!(out, "{head}\n{rule}");
+    for row in report.rows.iter().filter(|r| r.chain == Chain::Ours) {
+        for (verb, s) in &row.verbs {
+            let _ = write!(
+                out,
+                "| {} | {} | {} | {} |",
+                row.chain.label(),
+                vpcs(row),
+                row.live,
+                verb.name()
+            );
+            for p in &plugins {
+                let cell = s.received.get(*p).map_or_else(
+                    || "–".to_owned(),
+                    |n| {
+                        let mut n = n.clone();
+                        n.sort_unstable();
+                        n[n.len() / 2].to_string()
+                    },
+                );
+                let _ = write!(out, " {cell} |");
             }
             out.push('\n');
         }

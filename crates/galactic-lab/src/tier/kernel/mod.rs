@@ -61,6 +61,7 @@ impl Suite {
 pub const SUITES: &[Suite] = &[
     Suite::module("galactic-cni", "attach"),
     Suite::module("galactic-cni", "lifecycle"),
+    Suite::module("galactic-cni", "cost"),
     Suite::module("galactic-tap-cni", "tap"),
     Suite::module("galactic-master", "chain"),
     Suite::module("galactic-master", "vrf"),

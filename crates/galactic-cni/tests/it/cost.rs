@@ -1,0 +1,134 @@
+//! What the master's ADD and GC read of the node: the kernel objects each receives over netlink
+//! (`netlinkReceived` on its closing log line, counted in galactic-core's netlink layer),
+//! deterministic where times are not. An ADD's convergence reads only its own VPC's objects, so
+//! other VPCs' attachments do not change what it receives; a GC's convergences read the node
+//! once, not once per VPC, so spreading the same attachments over more VPCs adds only those
+//! VPCs' few rules and routes.
+
+use crate::*;
+use galactic_testkit::host::{Host, Pod};
+use galactic_testkit::runtime::Runtime;
+use serde_json::json;
+
+/// The network of attachment `att` of `vpc` (every VPC a network and pools of its own: table
+/// mode needs node-unique gateways).
+fn list(vpc: u32, att: u32) -> Conflist {
+    let ipam = pools(
+        &format!("fd6b:{vpc:x}::/64"),
+        &format!("10.{}.0.0/24", 110 + vpc),
+    );
+    Conflist::from_conf(
+        &json!({"cniVersion": "1.1.0", "name": format!("tenant-a{vpc}"),
+        "type": "galactic-cni", "vpc": format!("a{vpc}"), "vpcattachment": format!("{att:x}"),
+        "ipam": ipam}),
+    )
+    .unwrap()
+}
+
+/// `netlinkReceived` of galactic-cni's last "`<verb>`: done" line.
+fn received(host: &Host, verb: &str) -> u64 {
+    let done = format!("{verb}: done");
+    host.node
+        .log_lines()
+        .iter()
+        .rev()
+        .find(|l| l["plugin"] == "galactic-cni" && l["msg"] == done.as_str())
+        .and_then(|l| l["netlinkReceived"].as_u64())
+        .unwrap_or_else(|| panic!("no {done} line with netlinkReceived"))
+}
+
+/// What the ADD of attachment `att` of VPC 0 receives; the attachment is removed again.
+fn probe(host: &Host, rt: &Runtime<'_>, att: u32) -> u64 {
+    let pod = Pod::new("vcostp");
+    rt.add(&list(0, att), &pod.attachment()).unwrap();
+    let n = received(host, "ADD");
+    rt.del(&list(0, att), &pod.attachment()).unwrap();
+    n
+}
+
+/// [`probe`] once its count is the same twice in a row: the VPC's interfaces get their IPv6
+/// link-local address a moment after they come up, and one not there yet is one object less.
+fn settled(host: &Host, rt: &Runtime<'_>) -> u64 {
+    let mut last = probe(host, rt, 0xa);
+    for _ in 0..10 {
+        let now = probe(host, rt, 0xa);
+        if now == last {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        last = now;
+    }
+    panic!("the ADD's count does not settle: {last}");
+}
+
+/// Attaches `per_vpc` pods to each of `vpcs`; returns them with their networks.
+fn fill(rt: &Runtime<'_>, vpcs: std::ops::Range<u32>, per_vpc: u32) -> Vec<(Conflist, Pod)> {
+    let mut live = Vec::new();
+    for vpc in vpcs {
+        for att in 1..=per_vpc {
+            let pod = Pod::new("vcostf");
+            rt.add(&list(vpc, att), &pod.attachment()).unwrap();
+            live.push((list(vpc, att), pod));
+        }
+    }
+    live
+}
+
+/// What a GC that keeps every attachment of `live` receives.
+fn gc(host: &Host, rt: &Runtime<'_>, live: &[(Conflist, Pod)]) -> u64 {
+    let atts: Vec<_> = live.iter().map(|(_, p)| p.attachment()).collect();
+    let valid: Vec<_> = atts.iter().collect();
+    rt.gc(&live[0].0, &valid).unwrap();
+    received(host, "GC")
+}
+
+#[test]
+fn an_add_reads_its_own_vpc_and_a_gc_the_node_once() {
+    galactic_testkit::privileged!();
+    let host = host("vcost");
+    let rt = runtime(&host);
+    let mut live = fill(&rt, 0..1, 2);
+    let alone = settled(&host, &rt);
+    assert!(alone > 0, "the counter counts");
+    live.extend(fill(&rt, 1..7, 2));
+    // Table mode lists the node's policy rules (the previous release's to retire): each VPC
+    // has 2 per family, its mark's and its gateway's. Nothing else of another VPC is read. An
+    // attachment of the VPC costs its interface, three addresses, two neighbours and (table)
+    // its map element; in a VRF's table the kernel adds the routes of each member's addresses
+    // (local and link-local, both families), which the convergence reads with the table.
+    let (rules, per_attachment_limit) = match domain(&host, "a0").unwrap()["backend"].as_str() {
+        Some("table") => (4, 8),
+        _ => (0, 14),
+    };
+    assert_eq!(
+        settled(&host, &rt),
+        alone + 6 * rules,
+        "an ADD of VPC a0 with 12 attachments of 6 other VPCs on the node receives what it \
+         received without them, but their VPCs' rules"
+    );
+    let third = Pod::new("vcostf");
+    rt.add(&list(0, 3), &third.attachment()).unwrap();
+    live.push((list(0, 3), third));
+    let per_attachment = settled(&host, &rt) - alone - 6 * rules;
+    eprintln!(
+        "ADD: {alone} objects received, {per_attachment} more per live attachment of its VPC"
+    );
+    assert!(
+        per_attachment <= per_attachment_limit,
+        "one more attachment of the VPC costs its interface, map element, addresses and \
+         neighbours (and, VRF, its routes in the table): {per_attachment}"
+    );
+
+    // The same 15 attachments in one VPC, on a node of its own.
+    let spread = gc(&host, &rt, &live);
+    let one = crate::host("vcost1");
+    let rt1 = runtime(&one);
+    let together = fill(&rt1, 0..1, 15);
+    let single = gc(&one, &rt1, &together);
+    eprintln!("GC of 15 attachments: {single} objects received in one VPC, {spread} over 7");
+    assert!(
+        spread < 2 * single,
+        "GC over 7 VPCs reads the node once, plus each VPC's rules and routes: {spread} against \
+         {single} in one VPC"
+    );
+}
