@@ -244,8 +244,9 @@ fn pod_uid(
 /// ADD: publish, then print `prevResult` unchanged. Its publication record first; then, under
 /// the VPC's lock, every read at once ([`FirstRound`]: the node's routers, the VPC's VRF
 /// instances unless another record of the VPC names its instance, the legacy advertisement,
-/// the pod) and the VRF instance; then the datapath rows, and the advertisement and
-/// EndpointSlice created together (each read and rewritten only when it exists already); each
+/// the pod) and the VRF instance (reused, or claimed: [`VrfStep`]); then the datapath rows, and
+/// the advertisement and EndpointSlice created together, with a claimed instance (each read and
+/// rewritten only when it exists already); each
 /// write pushing its undo, so a failure removes only what this ADD created. What the writes
 /// answered goes into the record last (what DEL deletes by).
 pub fn add(req: &Request) -> Result<CniResult, BgpError> {
@@ -266,12 +267,15 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     Publications::new(&req.node.state_dir).ensure_seeded(&req.node, &node, Some(&key))?;
     let mut rollback = Rollback::new();
     let (target, vrf, round) = Target::publish_vrf(req, &plan, &backend, node, &mut rollback)?;
-    let sid = target.register_datapath(vrf.vrf_id, &mut rollback)?;
+    let sid = target.register_datapath(vrf.id(), &mut rollback)?;
     target.migrate_local_legacy()?;
     // Debug builds: a test stops the ADD here to prove the rollback removes only this ADD's rows.
     galactic_core::failpoint::hit("bgp-after-datapath")?;
     galactic_core::failpoint::hit("bgp-before-slice")?;
-    let published = target.publish_objects(&vrf, sid, round, &mut rollback)?;
+    let (published, vrf) = target.publish_objects(vrf, sid, round, &mut rollback)?;
+    // Debug builds: a test kills the ADD here, its objects (and a claimed instance) created and
+    // its record still the intent, to prove the runtime's DEL deletes them by that intent.
+    galactic_core::failpoint::hit("bgp-after-objects")?;
     target.record(published)?;
     rollback.commit();
     log::info(
@@ -281,6 +285,35 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     );
     drop(target);
     Ok(plan.prev)
+}
+
+/// The VPC's VRF instance after ADD's first round: there already (reused, or created by a
+/// round of its own), or claimed and to be created in the round of the advertisement and the
+/// EndpointSlice.
+pub(crate) enum VrfStep {
+    /// The instance exists.
+    Present(publish::VrfInstance),
+    /// The instance this ADD creates together with the objects that name its id (boxed: the
+    /// instance's document is large next to a reused instance's id and uid).
+    Pending(Box<PendingInstance>),
+}
+
+impl VrfStep {
+    /// The VRF id, final in both cases.
+    fn id(&self) -> u32 {
+        match self {
+            Self::Present(vrf) => vrf.vrf_id,
+            Self::Pending(p) => p.claim.vrf_id,
+        }
+    }
+}
+
+/// A claimed VRF instance not created yet, and the node's VRF id lock that keeps its id final
+/// until its create is answered (decision 0077): while it is held no other ADD of the node
+/// lists the router's instances, so none can choose the same id.
+pub(crate) struct PendingInstance {
+    claim: publish::PlannedClaim,
+    ids_lock: galactic_core::lockfile::LockGuard,
 }
 
 /// What ADD's first round read, in flight together.
@@ -380,8 +413,9 @@ impl<'a> Target<'a> {
 
     /// ADD up to the VPC's VRF instance, under the VPC's lock: this attachment's publication
     /// record (its intent: what this ADD will publish), then the first round's reads, then the
-    /// VPC's BGPVRFInstance on this node, created when it is the VPC's first attachment here
-    /// (under the node's VRF id lock too when no other record of the VPC names the instance).
+    /// VPC's BGPVRFInstance on this node when it is the VPC's first attachment here: under the
+    /// node's VRF id lock too when no other record of the VPC names the instance, and then
+    /// only claimed, to be created in the round of the objects naming its id ([`VrfStep`]).
     /// Another record of the VPC that names the instance it published, for this router and
     /// route target, stands for it: while that record is there the instance is not retired.
     /// A record this ADD created is undone last, after everything else it published: the
@@ -392,7 +426,7 @@ impl<'a> Target<'a> {
         backend: &'a Backend,
         node: String,
         rollback: &mut Rollback<'a>,
-    ) -> Result<(Self, publish::VrfInstance, FirstRound), BgpError> {
+    ) -> Result<(Self, VrfStep, FirstRound), BgpError> {
         let (store, ns) = (backend.store(), req.node.namespace.as_str());
         let vpc = &plan.stanza.vpc;
         let records = Publications::new(&req.node.state_dir);
@@ -463,57 +497,102 @@ impl<'a> Target<'a> {
         let reusable =
             recorded.filter(|r| r.router == target.router.name && r.route_target == target.rt);
         let vrf = match reusable {
-            Some(r) => publish::VrfInstance {
+            Some(r) => VrfStep::Present(publish::VrfInstance {
                 vrf_id: r.vrf_id,
                 created_uid: None,
                 uid: r.uid,
-            },
+            }),
             None => {
-                let allocation = match ids_lock {
-                    Some(_) => publish::Allocation::Locked,
-                    None => publish::Allocation::Contended,
-                };
-                let vrf_target = publish::VrfTarget {
-                    namespace: ns,
-                    name: &target.vrf_name,
-                    router: &target.router,
-                    route_target: &target.rt,
-                };
                 let mine = instances.map(|i| publish::routers_instances(i, &target.router));
-                publish::ensure_vrf_instance(store, &vrf_target, mine, allocation)?
+                target.vrf_step(mine, ids_lock)?
             }
         };
-        drop(ids_lock);
         drop(held);
         target.intent = Some(intent);
         Ok((target, vrf, round))
     }
 
+    /// The VPC's instance when no record names it: with the node's VRF id lock (`ids_lock`)
+    /// and the router's instances it listed (`mine`), a missing instance is only claimed, to be
+    /// created with the objects naming its id, the lock kept until then; otherwise it is made
+    /// sure of now ([`publish::ensure_vrf_instance`]: reused, or claimed against rivals).
+    fn vrf_step(
+        &self,
+        mine: Option<Vec<BGPVRFInstance>>,
+        ids_lock: Option<galactic_core::lockfile::LockGuard>,
+    ) -> Result<VrfStep, BgpError> {
+        let vrf_target = self.vrf_target();
+        let ids_lock = match (ids_lock, &mine) {
+            (Some(lock), Some(listed)) => match publish::plan_claim(&vrf_target, listed)? {
+                Some(claim) => {
+                    let pending = PendingInstance {
+                        claim,
+                        ids_lock: lock,
+                    };
+                    return Ok(VrfStep::Pending(Box::new(pending)));
+                }
+                None => Some(lock),
+            },
+            (lock, _) => lock,
+        };
+        let allocation = match ids_lock {
+            Some(_) => publish::Allocation::Locked,
+            None => publish::Allocation::Contended,
+        };
+        let vrf =
+            publish::ensure_vrf_instance(self.backend.store(), &vrf_target, mine, allocation)?;
+        drop(ids_lock);
+        Ok(VrfStep::Present(vrf))
+    }
+
+    /// The VPC's BGPVRFInstance on this node, as ADD makes sure of it.
+    fn vrf_target(&self) -> publish::VrfTarget<'_> {
+        publish::VrfTarget {
+            namespace: self.ns,
+            name: &self.vrf_name,
+            router: &self.router,
+            route_target: &self.rt,
+        }
+    }
+
     /// The advertisement and the EndpointSlice (an attachment with an IPv6 address and a pod),
-    /// both created in one round: each create that meets an existing object reads it and
-    /// rewrites it. Then the container off the attachment's shared advertisement of older
-    /// chains, when it is recorded there. What the writes left.
+    /// and a claimed VRF instance, all created in one round: each object create that meets an
+    /// existing object reads it and rewrites it. Then the container off the attachment's shared
+    /// advertisement of older chains, when it is recorded there. What the writes left, and the
+    /// VRF instance.
     fn publish_objects(
         &self,
-        vrf: &publish::VrfInstance,
+        vrf: VrfStep,
         sid: Option<Ipv6Addr>,
         round: FirstRound,
         rollback: &mut Rollback<'a>,
-    ) -> Result<Published, BgpError> {
+    ) -> Result<(Published, publish::VrfInstance), BgpError> {
         let store = self.backend.store();
         let name = self.advertisement_name();
-        let input = self.advertisement_input(&name, vrf.vrf_id);
+        let input = self.advertisement_input(&name, vrf.id());
         let adv_doc = document(&publish::first_advertisement(&input))?;
         let slice = self.slice_input(sid, round.pod)?;
         let slice_doc = slice
             .as_ref()
             .map(|s| document(&slice::first_slice(&s.input())))
             .transpose()?;
-        let mut ops = vec![Op::Create {
+        let instance_doc = match &vrf {
+            VrfStep::Pending(p) => Some(document(&p.claim.instance)?),
+            VrfStep::Present(_) => None,
+        };
+        let mut ops = Vec::with_capacity(3);
+        if let Some(doc) = &instance_doc {
+            ops.push(Op::Create {
+                kind: Kind::VrfInstance,
+                namespace: self.ns,
+                object: doc,
+            });
+        }
+        ops.push(Op::Create {
             kind: Kind::Advertisement,
             namespace: self.ns,
             object: &adv_doc,
-        }];
+        });
         if let (Some(s), Some(doc)) = (&slice, &slice_doc) {
             ops.push(Op::Create {
                 kind: Kind::EndpointSlice,
@@ -522,14 +601,22 @@ impl<'a> Target<'a> {
             });
         }
         let mut answers = store.batch(&ops).into_iter();
+        let instance_answer = match instance_doc {
+            Some(_) => Some(answers.next().ok_or_else(missing_answer)?),
+            None => None,
+        };
         let adv_answer = answers.next().ok_or_else(missing_answer)?;
         let slice_answer = answers.next();
-        // Every create that succeeded gets its undo before any failure is returned.
+        // Every create that succeeded gets its undo before any failure is returned; a created
+        // instance's undo is the publication record's (it retires the VPC's instance with the
+        // VPC's last record).
         let adv = self.advertised(&input, adv_answer, rollback);
         let slice_uid = match (&slice, slice_answer) {
-            (Some(s), Some(answer)) => Some(self.sliced(s, answer, rollback)?),
+            (Some(s), Some(answer)) => Some(self.sliced(s, answer, rollback)),
             _ => None,
         };
+        let vrf = self.instance_of(vrf, instance_answer)?;
+        let slice_uid = slice_uid.transpose()?;
         let adv = adv?;
         if round
             .legacy
@@ -538,7 +625,7 @@ impl<'a> Target<'a> {
         {
             leave_legacy(store, self.ns, &self.plan.ids(), &self.container_id)?;
         }
-        Ok(Published {
+        let published = Published {
             vrf: RecordedVrf {
                 uid: vrf.uid.clone(),
                 vrf_id: vrf.vrf_id,
@@ -548,7 +635,58 @@ impl<'a> Target<'a> {
             advertisement_uid: adv.uid,
             advertisement_sole_version: adv.sole_version,
             endpoint_slice_uid: slice_uid,
-        })
+        };
+        Ok((published, vrf))
+    }
+
+    /// The VPC's instance after the round that created a claimed one (`answer`), the node's VRF
+    /// id lock released once it is answered. An instance of the name that appeared since the
+    /// list (a writer outside this node's lock) is reused when it has the claimed id; with
+    /// another id the objects just created name the wrong one, so the ADD fails as contended
+    /// (its rollback removes them) and the runtime's retry reuses the instance's id.
+    fn instance_of(
+        &self,
+        vrf: VrfStep,
+        answer: Option<Result<Done, StoreError>>,
+    ) -> Result<publish::VrfInstance, BgpError> {
+        let pending = match vrf {
+            VrfStep::Present(vrf) => return Ok(vrf),
+            VrfStep::Pending(pending) => pending,
+        };
+        let vrf_id = pending.claim.vrf_id;
+        match answer.ok_or_else(missing_answer)? {
+            Ok(done) => {
+                drop(pending.ids_lock);
+                let created: BGPVRFInstance = parse(done.created()?)?;
+                let uid = created.metadata.uid.unwrap_or_default();
+                log::debug(
+                    "BGP: BGPVRFInstance created",
+                    json!({"name": self.vrf_name, "vrfID": vrf_id}),
+                );
+                Ok(publish::VrfInstance {
+                    vrf_id,
+                    created_uid: Some(uid.clone()),
+                    uid,
+                })
+            }
+            Err(e) if e.is_exists() => {
+                let store = self.backend.store();
+                let locked = publish::Allocation::Locked;
+                let found = publish::ensure_vrf_instance(store, &self.vrf_target(), None, locked)?;
+                drop(pending.ids_lock);
+                if found.vrf_id == vrf_id {
+                    return Ok(found);
+                }
+                Err(BgpError::Contended {
+                    what: format!(
+                        "VRF id of BGPVRFInstance {}/{}: created meanwhile with id {} (claimed {vrf_id})",
+                        self.ns, self.vrf_name, found.vrf_id
+                    ),
+                    attempts: 1,
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The advertisement after its create's `answer`: created, or (it exists) read and

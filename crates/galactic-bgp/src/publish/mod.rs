@@ -13,7 +13,10 @@ pub use retract::{
     Retraction,
 };
 pub use router::{lookup_router, router_of, Router};
-pub use vrf::{ensure_vrf_instance, routers_instances, Allocation, VrfInstance, VrfTarget};
+pub use vrf::{
+    ensure_vrf_instance, plan_claim, routers_instances, Allocation, PlannedClaim, VrfInstance,
+    VrfTarget,
+};
 
 use std::time::Duration;
 

@@ -145,6 +145,50 @@ pub fn ensure_vrf_instance(
     })
 }
 
+/// The instance `name` of `router` with `vrf_id`, as a create sends it.
+fn new_instance(name: &str, router: &Router, route_target: &str, vrf_id: u32) -> BGPVRFInstance {
+    let owned = owned_fields(router, route_target);
+    let spec = BGPVRFInstanceSpec {
+        export_route_targets: owned.export_route_targets,
+        import_route_targets: owned.import_route_targets,
+        nptv6: None,
+        router_ref: Some(owned.router_ref),
+        router_selector: None,
+        // At most 4095 (VRF_ID_RANGE).
+        vrf_id: vrf_id as i32,
+    };
+    BGPVRFInstance::new(name, spec)
+}
+
+/// A claim of a VRF id decided but not sent: the instance to create, with the lowest id free
+/// on the router. Final only while the node's VRF id lock is held from the list it was chosen
+/// from to its create (decision 0077), so the create can go in flight with the advertisement
+/// that names the id.
+#[derive(Debug, Clone)]
+pub struct PlannedClaim {
+    /// The id claimed.
+    pub vrf_id: u32,
+    /// The instance to create.
+    pub instance: BGPVRFInstance,
+}
+
+/// The claim an ADD holding the node's VRF id lock makes from `listed` (the router's instances
+/// as it read them under that lock): `None` when the instance exists already (it is reused,
+/// by [`ensure_vrf_instance`]).
+pub fn plan_claim(
+    target: &VrfTarget<'_>,
+    listed: &[BGPVRFInstance],
+) -> Result<Option<PlannedClaim>, BgpError> {
+    if listed.iter().any(|o| nameof(o) == target.name) {
+        return Ok(None);
+    }
+    let vrf_id = lowest_free(&target.router.name, listed)?;
+    Ok(Some(PlannedClaim {
+        vrf_id,
+        instance: new_instance(target.name, target.router, target.route_target, vrf_id),
+    }))
+}
+
 /// The BGPVRFInstance an ADD makes sure of.
 pub struct VrfTarget<'a> {
     /// Its namespace.
@@ -216,17 +260,8 @@ impl Claim<'_> {
     ) -> Result<Option<VrfInstance>, BgpError> {
         let (store, namespace, name) = (self.store, self.namespace, self.name);
         let vrf_id = lowest_free(&self.router.name, instances)?;
-        let owned = owned_fields(self.router, self.route_target);
-        let spec = BGPVRFInstanceSpec {
-            export_route_targets: owned.export_route_targets,
-            import_route_targets: owned.import_route_targets,
-            nptv6: None,
-            router_ref: Some(owned.router_ref),
-            router_selector: None,
-            // At most 4095 (VRF_ID_RANGE).
-            vrf_id: vrf_id as i32,
-        };
-        let created = match store.create_typed(namespace, &BGPVRFInstance::new(name, spec)) {
+        let instance = new_instance(name, self.router, self.route_target, vrf_id);
+        let created = match store.create_typed(namespace, &instance) {
             Ok(created) => created,
             // Another ADD of this VPC on this node created it first: reuse it next round.
             Err(e) if e.is_exists() => return Ok(None),

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::cluster::*;
-use galactic_testkit::apiserver::{count_requests, RequestCounts};
+use galactic_testkit::apiserver::{count_requests, Fault, FaultAction, RequestCounts};
 use galactic_testkit::runtime::Attachment;
 use galactic_testkit::Outcome;
 use serde_json::json;
@@ -142,6 +142,86 @@ fn add_and_del_make_the_requests_they_need_and_no_more() {
     ] {
         assert!(c.get(plural, ns, name).is_none(), "{plural} {name} is gone");
     }
+}
+
+/// Whether `requests` has a request of `method` to a path containing `path`.
+fn sent(requests: &[galactic_testkit::apiserver::Seen], method: &str, path: &str) -> bool {
+    requests
+        .iter()
+        .any(|r| r.method == method && r.path.contains(path))
+}
+
+#[test]
+fn the_vpcs_first_add_creates_its_instance_with_the_objects_naming_its_id() {
+    let c = Cluster::new("node-a");
+    let uid = c.pod("p1");
+    let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    let conf = stanza("1", "1", &prev);
+    let cid = "c".repeat(64);
+    let fx = c.server.fixture();
+    // The instance's create fails for good: sent in a round of its own, before the objects
+    // that name its id, it would stop the ADD before they are sent.
+    fx.inject(Fault::on(
+        "POST",
+        "/bgpvrfinstances",
+        1,
+        FaultAction::Status(403),
+    ));
+    let before = fx.request_count();
+    let (out, seen) = counted(&c, "ADD", &cid, ("p1", Some(&uid)), &conf);
+    assert!(!out.success, "{out:?}");
+    let requests = fx.requests()[before..].to_vec();
+    assert!(
+        sent(&requests, "POST", "/bgpadvertisements") && sent(&requests, "POST", "/endpointslices"),
+        "the advertisement and the EndpointSlice in flight with the instance: {seen:?}"
+    );
+    // The failed ADD leaves nothing: both objects it created are deleted again.
+    for (plural, ns, name) in [
+        ("bgpadvertisements", NS, "1-1-node-a"),
+        ("bgpvrfinstances", NS, "1-node-a"),
+        ("endpointslices", "pods", "p1"),
+    ] {
+        assert!(c.get(plural, ns, name).is_none(), "{plural} {name} is gone");
+    }
+    // The runtime's retry publishes all three, with the id the instance has.
+    let (out, _) = counted(&c, "ADD", &cid, ("p1", Some(&uid)), &conf);
+    assert!(out.success, "{out:?}");
+    let vrf = c.get("bgpvrfinstances", NS, "1-node-a").unwrap();
+    let adv = c.get("bgpadvertisements", NS, "1-1-node-a").unwrap();
+    assert_eq!(vrf["spec"]["vrfID"], 1, "{vrf}");
+    assert_eq!(adv["spec"]["vrfID"], 1, "{adv}");
+}
+
+#[test]
+fn an_instance_create_that_meets_409_reuses_the_instance_it_reads() {
+    let c = Cluster::new("node-a");
+    let uid = c.pod("p1");
+    let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    let conf = stanza("1", "1", &prev);
+    let cid = "c".repeat(64);
+    let fx = c.server.fixture();
+    // Another writer's instance of the name, absent from the first round's list: the create
+    // meets 409, the router's instances are listed again and the instance found is reused.
+    fx.inject(Fault::on(
+        "POST",
+        "/bgpvrfinstances",
+        1,
+        FaultAction::Status(409),
+    ));
+    let (out, seen) = counted(&c, "ADD", &cid, ("p1", Some(&uid)), &conf);
+    assert!(out.success, "{out:?}");
+    assert_eq!(
+        seen.get(&("list".into(), "bgpvrfinstances".into())),
+        Some(&2),
+        "listed again after the 409: {seen:?}"
+    );
+    let vrf = c.get("bgpvrfinstances", NS, "1-node-a").unwrap();
+    let adv = c.get("bgpadvertisements", NS, "1-1-node-a").unwrap();
+    assert_eq!(vrf["spec"]["vrfID"], 1, "{vrf}");
+    assert_eq!(adv["spec"]["vrfID"], 1, "the advertisement names it: {adv}");
+    let (out, _) = counted(&c, "DEL", &cid, ("p1", Some(&uid)), &conf);
+    assert!(out.success, "{out:?}");
+    assert!(c.get("bgpvrfinstances", NS, "1-node-a").is_none());
 }
 
 #[test]
