@@ -17,6 +17,27 @@ pub mod nftables;
 pub mod sysctl;
 
 use std::io;
+use std::os::fd::AsRawFd;
+
+/// Bounds each receive on `socket` to `timeout`, after which it fails with `WouldBlock`: a
+/// kernel that does not answer (or a notification that never comes) costs a wait, not a hang.
+pub(crate) fn set_receive_timeout(socket: &impl AsRawFd, timeout: libc::timeval) -> io::Result<()> {
+    // SAFETY: a valid socket descriptor, a pointer to a timeval and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            std::ptr::addr_of!(timeout).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
 
 /// A kernel networking failure, with what was being done.
 #[derive(Debug, thiserror::Error)]

@@ -11,7 +11,6 @@
 use super::super::NetError;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use std::io;
-use std::os::fd::AsRawFd;
 
 /// `RTMGRP_LINK`: the link notifications.
 const RTMGRP_LINK: u32 = 1;
@@ -52,23 +51,11 @@ impl LinkWatch {
         socket
             .bind(&SocketAddr::new(0, RTMGRP_LINK))
             .map_err(io_err)?;
-        let timeout = libc::timeval {
+        let poll = libc::timeval {
             tv_sec: 0,
             tv_usec: POLL_MICROS,
         };
-        // SAFETY: a valid socket descriptor, a pointer to a timeval and its size.
-        let rc = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                std::ptr::addr_of!(timeout).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(io_err(io::Error::last_os_error()));
-        }
+        crate::net::set_receive_timeout(&socket, poll).map_err(io_err)?;
         Ok(Self { socket })
     }
 

@@ -17,7 +17,6 @@ use std::cell::RefCell;
 use std::io;
 use std::marker::PhantomData;
 use std::ops::Deref;
-use std::os::fd::AsRawFd;
 
 /// How long a reply may take before the call fails (the kernel answers at once; this bounds a
 /// wedged socket, never a normal call).
@@ -67,19 +66,7 @@ pub(crate) fn open() -> io::Result<NfSocket> {
         tv_sec: REPLY_TIMEOUT_SECS.into(),
         tv_usec: 0,
     };
-    // SAFETY: a valid socket descriptor, a pointer to a timeval and its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            std::ptr::addr_of!(timeout).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    crate::net::set_receive_timeout(&socket, timeout)?;
     Ok(NfSocket(Some(socket)))
 }
 
