@@ -716,9 +716,12 @@ fn opting_in_without_a_node_shard_or_with_conflicting_names_is_a_config_error() 
     node.master_del(&pod, "G", &prev);
 }
 
-/// The uplink's next hop moved to a router with another MAC: the node's neighbour table now says
-/// `mac`, and nothing else of up0's.
+/// The uplink's next hop moved to a router with another MAC: the fabric's end takes `mac` (so
+/// whatever the node learns from it again, its link-local address included, says `mac`), and the
+/// node's neighbour table holds `mac` for the next hop and nothing older of up0's.
 fn move_uplink_neighbour(node: &Node, mac: &str) {
+    let fabric = node.fabric.as_ref().expect("the node has a fabric");
+    fabric.ip(&["link", "set", "fab0", "address", mac]);
     node.host
         .netns
         .ip(&["-6", "neigh", "flush", "dev", "up0", "nud", "all"]);
