@@ -342,6 +342,25 @@ pub(crate) struct Target<'a> {
     netns: String,
     /// This ADD's publication record.
     intent: Option<Publication>,
+    /// Set when the VPC's instance turned out to be another writer's ([`Theirs`]).
+    theirs: Theirs,
+}
+
+/// Whether the VPC's instance this ADD meets is another writer's, created since the first
+/// round's list with another VRF id than this ADD claimed: shared with the undo of the
+/// publication record, which then forgets the record and keeps that instance. It is not this
+/// ADD's to delete, and the runtime's retry of the contended ADD reuses its id.
+#[derive(Clone, Default)]
+struct Theirs(std::rc::Rc<std::cell::Cell<bool>>);
+
+impl Theirs {
+    fn mark(&self) {
+        self.0.set(true);
+    }
+
+    fn marked(&self) -> bool {
+        self.0.get()
+    }
 }
 
 /// The node's lock of VRF id allocation: an ADD that may claim an id holds it from its list of
@@ -358,26 +377,40 @@ fn vrf_id_lock(
 /// This ADD's publication record, its intent, written (under the VPC's lock) before any object
 /// so a killed ADD leaves what its DEL deletes by. When this ADD created the record, its undo
 /// is pushed first so that it runs last, after everything else the ADD published: the record
-/// goes and, with the VPC's last record, the instance ([`forget_and_retire`]).
+/// goes and, with the VPC's last record, the instance ([`forget_and_retire`]), unless `theirs`
+/// says the instance is another writer's.
 fn record_intent<'a>(
     node: &'a NodeConfig,
     store: &'a dyn ObjectStore,
     records: &Publications,
     vpc: &VpcId,
     intent: &Publication,
+    theirs: &Theirs,
     rollback: &mut Rollback<'a>,
 ) -> Result<(), BgpError> {
     if records.put(vpc, intent)? {
-        let (vpc, intent) = (vpc.clone(), intent.clone());
+        let (vpc, intent, theirs) = (vpc.clone(), intent.clone(), theirs.clone());
         rollback.push(
             format!("forget the publication record of {}", intent.host_ifname),
-            move || {
-                forget_and_retire(node, store, &vpc, Some(&intent), &intent.vrf_instance)
-                    .map(|_| ())
+            move || match theirs.marked() {
+                true => forget_keeping_instance(node, &vpc, &intent),
+                false => forget_and_retire(node, store, &vpc, Some(&intent), &intent.vrf_instance)
+                    .map(|_| ()),
             },
         );
     }
     Ok(())
+}
+
+/// The undo of a contended ADD's record ([`Theirs`]): the record goes, under the VPC's lock,
+/// and the other writer's instance stays.
+fn forget_keeping_instance(
+    node: &NodeConfig,
+    vpc: &VpcId,
+    intent: &Publication,
+) -> Result<(), BgpError> {
+    let _held = vpc_lock(node, vpc)?;
+    Publications::new(&node.state_dir).remove(vpc, intent)
 }
 
 /// What ADD's first round answered: the node's routers, the VPC's VRF instances (when no
@@ -524,6 +557,7 @@ impl<'a> Target<'a> {
             node,
             router,
             intent: None,
+            theirs: Theirs::default(),
         })
     }
 
@@ -535,7 +569,8 @@ impl<'a> Target<'a> {
     /// Another record of the VPC that names the instance it published, for this router and
     /// route target, stands for it: while that record is there the instance is not retired.
     /// A record this ADD created is undone last, after everything else it published: the
-    /// record goes and, with the VPC's last record, the instance ([`forget_and_retire`]).
+    /// record goes and, with the VPC's last record, the instance ([`forget_and_retire`]), unless
+    /// the instance is another writer's ([`Theirs`]).
     fn publish_vrf(
         req: &'a Request,
         plan: &'a Plan,
@@ -548,7 +583,9 @@ impl<'a> Target<'a> {
         let records = Publications::new(&req.node.state_dir);
         let intent = publication(req, plan, ns, &node)?;
         let held = vpc_lock(&req.node, vpc)?;
-        record_intent(&req.node, backend.store(), &records, vpc, &intent, rollback)?;
+        let theirs = Theirs::default();
+        let store = backend.store();
+        record_intent(&req.node, store, &records, vpc, &intent, &theirs, rollback)?;
         // Debug builds: a test kills the ADD here, after the intent and before any object.
         galactic_core::failpoint::hit("bgp-after-intent")?;
         let recorded = records.recorded_vrf(vpc, &intent)?;
@@ -559,6 +596,7 @@ impl<'a> Target<'a> {
         let read = first_round(backend.store(), ns, plan, recorded.is_none())?;
         let router = publish::router_of(read.routers, ns, &node, backend.is_kube())?;
         let mut target = Self::new(req, plan, backend, node, router)?;
+        target.theirs = theirs;
         let vrf = target.choose_vrf(recorded, read.instances, ids_lock)?;
         drop(held);
         target.intent = Some(intent);
@@ -749,7 +787,8 @@ impl<'a> Target<'a> {
     /// id lock released once it is answered. An instance of the name that appeared since the
     /// list (a writer outside this node's lock) is reused when it has the claimed id; with
     /// another id the objects just created name the wrong one, so the ADD fails as contended
-    /// (its rollback removes them) and the runtime's retry reuses the instance's id.
+    /// (its rollback removes them and keeps that instance: [`Theirs`]) and the runtime's retry
+    /// reuses the instance's id.
     fn instance_of(
         &self,
         vrf: VrfStep,
@@ -782,6 +821,10 @@ impl<'a> Target<'a> {
                 drop(pending.ids_lock);
                 if found.vrf_id == vrf_id {
                     return Ok(found);
+                }
+                // Found, not created by this ADD: the other writer's, kept by the rollback.
+                if found.created_uid.is_none() {
+                    self.theirs.mark();
                 }
                 Err(BgpError::Contended {
                     what: format!(
