@@ -22,12 +22,12 @@ use galactic_core::cni::{CniResult, Request};
 use galactic_core::config::{NodeConfig, Publisher};
 use galactic_core::ident::{
     bgp_advertisement_name, bgp_vrf_instance_name, check_node_name, legacy_advertisement_name,
-    route_target, tenant_identifier, ChainIds,
+    route_target, tenant_identifier, ChainIds, VpcId,
 };
 use galactic_core::log;
 use galactic_core::rollback::Rollback;
 use galactic_kube::{detect_node_name, local_addresses, ClientOptions, KubeClient, RetryPolicy};
-use galactic_kube::{BGPAdvertisement, BGPVRFInstance};
+use galactic_kube::{BGPAdvertisement, BGPRouter, BGPVRFInstance};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use std::net::Ipv6Addr;
@@ -266,7 +266,9 @@ pub fn add(req: &Request) -> Result<CniResult, BgpError> {
     };
     Publications::new(&req.node.state_dir).ensure_seeded(&req.node, &node, Some(&key))?;
     let mut rollback = Rollback::new();
+    // The plan: the intent recorded, everything read in one round, the VRF instance chosen.
     let (target, vrf, round) = Target::publish_vrf(req, &plan, &backend, node, &mut rollback)?;
+    // Applied: the datapath rows, then the objects in one round, then the record of the writes.
     let sid = target.register_datapath(vrf.id(), &mut rollback)?;
     target.migrate_local_legacy()?;
     // Debug builds: a test stops the ADD here to prove the rollback removes only this ADD's rows.
@@ -340,6 +342,25 @@ pub(crate) struct Target<'a> {
     netns: String,
     /// This ADD's publication record.
     intent: Option<Publication>,
+    /// Set when the VPC's instance turned out to be another writer's ([`Theirs`]).
+    theirs: Theirs,
+}
+
+/// Whether the VPC's instance this ADD meets is another writer's, created since the first
+/// round's list with another VRF id than this ADD claimed: shared with the undo of the
+/// publication record, which then forgets the record and keeps that instance. It is not this
+/// ADD's to delete, and the runtime's retry of the contended ADD reuses its id.
+#[derive(Clone, Default)]
+struct Theirs(std::rc::Rc<std::cell::Cell<bool>>);
+
+impl Theirs {
+    fn mark(&self) {
+        self.0.set(true);
+    }
+
+    fn marked(&self) -> bool {
+        self.0.get()
+    }
 }
 
 /// The node's lock of VRF id allocation: an ADD that may claim an id holds it from its list of
@@ -351,6 +372,134 @@ fn vrf_id_lock(
     let path = node.state_dir.join("locks").join("bgp-vrf-ids");
     galactic_core::lockfile::acquire(&path, LOCAL_LOCK_WAIT)
         .map_err(|e| BgpError::Store(StoreError::Lock(e)))
+}
+
+/// This ADD's publication record, its intent, written (under the VPC's lock) before any object
+/// so a killed ADD leaves what its DEL deletes by. When this ADD created the record, its undo
+/// is pushed first so that it runs last, after everything else the ADD published: the record
+/// goes and, with the VPC's last record, the instance ([`forget_and_retire`]), unless `theirs`
+/// says the instance is another writer's.
+fn record_intent<'a>(
+    node: &'a NodeConfig,
+    store: &'a dyn ObjectStore,
+    records: &Publications,
+    vpc: &VpcId,
+    intent: &Publication,
+    theirs: &Theirs,
+    rollback: &mut Rollback<'a>,
+) -> Result<(), BgpError> {
+    if records.put(vpc, intent)? {
+        let (vpc, intent, theirs) = (vpc.clone(), intent.clone(), theirs.clone());
+        rollback.push(
+            format!("forget the publication record of {}", intent.host_ifname),
+            move || match theirs.marked() {
+                true => forget_keeping_instance(node, &vpc, &intent),
+                false => forget_and_retire(node, store, &vpc, Some(&intent), &intent.vrf_instance)
+                    .map(|_| ()),
+            },
+        );
+    }
+    Ok(())
+}
+
+/// The undo of a contended ADD's record ([`Theirs`]): the record goes, under the VPC's lock,
+/// and the other writer's instance stays.
+fn forget_keeping_instance(
+    node: &NodeConfig,
+    vpc: &VpcId,
+    intent: &Publication,
+) -> Result<(), BgpError> {
+    let _held = vpc_lock(node, vpc)?;
+    Publications::new(&node.state_dir).remove(vpc, intent)
+}
+
+/// What ADD's first round answered: the node's routers, the VPC's VRF instances (when no
+/// other record of the VPC names its instance) and what publishing the objects needs.
+struct FirstAnswers {
+    routers: Vec<Result<BGPRouter, StoreError>>,
+    instances: Option<Vec<Result<BGPVRFInstance, StoreError>>>,
+    round: FirstRound,
+}
+
+/// ADD's first round: every read in one batch, so they cost one round trip together. The
+/// VPC's instances are listed only when `list_instances` (no record names the instance).
+fn first_round(
+    store: &dyn ObjectStore,
+    ns: &str,
+    plan: &Plan,
+    list_instances: bool,
+) -> Result<FirstAnswers, BgpError> {
+    let ids = plan.ids();
+    let legacy = legacy_advertisement_name(ids.vpc.raw(), ids.att.raw());
+    // The Pod is read only for the EndpointSlice's owner (IPv6), when the runtime passed no uid.
+    let pod = plan
+        .pod
+        .as_ref()
+        .filter(|p| p.uid.is_none() && plan.facts.v6.is_some());
+    let ops = first_round_ops(ns, &legacy, pod, list_instances);
+    let answers = store.batch(&ops).into_iter();
+    first_answers(answers, pod.is_some(), list_instances)
+}
+
+/// The first round's requests, in the order [`first_answers`] reads their answers: the
+/// routers, the legacy advertisement, the Pod (`pod`), the VPC's instances (`list_instances`).
+fn first_round_ops<'b>(
+    ns: &'b str,
+    legacy: &'b str,
+    pod: Option<&'b PodRef>,
+    list_instances: bool,
+) -> Vec<Op<'b>> {
+    let mut ops = vec![
+        Op::List {
+            kind: Kind::Router,
+            namespace: ns,
+        },
+        Op::Get {
+            kind: Kind::Advertisement,
+            namespace: ns,
+            name: legacy,
+        },
+    ];
+    if let Some(pod) = pod {
+        ops.push(Op::Get {
+            kind: Kind::Pod,
+            namespace: &pod.namespace,
+            name: &pod.name,
+        });
+    }
+    if list_instances {
+        ops.push(Op::List {
+            kind: Kind::VrfInstance,
+            namespace: ns,
+        });
+    }
+    ops
+}
+
+/// The first round's `answers`, in the order of [`first_round_ops`]'s requests (`pod`: the Pod
+/// was asked for; `instances`: the VPC's instances were).
+fn first_answers(
+    mut answers: impl Iterator<Item = Result<Done, StoreError>>,
+    pod: bool,
+    instances: bool,
+) -> Result<FirstAnswers, BgpError> {
+    let routers = listed(answers.next())?;
+    let round = FirstRound {
+        legacy: found(answers.next())?,
+        pod: match pod {
+            true => found(answers.next())?,
+            false => None,
+        },
+    };
+    let instances = match instances {
+        true => Some(listed(answers.next())?),
+        false => None,
+    };
+    Ok(FirstAnswers {
+        routers,
+        instances,
+        round,
+    })
 }
 
 /// `answer` as the typed objects it listed.
@@ -408,6 +557,7 @@ impl<'a> Target<'a> {
             node,
             router,
             intent: None,
+            theirs: Theirs::default(),
         })
     }
 
@@ -419,7 +569,8 @@ impl<'a> Target<'a> {
     /// Another record of the VPC that names the instance it published, for this router and
     /// route target, stands for it: while that record is there the instance is not retired.
     /// A record this ADD created is undone last, after everything else it published: the
-    /// record goes and, with the VPC's last record, the instance ([`forget_and_retire`]).
+    /// record goes and, with the VPC's last record, the instance ([`forget_and_retire`]), unless
+    /// the instance is another writer's ([`Theirs`]).
     fn publish_vrf(
         req: &'a Request,
         plan: &'a Plan,
@@ -427,21 +578,14 @@ impl<'a> Target<'a> {
         node: String,
         rollback: &mut Rollback<'a>,
     ) -> Result<(Self, VrfStep, FirstRound), BgpError> {
-        let (store, ns) = (backend.store(), req.node.namespace.as_str());
+        let ns = req.node.namespace.as_str();
         let vpc = &plan.stanza.vpc;
         let records = Publications::new(&req.node.state_dir);
         let intent = publication(req, plan, ns, &node)?;
         let held = vpc_lock(&req.node, vpc)?;
-        if records.put(vpc, &intent)? {
-            let (node, vpc, intent) = (&req.node, vpc.clone(), intent.clone());
-            rollback.push(
-                format!("forget the publication record of {}", intent.host_ifname),
-                move || {
-                    forget_and_retire(node, store, &vpc, Some(&intent), &intent.vrf_instance)
-                        .map(|_| ())
-                },
-            );
-        }
+        let theirs = Theirs::default();
+        let store = backend.store();
+        record_intent(&req.node, store, &records, vpc, &intent, &theirs, rollback)?;
         // Debug builds: a test kills the ADD here, after the intent and before any object.
         galactic_core::failpoint::hit("bgp-after-intent")?;
         let recorded = records.recorded_vrf(vpc, &intent)?;
@@ -449,67 +593,38 @@ impl<'a> Target<'a> {
             None => Some(vrf_id_lock(&req.node)?),
             Some(_) => None,
         };
-        let ids = plan.ids();
-        let legacy = legacy_advertisement_name(ids.vpc.raw(), ids.att.raw());
-        let pod = plan
-            .pod
-            .as_ref()
-            .filter(|p| p.uid.is_none() && plan.facts.v6.is_some());
-        let mut ops = vec![
-            Op::List {
-                kind: Kind::Router,
-                namespace: ns,
-            },
-            Op::Get {
-                kind: Kind::Advertisement,
-                namespace: ns,
-                name: &legacy,
-            },
-        ];
-        if let Some(pod) = pod {
-            ops.push(Op::Get {
-                kind: Kind::Pod,
-                namespace: &pod.namespace,
-                name: &pod.name,
-            });
-        }
-        if recorded.is_none() {
-            ops.push(Op::List {
-                kind: Kind::VrfInstance,
-                namespace: ns,
-            });
-        }
-        let mut answers = store.batch(&ops).into_iter();
-        let routers = listed(answers.next())?;
-        let round = FirstRound {
-            legacy: found(answers.next())?,
-            pod: match pod {
-                Some(_) => found(answers.next())?,
-                None => None,
-            },
-        };
-        let instances = match recorded {
-            None => Some(listed::<BGPVRFInstance>(answers.next())?),
-            Some(_) => None,
-        };
-        let router = publish::router_of(routers, ns, &node, backend.is_kube())?;
+        let read = first_round(backend.store(), ns, plan, recorded.is_none())?;
+        let router = publish::router_of(read.routers, ns, &node, backend.is_kube())?;
         let mut target = Self::new(req, plan, backend, node, router)?;
+        target.theirs = theirs;
+        let vrf = target.choose_vrf(recorded, read.instances, ids_lock)?;
+        drop(held);
+        target.intent = Some(intent);
+        Ok((target, vrf, read.round))
+    }
+
+    /// The VPC's instance after the first round: the one another record of the VPC names, when
+    /// it is for this router and route target (the record stands for it, so nothing is read);
+    /// else the one [`Self::vrf_step`] makes sure of from the router's instances it listed.
+    fn choose_vrf(
+        &self,
+        recorded: Option<RecordedVrf>,
+        listed: Option<Vec<Result<BGPVRFInstance, StoreError>>>,
+        ids_lock: Option<galactic_core::lockfile::LockGuard>,
+    ) -> Result<VrfStep, BgpError> {
         let reusable =
-            recorded.filter(|r| r.router == target.router.name && r.route_target == target.rt);
-        let vrf = match reusable {
-            Some(r) => VrfStep::Present(publish::VrfInstance {
+            recorded.filter(|r| r.router == self.router.name && r.route_target == self.rt);
+        match reusable {
+            Some(r) => Ok(VrfStep::Present(publish::VrfInstance {
                 vrf_id: r.vrf_id,
                 created_uid: None,
                 uid: r.uid,
-            }),
+            })),
             None => {
-                let mine = instances.map(|i| publish::routers_instances(i, &target.router));
-                target.vrf_step(mine, ids_lock)?
+                let mine = listed.map(|i| publish::routers_instances(i, &self.router));
+                self.vrf_step(mine, ids_lock)
             }
-        };
-        drop(held);
-        target.intent = Some(intent);
-        Ok((target, vrf, round))
+        }
     }
 
     /// The VPC's instance when no record names it: with the node's VRF id lock (`ids_lock`)
@@ -567,65 +682,95 @@ impl<'a> Target<'a> {
         round: FirstRound,
         rollback: &mut Rollback<'a>,
     ) -> Result<(Published, publish::VrfInstance), BgpError> {
-        let store = self.backend.store();
         let name = self.advertisement_name();
         let input = self.advertisement_input(&name, vrf.id());
-        let adv_doc = document(&publish::first_advertisement(&input))?;
-        let slice = self.slice_input(sid, round.pod)?;
-        let slice_doc = slice
-            .as_ref()
-            .map(|s| document(&slice::first_slice(&s.input())))
-            .transpose()?;
-        let instance_doc = match &vrf {
+        let docs = self.objects_round(&input, &vrf, sid, round.pod)?;
+        let answers = self.backend.store().batch(&docs.ops(self.ns));
+        let (vrf, adv, slice_uid) = self.objects_answers(&docs, &input, vrf, answers, rollback)?;
+        self.leave_legacy_recorded(round.legacy)?;
+        Ok((self.published(&vrf, adv, slice_uid), vrf))
+    }
+
+    /// The documents of the objects round, all built before it so that it is one batch: the
+    /// advertisement's, the EndpointSlice's (with an IPv6 address and a pod) and a claimed VRF
+    /// instance's.
+    fn objects_round(
+        &self,
+        input: &AdvertisementInput<'_>,
+        vrf: &VrfStep,
+        sid: Option<Ipv6Addr>,
+        pod: Option<Pod>,
+    ) -> Result<ObjectsRound<'a>, BgpError> {
+        let advertisement = document(&publish::first_advertisement(input))?;
+        let slice = match self.slice_input(sid, pod)? {
+            Some(s) => {
+                let doc = document(&slice::first_slice(&s.input()))?;
+                Some((s, doc))
+            }
+            None => None,
+        };
+        let instance = match vrf {
             VrfStep::Pending(p) => Some(document(&p.claim.instance)?),
             VrfStep::Present(_) => None,
         };
-        let mut ops = Vec::with_capacity(3);
-        if let Some(doc) = &instance_doc {
-            ops.push(Op::Create {
-                kind: Kind::VrfInstance,
-                namespace: self.ns,
-                object: doc,
-            });
-        }
-        ops.push(Op::Create {
-            kind: Kind::Advertisement,
-            namespace: self.ns,
-            object: &adv_doc,
-        });
-        if let (Some(s), Some(doc)) = (&slice, &slice_doc) {
-            ops.push(Op::Create {
-                kind: Kind::EndpointSlice,
-                namespace: &s.pod.namespace,
-                object: doc,
-            });
-        }
-        let mut answers = store.batch(&ops).into_iter();
-        let instance_answer = match instance_doc {
+        Ok(ObjectsRound {
+            advertisement,
+            slice,
+            instance,
+        })
+    }
+
+    /// The objects round's `answers`, in the order of [`ObjectsRound::ops`]: every create that
+    /// succeeded gets its undo before any failure is returned; a created instance's undo is the
+    /// publication record's (it retires the VPC's instance with the VPC's last record). The VRF
+    /// instance, the advertisement as written and the EndpointSlice's uid.
+    fn objects_answers(
+        &self,
+        docs: &ObjectsRound<'_>,
+        input: &AdvertisementInput<'_>,
+        vrf: VrfStep,
+        answers: Vec<Result<Done, StoreError>>,
+        rollback: &mut Rollback<'a>,
+    ) -> Result<(publish::VrfInstance, publish::Applied, Option<String>), BgpError> {
+        let mut answers = answers.into_iter();
+        let instance_answer = match docs.instance {
             Some(_) => Some(answers.next().ok_or_else(missing_answer)?),
             None => None,
         };
         let adv_answer = answers.next().ok_or_else(missing_answer)?;
         let slice_answer = answers.next();
-        // Every create that succeeded gets its undo before any failure is returned; a created
-        // instance's undo is the publication record's (it retires the VPC's instance with the
-        // VPC's last record).
-        let adv = self.advertised(&input, adv_answer, rollback);
-        let slice_uid = match (&slice, slice_answer) {
-            (Some(s), Some(answer)) => Some(self.sliced(s, answer, rollback)),
+        let adv = self.advertised(input, adv_answer, rollback);
+        let slice_uid = match (&docs.slice, slice_answer) {
+            (Some((s, _)), Some(answer)) => Some(self.sliced(s, answer, rollback)),
             _ => None,
         };
         let vrf = self.instance_of(vrf, instance_answer)?;
         let slice_uid = slice_uid.transpose()?;
-        let adv = adv?;
-        if round
-            .legacy
+        Ok((vrf, adv?, slice_uid))
+    }
+
+    /// The container off the attachment's shared advertisement of older chains, when the first
+    /// round found it recorded there (`legacy`): after this node's advertisement exists, so
+    /// the container is never unadvertised, and with no request when it is not there.
+    fn leave_legacy_recorded(&self, legacy: Option<BGPAdvertisement>) -> Result<(), BgpError> {
+        if legacy
             .and_then(|o| o.metadata.annotations)
             .is_some_and(|a| annotations::records(&a, &self.container_id))
         {
+            let store = self.backend.store();
             leave_legacy(store, self.ns, &self.plan.ids(), &self.container_id)?;
         }
-        let published = Published {
+        Ok(())
+    }
+
+    /// What the writes left, for the publication record (what DEL deletes by).
+    fn published(
+        &self,
+        vrf: &publish::VrfInstance,
+        adv: publish::Applied,
+        slice_uid: Option<String>,
+    ) -> Published {
+        Published {
             vrf: RecordedVrf {
                 uid: vrf.uid.clone(),
                 vrf_id: vrf.vrf_id,
@@ -635,15 +780,15 @@ impl<'a> Target<'a> {
             advertisement_uid: adv.uid,
             advertisement_sole_version: adv.sole_version,
             endpoint_slice_uid: slice_uid,
-        };
-        Ok((published, vrf))
+        }
     }
 
     /// The VPC's instance after the round that created a claimed one (`answer`), the node's VRF
     /// id lock released once it is answered. An instance of the name that appeared since the
     /// list (a writer outside this node's lock) is reused when it has the claimed id; with
     /// another id the objects just created name the wrong one, so the ADD fails as contended
-    /// (its rollback removes them) and the runtime's retry reuses the instance's id.
+    /// (its rollback removes them and keeps that instance: [`Theirs`]) and the runtime's retry
+    /// reuses the instance's id.
     fn instance_of(
         &self,
         vrf: VrfStep,
@@ -676,6 +821,10 @@ impl<'a> Target<'a> {
                 drop(pending.ids_lock);
                 if found.vrf_id == vrf_id {
                     return Ok(found);
+                }
+                // Found, not created by this ADD: the other writer's, kept by the rollback.
+                if found.created_uid.is_none() {
+                    self.theirs.mark();
                 }
                 Err(BgpError::Contended {
                     what: format!(
@@ -872,6 +1021,44 @@ impl<'a> Target<'a> {
             json!({"advertisement": here}),
         );
         Ok(true)
+    }
+}
+
+/// The documents of ADD's objects round ([`Target::objects_round`]).
+struct ObjectsRound<'a> {
+    /// The advertisement's.
+    advertisement: serde_json::Value,
+    /// What the EndpointSlice says, and its document.
+    slice: Option<(SliceTarget<'a>, serde_json::Value)>,
+    /// A claimed VRF instance's.
+    instance: Option<serde_json::Value>,
+}
+
+impl ObjectsRound<'_> {
+    /// The round's creates, in the order [`Target::objects_answers`] reads their answers: the
+    /// claimed instance, the advertisement, the EndpointSlice.
+    fn ops<'b>(&'b self, ns: &'b str) -> Vec<Op<'b>> {
+        let mut ops = Vec::with_capacity(3);
+        if let Some(doc) = &self.instance {
+            ops.push(Op::Create {
+                kind: Kind::VrfInstance,
+                namespace: ns,
+                object: doc,
+            });
+        }
+        ops.push(Op::Create {
+            kind: Kind::Advertisement,
+            namespace: ns,
+            object: &self.advertisement,
+        });
+        if let Some((s, doc)) = &self.slice {
+            ops.push(Op::Create {
+                kind: Kind::EndpointSlice,
+                namespace: &s.pod.namespace,
+                object: doc,
+            });
+        }
+        ops
     }
 }
 

@@ -105,41 +105,79 @@ fn retract_objects(
     p: &Publication,
     ids: &ChainIds,
 ) -> Result<publish::Retraction, BgpError> {
-    let published = p.published.as_ref();
-    let slice_uid = published.and_then(|r| r.endpoint_slice_uid.as_deref());
-    let recorded_slice = p.endpoint_slice.as_ref().zip(slice_uid);
-    let sole = published.and_then(|r| {
-        r.advertisement_sole_version
-            .as_deref()
-            .map(|v| (r.advertisement_uid.as_str(), v))
-    });
-    let mut ops = Vec::new();
-    if let Some((slice, uid)) = recorded_slice {
-        ops.push(Op::Delete {
-            kind: Kind::EndpointSlice,
-            namespace: &slice.namespace,
-            name: &slice.name,
-            uid,
-            version: None,
-        });
-    }
-    if let Some((uid, version)) = sole {
-        ops.push(Op::Delete {
-            kind: Kind::Advertisement,
-            namespace: &p.namespace,
-            name: &p.advertisement,
-            uid,
-            version: Some(version),
-        });
-    }
-    let mut answers = store.batch(&ops).into_iter();
-    let slice_answer = recorded_slice.and_then(|_| answers.next());
-    let adv_answer = sole.and_then(|_| answers.next());
+    let recorded = RecordedDeletes::of(p);
+    let mut answers = store.batch(&recorded.ops(p)).into_iter();
+    let slice_answer = recorded.slice.and_then(|_| answers.next());
+    let adv_answer = recorded.sole.and_then(|_| answers.next());
     retract_slice(store, p, slice_answer)?;
-    let retraction = match adv_answer {
+    let retraction = retract_recorded_advertisement(store, p, adv_answer)?;
+    if p.published.is_some() {
+        return Ok(retraction);
+    }
+    leave_older_chains(store, p, ids)?;
+    Ok(retraction)
+}
+
+/// What the attachment's ADD recorded of its writes, so DEL can delete it without reading
+/// first.
+struct RecordedDeletes<'p> {
+    /// The pod's EndpointSlice and its uid.
+    slice: Option<(&'p SliceRef, &'p str)>,
+    /// The advertisement's uid and resourceVersion, when ADD's write left this container its
+    /// only record.
+    sole: Option<(&'p str, &'p str)>,
+}
+
+impl<'p> RecordedDeletes<'p> {
+    fn of(p: &'p Publication) -> Self {
+        let published = p.published.as_ref();
+        let slice_uid = published.and_then(|r| r.endpoint_slice_uid.as_deref());
+        Self {
+            slice: p.endpoint_slice.as_ref().zip(slice_uid),
+            sole: published.and_then(|r| {
+                r.advertisement_sole_version
+                    .as_deref()
+                    .map(|v| (r.advertisement_uid.as_str(), v))
+            }),
+        }
+    }
+
+    /// The guarded deletes, in flight together: the EndpointSlice's first, then the
+    /// advertisement's.
+    fn ops(&self, p: &'p Publication) -> Vec<Op<'p>> {
+        let mut ops = Vec::new();
+        if let Some((slice, uid)) = self.slice {
+            ops.push(Op::Delete {
+                kind: Kind::EndpointSlice,
+                namespace: &slice.namespace,
+                name: &slice.name,
+                uid,
+                version: None,
+            });
+        }
+        if let Some((uid, version)) = self.sole {
+            ops.push(Op::Delete {
+                kind: Kind::Advertisement,
+                namespace: &p.namespace,
+                name: &p.advertisement,
+                uid,
+                version: Some(version),
+            });
+        }
+        ops
+    }
+}
+
+/// The attachment's advertisement after the recorded delete's `answer`: deleted; or, written
+/// since ADD (another container, a status: 409) or never recorded, read and retracted from.
+fn retract_recorded_advertisement(
+    store: &dyn ObjectStore,
+    p: &Publication,
+    answer: Option<Result<Done, StoreError>>,
+) -> Result<publish::Retraction, BgpError> {
+    Ok(match answer {
         Some(Ok(_)) => publish::Retraction::Deleted,
         Some(Err(e)) if !e.is_conflict() => return Err(e.into()),
-        // Written since ADD (another container, a status) or never recorded: read it.
         Some(Err(_)) | None => publish::retract_advertisement(
             store,
             &p.namespace,
@@ -148,11 +186,17 @@ fn retract_objects(
             Some(&p.host_ifname),
             &netns::alive,
         )?,
-    };
-    if published.is_some() {
-        return Ok(retraction);
-    }
-    // A container the Go chain (or our chain before decision 0018) published.
+    })
+}
+
+/// The container off the attachment's shared advertisement, for a container the Go chain (or
+/// our chain before decision 0018) published: a record without what ADD published says no ADD
+/// of this chain took it off.
+fn leave_older_chains(
+    store: &dyn ObjectStore,
+    p: &Publication,
+    ids: &ChainIds,
+) -> Result<(), BgpError> {
     let legacy = publish::leave_legacy_advertisement(store, &p.namespace, ids, &p.container_id)?;
     if legacy != publish::Retraction::NotListed {
         log::info(
@@ -160,7 +204,7 @@ fn retract_objects(
             json!({"retraction": legacy.as_str()}),
         );
     }
-    Ok(retraction)
+    Ok(())
 }
 
 /// The pod's EndpointSlice after the recorded delete's `answer`; without one, or when the

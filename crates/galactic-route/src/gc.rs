@@ -23,7 +23,7 @@
 
 use crate::converge;
 use crate::error::{net, RouteError};
-use crate::record::{FileWork, Ledger, Owned, VpcRoutes};
+use crate::record::{FileWork, Ledger, Listing, Owned, VpcRoutes};
 use galactic_core::cni::Request;
 use galactic_core::ident::VpcId;
 use galactic_core::ip::Family;
@@ -80,53 +80,12 @@ pub fn gc(req: &Request) -> Result<(), RouteError> {
     let ledger = Ledger::new(&req.node.state_dir);
     let work = (FileWork::now(), netlink::received());
     let listing = ledger.listing()?;
-    // Temporaries of VPCs without a record: no record visit below would remove them.
-    let orphans: Vec<VpcId> = listing
-        .temporaries
-        .iter()
-        .filter(|v| !listing.records.iter().any(|r| r.as_ref() == Ok(*v)))
-        .cloned()
-        .collect();
-    ledger.sweep_listed_temp(&orphans);
+    sweep_orphan_temporaries(&ledger, &listing);
     if listing.records.is_empty() {
         return Ok(());
     }
-    let nl = Netlink::current().map_err(net("open the host netlink socket"))?;
-    let links = nl
-        .links()
-        .map_err(net("list links"))?
-        .into_iter()
-        .map(|l| (l.name, l.index))
-        .collect();
-    let sweep = Sweep {
-        ledger,
-        domains: Domains::new(&req.node.state_dir),
-        nl,
-        links,
-        network: req.conf.name.clone(),
-        // Unreadable or absent: no entry is known live, so every one keeps its fate.
-        listed: req
-            .conf
-            .valid_attachments()
-            .ok()
-            .flatten()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|a| (a.container_id, a.ifname))
-            .collect(),
-    };
-    let mut errors = Vec::new();
-    for vpc in &listing.records {
-        match vpc {
-            Ok(vpc) => {
-                let temporaries = listing.temporaries.contains(vpc);
-                if let Err(e) = sweep.vpc(vpc, temporaries) {
-                    errors.push(format!("VPC {vpc}: {e}"));
-                }
-            }
-            Err(e) => errors.push(format!("unreadable route record {e}")),
-        }
-    }
+    let sweep = Sweep::open(req, ledger)?;
+    let errors = sweep.every_vpc(&listing);
     let files = FileWork::since(work.0);
     log::info(
         "GC: route records swept",
@@ -138,6 +97,31 @@ pub fn gc(req: &Request) -> Result<(), RouteError> {
         true => Ok(()),
         false => Err(RouteError::GcIncomplete(errors)),
     }
+}
+
+/// Removes the temporaries of VPCs without a record: no record visit of the sweep would
+/// remove them.
+fn sweep_orphan_temporaries(ledger: &Ledger, listing: &Listing) {
+    let orphans: Vec<VpcId> = listing
+        .temporaries
+        .iter()
+        .filter(|v| !listing.records.iter().any(|r| r.as_ref() == Ok(*v)))
+        .cloned()
+        .collect();
+    ledger.sweep_listed_temp(&orphans);
+}
+
+/// The attachments of this network the runtime lists as live (container id, interface).
+/// Unreadable or absent: no entry is known live, so every one keeps its fate.
+fn listed_attachments(req: &Request) -> HashSet<(String, String)> {
+    req.conf
+        .valid_attachments()
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.container_id, a.ifname))
+        .collect()
 }
 
 struct Sweep {
@@ -181,6 +165,44 @@ impl Tables {
 }
 
 impl Sweep {
+    /// What the sweep of every VPC shares, read once: the host's netlink socket, the node's
+    /// links by name and the attachments the runtime lists.
+    fn open(req: &Request, ledger: Ledger) -> Result<Self, RouteError> {
+        let nl = Netlink::current().map_err(net("open the host netlink socket"))?;
+        let links = nl
+            .links()
+            .map_err(net("list links"))?
+            .into_iter()
+            .map(|l| (l.name, l.index))
+            .collect();
+        Ok(Self {
+            ledger,
+            domains: Domains::new(&req.node.state_dir),
+            nl,
+            links,
+            network: req.conf.name.clone(),
+            listed: listed_attachments(req),
+        })
+    }
+
+    /// Sweeps every VPC of `listing`, one VPC's failure not stopping the others; what failed,
+    /// by VPC (or unreadable record).
+    fn every_vpc(&self, listing: &Listing) -> Vec<String> {
+        let mut errors = Vec::new();
+        for vpc in &listing.records {
+            match vpc {
+                Ok(vpc) => {
+                    let temporaries = listing.temporaries.contains(vpc);
+                    if let Err(e) = self.vpc(vpc, temporaries) {
+                        errors.push(format!("VPC {vpc}: {e}"));
+                    }
+                }
+                Err(e) => errors.push(format!("unreadable route record {e}")),
+            }
+        }
+        errors
+    }
+
     /// Sweeps one VPC's record under its lock (an ADD of the VPC cannot interleave); the record
     /// is rewritten only when an entry changed or went. `temporaries`: the listing found some
     /// of the VPC's.

@@ -2,7 +2,7 @@
 //! timeout, transient retry); objects travel as `DynamicObject`s of the typed resources.
 
 use super::{meta_str, Done, Kind, ObjectStore, Op, StoreError};
-use galactic_kube::{KubeClient, RetryPolicy, Together};
+use galactic_kube::{KubeClient, RetryPolicy, Together, TogetherFuture};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
     Preconditions,
@@ -214,75 +214,101 @@ pub enum InstalledCrd {
 }
 
 impl KubeStore {
-    /// `op` as a call of [`KubeClient::call_together`].
+    /// `op` as a call of [`KubeClient::call_together`]: what it is, for messages and logs, and
+    /// how to make its request (again, on a retry), one builder per kind of request.
     fn together<'a>(&'a self, op: Op<'a>) -> Result<Together<'a, Done>, StoreError> {
-        let (what, op): (String, Box<dyn FnMut(kube::Client) -> _ + 'a>) = match op {
-            Op::List { kind, namespace } => (
-                format!("list {} in {namespace}", kind.plural()),
-                Box::new(move |c| {
-                    let api = self.api(c, kind, namespace);
-                    Box::pin(async move {
-                        let list = api.list(&ListParams::default()).await?;
-                        Ok(Done::Listed(values(list.items)?))
-                    }) as galactic_kube::TogetherFuture<'a, Done>
-                }),
-            ),
+        Ok(match op {
+            Op::List { kind, namespace } => self.list_call(kind, namespace),
             Op::Get {
                 kind,
                 namespace,
                 name,
-            } => (
-                format!("get {} {namespace}/{name}", kind.kind()),
-                Box::new(move |c| {
-                    let api = self.api(c, kind, namespace);
-                    Box::pin(async move {
-                        let found = api.get_opt(name).await?;
-                        Ok(Done::Found(found.map(value).transpose()?))
-                    }) as galactic_kube::TogetherFuture<'a, Done>
-                }),
-            ),
+            } => self.get_call(kind, namespace, name),
             Op::Create {
                 kind,
                 namespace,
                 object,
-            } => {
-                let dynamic = to_dynamic(object)?;
-                let name = dynamic.metadata.name.clone().unwrap_or_default();
-                (
-                    format!("create {} {namespace}/{name}", kind.kind()),
-                    Box::new(move |c| {
-                        let (api, dynamic) = (self.api(c, kind, namespace), dynamic.clone());
-                        Box::pin(async move {
-                            let created = api.create(&PostParams::default(), &dynamic).await?;
-                            Ok(Done::Created(value(created)?))
-                        }) as galactic_kube::TogetherFuture<'a, Done>
-                    }),
-                )
-            }
+            } => self.create_call(kind, namespace, object)?,
             Op::Delete {
                 kind,
                 namespace,
                 name,
                 uid,
                 version,
-            } => {
-                let params = delete_params(uid, version);
-                (
-                    format!("delete {} {namespace}/{name}", kind.kind()),
-                    Box::new(move |c| {
-                        let (api, params) = (self.api(c, kind, namespace), params.clone());
-                        Box::pin(async move {
-                            match api.delete(name, &params).await {
-                                Ok(_) => Ok(Done::Deleted),
-                                Err(kube::Error::Api(s)) if s.code == 404 => Ok(Done::Deleted),
-                                Err(e) => Err(e),
-                            }
-                        }) as galactic_kube::TogetherFuture<'a, Done>
-                    }),
-                )
-            }
-        };
-        Ok(Together { what, op })
+            } => self.delete_call(kind, namespace, name, delete_params(uid, version)),
+        })
+    }
+
+    /// The list of every `kind` in `namespace`.
+    fn list_call<'a>(&'a self, kind: Kind, namespace: &'a str) -> Together<'a, Done> {
+        Together {
+            what: format!("list {} in {namespace}", kind.plural()),
+            op: Box::new(move |c| {
+                let api = self.api(c, kind, namespace);
+                Box::pin(async move {
+                    let list = api.list(&ListParams::default()).await?;
+                    Ok(Done::Listed(values(list.items)?))
+                }) as TogetherFuture<'a, Done>
+            }),
+        }
+    }
+
+    /// The get of `namespace/name`, absent being an answer.
+    fn get_call<'a>(&'a self, kind: Kind, namespace: &'a str, name: &'a str) -> Together<'a, Done> {
+        Together {
+            what: format!("get {} {namespace}/{name}", kind.kind()),
+            op: Box::new(move |c| {
+                let api = self.api(c, kind, namespace);
+                Box::pin(async move {
+                    let found = api.get_opt(name).await?;
+                    Ok(Done::Found(found.map(value).transpose()?))
+                }) as TogetherFuture<'a, Done>
+            }),
+        }
+    }
+
+    /// The create of `object`, converted once here so a retry sends the same document.
+    fn create_call<'a>(
+        &'a self,
+        kind: Kind,
+        namespace: &'a str,
+        object: &Value,
+    ) -> Result<Together<'a, Done>, StoreError> {
+        let dynamic = to_dynamic(object)?;
+        let name = dynamic.metadata.name.clone().unwrap_or_default();
+        Ok(Together {
+            what: format!("create {} {namespace}/{name}", kind.kind()),
+            op: Box::new(move |c| {
+                let (api, dynamic) = (self.api(c, kind, namespace), dynamic.clone());
+                Box::pin(async move {
+                    let created = api.create(&PostParams::default(), &dynamic).await?;
+                    Ok(Done::Created(value(created)?))
+                }) as TogetherFuture<'a, Done>
+            }),
+        })
+    }
+
+    /// The delete of `namespace/name` guarded by `params`; an absent object (404) is deleted.
+    fn delete_call<'a>(
+        &'a self,
+        kind: Kind,
+        namespace: &'a str,
+        name: &'a str,
+        params: DeleteParams,
+    ) -> Together<'a, Done> {
+        Together {
+            what: format!("delete {} {namespace}/{name}", kind.kind()),
+            op: Box::new(move |c| {
+                let (api, params) = (self.api(c, kind, namespace), params.clone());
+                Box::pin(async move {
+                    match api.delete(name, &params).await {
+                        Ok(_) => Ok(Done::Deleted),
+                        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Done::Deleted),
+                        Err(e) => Err(e),
+                    }
+                }) as TogetherFuture<'a, Done>
+            }),
+        }
     }
 
     /// The CustomResourceDefinition `name` as installed (one attempt: STATUS).

@@ -193,6 +193,60 @@ fn the_vpcs_first_add_creates_its_instance_with_the_objects_naming_its_id() {
 }
 
 #[test]
+fn an_instance_created_meanwhile_with_another_id_fails_the_add_and_its_retry_reuses_that_id() {
+    let c = Cluster::new("node-a");
+    let uid = c.pod("p1");
+    let prev = veth_prev("fd20:10:ff01::100:0/96", "172.21.1.2/24", &live_netns());
+    let conf = stanza("1", "1", &prev);
+    let cid = "c".repeat(64);
+    let fx = c.server.fixture();
+    // A writer outside the node's VRF id lock creates the instance of the name, with another
+    // id, after the first round's list: the ADD's create meets 409, and the advertisement and
+    // the EndpointSlice created with it name the id it claimed, not the instance's.
+    let theirs = json!({"apiVersion": "network.datumapis.com/v1alpha1", "kind": "BGPVRFInstance",
+        "metadata": {"name": "1-node-a", "namespace": NS},
+        "spec": {"routerRef": {"name": "router-a"}, "vrfID": 7,
+                 "importRouteTargets": [{"value": "65000:1"}],
+                 "exportRouteTargets": [{"value": "65000:1"}]}});
+    fx.inject(Fault::on(
+        "POST",
+        "/bgpvrfinstances",
+        1,
+        FaultAction::InsertFirst(theirs),
+    ));
+    let before = fx.request_count();
+    let (out, seen) = counted(&c, "ADD", &cid, ("p1", Some(&uid)), &conf);
+    let msg = out.expect_error(11);
+    assert!(msg.contains("created meanwhile with id 7"), "{msg}");
+    let requests = fx.requests()[before..].to_vec();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.method == "POST" && r.path.contains("/bgpvrfinstances") && r.status == 409),
+        "the instance's create met the other writer's: {seen:?}"
+    );
+    // The contended ADD leaves nothing of its own: both objects it created are deleted again.
+    for (plural, ns, name) in [
+        ("bgpadvertisements", NS, "1-1-node-a"),
+        ("endpointslices", "pods", "p1"),
+    ] {
+        assert!(c.get(plural, ns, name).is_none(), "{plural} {name} is gone");
+    }
+    let vrf = c.get("bgpvrfinstances", NS, "1-node-a").unwrap();
+    assert_eq!(
+        vrf["spec"]["vrfID"], 7,
+        "the other writer's instance stays: {vrf}"
+    );
+    // The runtime's retry publishes with the id the instance has.
+    let (out, _) = counted(&c, "ADD", &cid, ("p1", Some(&uid)), &conf);
+    assert!(out.success, "{out:?}");
+    let vrf = c.get("bgpvrfinstances", NS, "1-node-a").unwrap();
+    let adv = c.get("bgpadvertisements", NS, "1-1-node-a").unwrap();
+    assert_eq!(vrf["spec"]["vrfID"], 7, "{vrf}");
+    assert_eq!(adv["spec"]["vrfID"], 7, "the advertisement names it: {adv}");
+}
+
+#[test]
 fn an_instance_create_that_meets_409_reuses_the_instance_it_reads() {
     let c = Cluster::new("node-a");
     let uid = c.pod("p1");

@@ -62,6 +62,9 @@ pub enum FaultAction {
     Delay(Duration),
     /// Close the connection without an answer (the request is not applied).
     Drop,
+    /// Store this object as [`Fixture::insert`] does, then serve the request normally: another
+    /// writer's object that appeared just before the request (a create of its name meets 409).
+    InsertFirst(Value),
 }
 
 /// A fault for the next `times` requests matching `method` (any when `None`) and whose path
