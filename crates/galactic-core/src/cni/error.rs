@@ -128,10 +128,6 @@ impl CniError {
     pub fn incompatible_version(msg: impl Into<String>) -> Self {
         Self::new(Code::INCOMPATIBLE_VERSION, msg)
     }
-    /// Code 2.
-    pub fn unsupported_field(msg: impl Into<String>) -> Self {
-        Self::new(Code::UNSUPPORTED_FIELD, msg)
-    }
     /// Code 4.
     pub fn invalid_env(msg: impl Into<String>) -> Self {
         Self::new(Code::INVALID_ENVIRONMENT, msg)
@@ -151,10 +147,6 @@ impl CniError {
     /// Code 11.
     pub fn try_again_later(msg: impl Into<String>) -> Self {
         Self::new(Code::TRY_AGAIN_LATER, msg)
-    }
-    /// Code 50.
-    pub fn not_available(msg: impl Into<String>) -> Self {
-        Self::new(Code::NOT_AVAILABLE, msg)
     }
     /// Code 999.
     pub fn internal(msg: impl Into<String>) -> Self {

@@ -8,7 +8,9 @@
 //! Operations, each on the same node and VPC: the VPC's first ADD on the node (the VRF instance
 //! is created) and its last DEL (the instance retired); an ADD and a DEL while another attachment
 //! of the VPC keeps the instance. Every ADD has an IPv6 address and a pod, so it publishes an
-//! EndpointSlice too.
+//! EndpointSlice too. Last, the first ADDs of [`TOGETHER`] other VPCs started at once: a VPC's
+//! first ADD holds the node's VRF-id lock until its instance's create is answered (decision
+//! 0077), so first ADDs of different VPCs queue for that span; each call's wall time shows it.
 
 use crate::stats::Summary;
 use galactic_testkit::apiserver::{count_requests, ApiServer, RequestCounts};
@@ -29,6 +31,8 @@ const NODE: &str = "node-a";
 const VPC: &str = "0000000001";
 const ATT: &str = "001";
 const KEEPER_ATT: &str = "002";
+/// First ADDs of different VPCs started together, per round.
+pub const TOGETHER: usize = 8;
 
 /// What one row measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -41,11 +45,19 @@ pub enum Op {
     Add,
     /// A DEL that leaves another attachment of the VPC.
     Del,
+    /// One of [`TOGETHER`] first ADDs of as many VPCs, started at once.
+    FirstAddTogether,
 }
 
 impl Op {
     /// Every operation, in table order.
-    pub const ALL: [Op; 4] = [Op::FirstAdd, Op::LastDel, Op::Add, Op::Del];
+    pub const ALL: [Op; 5] = [
+        Op::FirstAdd,
+        Op::LastDel,
+        Op::Add,
+        Op::Del,
+        Op::FirstAddTogether,
+    ];
 
     fn label(self) -> &'static str {
         match self {
@@ -53,6 +65,7 @@ impl Op {
             Op::LastDel => "DEL (VPC's last)",
             Op::Add => "ADD (VPC present)",
             Op::Del => "DEL (VPC stays)",
+            Op::FirstAddTogether => "ADD (8 VPCs' first)",
         }
     }
 }
@@ -93,7 +106,7 @@ pub fn upstream(op: Op) -> usize {
         // List routers, list instances, CreateOrUpdate of the instance (get, create), the
         // collision list, CreateOrUpdate of the advertisement (get, create), get the Pod, get
         // the slice, CreateOrUpdate of the slice (get, create).
-        Op::FirstAdd => 11,
+        Op::FirstAdd | Op::FirstAddTogether => 11,
         // The same with the instance unchanged (CreateOrUpdate: a get, no update) and the
         // advertisement updated (get, update).
         Op::Add => 10,
@@ -125,11 +138,16 @@ fn prev(host_ifname: &str, v6: &str, v4: &str, netns: &str) -> Value {
 }
 
 impl<'a> Probe<'a> {
-    fn new(node: &'a TestNode, binary: &'a Path, att: &str, v6: &str) -> Result<Self> {
-        let ids = galactic_core::ident::ChainIds::of(&json!({"vpc": VPC, "vpcattachment": att}))
+    fn new(
+        node: &'a TestNode,
+        binary: &'a Path,
+        (vpc, att): (&str, &str),
+        v6: &str,
+    ) -> Result<Self> {
+        let ids = galactic_core::ident::ChainIds::of(&json!({"vpc": vpc, "vpcattachment": att}))
             .map_err(|e| Error::Precondition(format!("bench ids: {e}")))?;
         let netns = format!("/proc/{}/ns/net", std::process::id());
-        let conf = json!({"type": "galactic-bgp", "vpc": VPC, "vpcattachment": att});
+        let conf = json!({"type": "galactic-bgp", "vpc": vpc, "vpcattachment": att});
         Ok(Self {
             node,
             binary,
@@ -212,8 +230,8 @@ fn row(binary: &Path, latency: Duration, runs: usize) -> Result<Row> {
                                     "namespace": NS, "log_level": "debug"}));
     use_apiserver(&node, &server);
     fixture.set_latency(latency);
-    let probe = Probe::new(&node, binary, ATT, "fd20:10:ff01::10/64")?;
-    let keeper = Probe::new(&node, binary, KEEPER_ATT, "fd20:10:ff02::10/64")?;
+    let probe = Probe::new(&node, binary, (VPC, ATT), "fd20:10:ff01::10/64")?;
+    let keeper = Probe::new(&node, binary, (VPC, KEEPER_ATT), "fd20:10:ff02::10/64")?;
     let mut samples: BTreeMap<Op, Samples> = BTreeMap::new();
     let mut log_at = 0;
     let mut measure = |op: Op, probe: &Probe<'_>, command: &str, cid: &str, pod: (&str, &str)| {
@@ -243,6 +261,28 @@ fn row(binary: &Path, latency: Duration, runs: usize) -> Result<Row> {
         measure(Op::Add, &probe, "ADD", &cid, (&pod, &uid))?;
         measure(Op::Del, &probe, "DEL", &cid, (&pod, &uid))?;
     }
+    let probes = (0..TOGETHER)
+        .map(|k| {
+            let vpc = format!("{:010x}", 0x100 + k);
+            let v6 = format!("fd20:11:{:x}::10/64", 0x100 + k);
+            Probe::new(&node, binary, (&vpc, ATT), &v6)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let sample = samples.entry(Op::FirstAddTogether).or_default();
+    for i in 0..runs {
+        let before = fixture.request_count();
+        let (walls, calls) = together(&server, &probes, i)?;
+        if sample.requests.is_none() {
+            // The round's requests by verb and resource, a call's mean share (integer).
+            let mut counts = count_requests(&fixture.requests()[before..]);
+            counts.values_mut().for_each(|n| *n /= TOGETHER);
+            sample.requests = Some(counts);
+        }
+        sample.wall.extend(walls);
+        for (probe, (cid, pod, uid)) in probes.iter().zip(&calls) {
+            probe.call("DEL", cid, (pod, uid))?;
+        }
+    }
     let mut versions: Vec<String> = fixture.requests().into_iter().map(|s| s.version).collect();
     versions.sort();
     versions.dedup();
@@ -262,6 +302,43 @@ fn row(binary: &Path, latency: Duration, runs: usize) -> Result<Row> {
         ops,
         versions,
     })
+}
+
+/// A call's container id, pod name and pod uid.
+type Call = (String, String, String);
+
+/// Round `i` of [`Op::FirstAddTogether`]: the first ADD of every probe's VPC, all started at
+/// once; each ADD's wall time, and the calls (for their DELs).
+fn together(
+    server: &ApiServer,
+    probes: &[Probe<'_>],
+    i: usize,
+) -> Result<(Vec<Duration>, Vec<Call>)> {
+    let calls: Vec<Call> = (0..probes.len())
+        .map(|k| {
+            let (cid, pod) = (format!("together{i:04}x{k}"), format!("together-{i}-{k}"));
+            let uid = insert_pod(server, &pod);
+            (cid, pod, uid)
+        })
+        .collect();
+    let walls = std::thread::scope(|scope| {
+        let running: Vec<_> = probes
+            .iter()
+            .zip(&calls)
+            .map(|(probe, (cid, pod, uid))| scope.spawn(move || probe.call("ADD", cid, (pod, uid))))
+            .collect();
+        running
+            .into_iter()
+            .map(|t| {
+                t.join().unwrap_or_else(|_| {
+                    Err(Error::Precondition(
+                        "a concurrent ADD's thread panicked".into(),
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    Ok((walls, calls))
 }
 
 fn router() -> Value {
@@ -316,7 +393,11 @@ pub fn table(rows: &[Row], runs: usize) -> String {
                 upstream,
                 ms(f.wall.median),
                 ms(f.wall.p95),
-                ms(f.setup.median),
+                // The calls started together are not matched to their start-up lines.
+                match f.setup.n {
+                    0 => "–".to_owned(),
+                    _ => ms(f.setup.median),
+                },
                 counts(&f.requests)
             ));
         }
