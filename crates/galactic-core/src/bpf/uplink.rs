@@ -65,10 +65,7 @@ impl From<NetError> for Unresolved {
 }
 
 fn link_by_index(nl: &Netlink, index: u32) -> Result<Link, Unresolved> {
-    nl.links()?
-        .into_iter()
-        .find(|l| l.index == index)
-        .ok_or(Unresolved::LinkGone(index))
+    nl.link_at(index)?.ok_or(Unresolved::LinkGone(index))
 }
 
 fn mac_of(link: &Link) -> Result<[u8; 6], Unresolved> {
@@ -88,11 +85,11 @@ pub fn resolve_sid(nl: &Netlink, sid: Ipv6Addr) -> Result<EgressRouteValue, Unre
     let link = link_by_index(nl, route.oif.ok_or(Unresolved::NoOutputLink)?)?;
     let smac = mac_of(&link)?;
     let next_hop = route.next_hop(IpAddr::V6(sid));
+    // A lookup of the one entry: a dump, even filtered by link, walks the node's whole
+    // neighbour table in the kernel (two permanent entries per attachment).
     let dmac = nl
-        .neighbours(link.index)?
-        .iter()
-        .filter(|n| n.ip == next_hop)
-        .find_map(|n| n.usable_mac())
+        .neighbour(link.index, next_hop)?
+        .and_then(|n| n.usable_mac())
         .ok_or_else(|| Unresolved::NoNeighbour {
             next_hop,
             link: link.name.clone(),
@@ -134,29 +131,63 @@ pub fn ebpf_interfaces(nl: &Netlink, configured: &[String]) -> Result<Vec<String
     if !configured.is_empty() {
         return Ok(configured.to_vec());
     }
-    let links = nl.links()?;
     let routes = nl.uplink_routes(crate::ip::Family::V6)?;
-    let candidate = |index: &u32| -> Option<&Link> {
-        let link = links.iter().find(|l| l.index == *index)?;
-        let in_vrf = link.controller.is_some_and(|c| {
-            links
-                .iter()
-                .any(|m| m.index == c && m.kind.as_deref() == Some("vrf"))
-        });
-        let excluded = link.loopback || in_vrf || link.kind.as_deref() == Some("wireguard");
-        (!excluded).then_some(link)
-    };
+    // The routes' devices are looked up one by one (and each once): a link dump would read
+    // every pod's interface of the node for the few devices routes name.
+    let mut links = LinksByIndex::new(nl);
     let mut out: Vec<String> = Vec::new();
     let defaults = routes.iter().filter(|r| r.default);
     let learned = routes.iter().filter(|r| r.bgp && !r.default);
     for route in defaults.chain(learned).filter(|r| r.forwards) {
-        for link in route.devs.iter().filter_map(candidate) {
-            if !out.contains(&link.name) {
-                out.push(link.name.clone());
+        for index in &route.devs {
+            if let Some(name) = links.candidate(*index)? {
+                if !out.contains(&name) {
+                    out.push(name);
+                }
             }
         }
     }
     Ok(out)
+}
+
+/// Links read by index, each once, for the uplink detection.
+struct LinksByIndex<'n> {
+    nl: &'n Netlink,
+    read: std::collections::HashMap<u32, Option<Link>>,
+}
+
+impl<'n> LinksByIndex<'n> {
+    fn new(nl: &'n Netlink) -> Self {
+        Self {
+            nl,
+            read: std::collections::HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, index: u32) -> Result<Option<&Link>, NetError> {
+        if !self.read.contains_key(&index) {
+            let link = self.nl.link_at(index)?;
+            self.read.insert(index, link);
+        }
+        Ok(self.read.get(&index).and_then(Option::as_ref))
+    }
+
+    /// The name of link `index` when it can be an uplink: not the loopback, not a WireGuard
+    /// link, not a VRF's member.
+    fn candidate(&mut self, index: u32) -> Result<Option<String>, NetError> {
+        let Some(link) = self.get(index)? else {
+            return Ok(None);
+        };
+        let excluded = link.loopback || link.kind.as_deref() == Some("wireguard");
+        let (name, controller) = (link.name.clone(), link.controller);
+        let in_vrf = match controller {
+            Some(c) => self
+                .get(c)?
+                .is_some_and(|m| m.kind.as_deref() == Some("vrf")),
+            None => false,
+        };
+        Ok((!excluded && !in_vrf).then_some(name))
+    }
 }
 
 /// What the public uplink row would hold, and where it came from.

@@ -188,3 +188,42 @@ fn detection_reads_every_table_defaults_first_then_bgp_routes() {
     let rows = resolve_node_rows(&nl, &[]);
     assert_eq!(rows.interface.as_deref(), Some("up1"));
 }
+
+#[test]
+fn detection_and_resolution_read_the_links_routes_name_not_every_link() {
+    galactic_testns::privileged!();
+    let (host, _peer, nl) = uplinked("upcost");
+    // A node's pods: links no route of the detection names.
+    for i in 0..20 {
+        let (a, b) = (format!("pod{i}"), format!("pod{i}p"));
+        host.ip(&["link", "add", &a, "type", "veth", "peer", "name", &b]);
+    }
+    let default = [
+        "-6",
+        "route",
+        "add",
+        "default",
+        "via",
+        "2001:db8:f::1",
+        "dev",
+        "up0",
+    ];
+    host.ip(&default);
+    let received = crate::net::netlink::received;
+    let before = received();
+    assert_eq!(ebpf_interfaces(&nl, &[]).unwrap(), vec!["up0"]);
+    let detection = received() - before;
+    let before = received();
+    resolve_sid(&nl, "2001:db8:5::1".parse().unwrap()).unwrap();
+    let resolution = received() - before;
+    // The detection: the IPv6 routes and the devices they name; the resolution: the route,
+    // its link and the next hop's entry.
+    assert!(
+        detection < 40,
+        "the detection received {detection} objects (with 40 unrelated links)"
+    );
+    assert_eq!(
+        resolution, 3,
+        "the resolution received {resolution} objects"
+    );
+}

@@ -51,6 +51,21 @@ impl Netlink {
         }
     }
 
+    /// The link with index `index`, if it exists: one message, however many links the node
+    /// has.
+    pub fn link_at(&self, index: u32) -> Result<Option<Link>, NetError> {
+        let mut request = without_stats(self.handle.link().get())
+            .match_index(index)
+            .execute();
+        match self.runtime.block_on(request.try_next()) {
+            Ok(msg) => Ok(counted_one(msg).map(link_from)),
+            Err(e) => match nl(format!("get link {index}"))(e) {
+                NetError::NotFound { .. } => Ok(None),
+                other => Err(other),
+            },
+        }
+    }
+
     /// The link named `name`, or `NotFound`.
     pub fn require_link(&self, name: &str) -> Result<Link, NetError> {
         self.link(name)?.ok_or_else(|| NetError::NotFound {
