@@ -262,17 +262,49 @@ impl Records {
 
     /// The records whose file name starts with `prefix`, unreadable ones skipped with a warning.
     fn read_all(&self, prefix: &str) -> Result<Vec<Record>, StateError> {
-        let mut out = Vec::new();
-        for path in state::json_files(&self.dir, prefix)? {
-            match state::read_json::<Record>(&path) {
-                Ok(record) => out.extend(record),
-                Err(e) => log::warn(
-                    "skipping unreadable attachment record",
-                    serde_json::json!({"err": e.to_string()}),
-                ),
+        Ok(read_files(state::json_files(&self.dir, prefix)?)
+            .into_iter()
+            .map(|(_, record)| record)
+            .collect())
+    }
+
+    /// Every record, from one listing of the directory, each with its file so that a VPC's
+    /// records can be read again later without listing the directory again ([`Self::reread`]).
+    pub fn list(&self) -> Result<Listing, StateError> {
+        let mut listing = Listing::default();
+        for (path, record) in read_files(state::json_files(&self.dir, "")?) {
+            if let Ok(vpc) = VpcId::parse(&record.vpc) {
+                listing.by_vpc.entry(vpc.value()).or_default().push(path);
             }
+            listing.records.push(record);
         }
-        Ok(out)
+        Ok(listing)
+    }
+
+    /// The records of VPC `vpc` that `listing` holds, each read again now from its file (those
+    /// gone since are not returned): what [`Self::of_vpc`] returns but for records written
+    /// since the listing, without listing the directory. A caller working through every VPC of
+    /// the node (GC) lists it once, not once per VPC.
+    pub fn reread(&self, listing: &Listing, vpc: &VpcId) -> Vec<Record> {
+        let prefix = format!("G{}", vpc.padded());
+        let files = listing
+            .by_vpc
+            .get(&vpc.value())
+            .map_or(&[][..], Vec::as_slice);
+        let mut records: Vec<Record> = read_files(
+            files
+                .iter()
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+                })
+                .cloned(),
+        )
+        .into_iter()
+        .map(|(_, record)| record)
+        .collect();
+        records.retain(|r| VpcId::parse(&r.vpc).is_ok_and(|v| v.value() == vpc.value()));
+        records
     }
 
     /// The record for a CNI attachment, found by scanning (used when the config cannot tell the
@@ -288,6 +320,37 @@ impl Records {
             .into_iter()
             .find(|r| r.is_for(network, container_id, ifname)))
     }
+}
+
+/// Every record of the node as one listing of the records' directory found them
+/// ([`Records::list`]), with the files of each VPC's.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    records: Vec<Record>,
+    by_vpc: std::collections::HashMap<u64, Vec<PathBuf>>,
+}
+
+impl Listing {
+    /// The records as listed.
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+}
+
+/// Each readable record of `paths` with its file (a missing file is skipped, an unreadable one
+/// with a warning: they must not stop GC).
+fn read_files(paths: impl IntoIterator<Item = PathBuf>) -> Vec<(PathBuf, Record)> {
+    let mut out = Vec::new();
+    for path in paths {
+        match state::read_json::<Record>(&path) {
+            Ok(record) => out.extend(record.map(|r| (path, r))),
+            Err(e) => log::warn(
+                "skipping unreadable attachment record",
+                serde_json::json!({"err": e.to_string()}),
+            ),
+        }
+    }
+    out
 }
 
 /// FNV-1a of `name` over the lock buckets: stable across processes and releases (the bucket
@@ -502,6 +565,44 @@ mod tests {
         assert_eq!(of("A"), ["1", "2"]);
         assert_eq!(of("B"), ["1"]);
         assert_eq!(of("C"), Vec::<String>::new());
+    }
+
+    /// A VPC's records read again from one listing: a removed record is gone, a changed stage
+    /// is seen, a record written since is not among them, and a misnamed one never is (as for
+    /// `of_vpc`); no other VPC's record is returned.
+    #[test]
+    fn a_listing_reads_a_vpcs_records_again_by_their_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::new(dir.path());
+        for (vpc, att) in [("A", "1"), ("A", "2"), ("B", "1")] {
+            records.put(&record_of(vpc, att)).unwrap();
+        }
+        let mut misnamed = record_of("A", "4");
+        misnamed.host_ifname = record_of("B", "4").host_ifname;
+        records.put(&misnamed).unwrap();
+        let listing = records.list().unwrap();
+        assert_eq!(listing.records().len(), 4);
+        records.remove(&record_of("A", "1").host_ifname).unwrap();
+        records
+            .put(&Record {
+                stage: Stage::Removing,
+                ..record_of("A", "2")
+            })
+            .unwrap();
+        records.put(&record_of("A", "3")).unwrap();
+        let a = VpcId::parse("0A").unwrap();
+        let again = records.reread(&listing, &a);
+        let found: Vec<(&str, Stage)> = again
+            .iter()
+            .map(|r| (r.attachment.as_str(), r.stage))
+            .collect();
+        assert_eq!(found, [("2", Stage::Removing)]);
+        let b: Vec<String> = records
+            .reread(&listing, &VpcId::parse("B").unwrap())
+            .into_iter()
+            .map(|r| r.attachment)
+            .collect();
+        assert_eq!(b, ["1"]);
     }
 
     #[test]

@@ -269,6 +269,19 @@ fn unlink(path: &Path) -> Result<(), StateError> {
     }
 }
 
+thread_local! {
+    static LISTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many directory entries this thread's listings of state files ([`json_files`]) have met
+/// so far: a listing costs every name of its directory, whatever its prefix keeps, so this is
+/// what cost guards compare across node layouts (a listing per VPC of a directory that holds
+/// the whole node's records grows with VPCs times attachments). Every operation's closing log
+/// line carries it as `filesListed`.
+pub fn listed() -> u64 {
+    LISTED.with(std::cell::Cell::get)
+}
+
 /// The `<prefix>*.json` files of `dir` (none when the directory does not exist). The listing
 /// also removes the temporaries of `<prefix>*` files whose writer is gone (module comment): a
 /// scan that finds no record of an attachment is a reader of the record that was never renamed
@@ -281,6 +294,7 @@ pub fn json_files(dir: &Path, prefix: &str) -> Result<Vec<PathBuf>, StateError> 
     };
     let mut files = Vec::new();
     for entry in entries.flatten() {
+        LISTED.with(|n| n.set(n.get() + 1));
         let name = entry.file_name();
         let name = name.to_string_lossy();
         if !name.starts_with(prefix) {

@@ -21,8 +21,9 @@
 //! attachment its interface, addresses, neighbours and (table mode) map element, each by a
 //! request the kernel filters or a lookup (VRF mode: the VRF's members in one dump), plus one
 //! dump of the node's policy rules (table mode; they grow with VPCs, not attachments). A healthy VPC costs those reads and set comparisons, whatever the other VPCs
-//! of the node hold. GC lists the rules once for all the domains it converges
-//! ([`recorded_domain`]), so its convergences together read the node once.
+//! of the node hold. GC lists the rules and the attachment records once for all the domains it
+//! converges ([`recorded_domain`]), so its convergences together read the node once: each VPC's
+//! records are read again under its lock by their files, not by listing the directory.
 //!
 //! Races. The convergence runs under the VPC's lock (`Records::lock_vpc`) and restores only
 //! records in stage `live`: an ADD writes its record `adding` and makes it `live` only once it has
@@ -38,7 +39,7 @@
 mod observe;
 
 use crate::gateway;
-use galactic_core::attachment::{Configured, Record, Records, Stage};
+use galactic_core::attachment::{Configured, Listing, Record, Records, Stage};
 use galactic_core::ident::{vrf_name, VpcId};
 use galactic_core::ip::Family;
 use galactic_core::log;
@@ -84,26 +85,27 @@ pub fn attachments(
     except: Option<&str>,
     by: &str,
 ) -> Result<Outcome, NetError> {
-    converge(host, state_dir, domain, vpc, except, by, None)
+    let live = live_attachments(&Records::new(state_dir).of_vpc(vpc)?, vpc, except);
+    converge(host, state_dir, domain, vpc, &live, by, None)
 }
 
-/// [`attachments`], with the node's rules as `rules` lists them when given.
+/// [`attachments`] of the VPC's `live` attachments, with the node's rules as `rules` lists them
+/// when given.
 fn converge(
     host: &Netlink,
     state_dir: &Path,
     domain: &Domain,
     vpc: &VpcId,
-    except: Option<&str>,
+    live: &[Record],
     by: &str,
     rules: NodeRules<'_>,
 ) -> Result<Outcome, NetError> {
-    let live = live_attachments(&Records::new(state_dir).of_vpc(vpc)?, vpc, except);
     let mut out = Outcome::default();
     if live.is_empty() {
         return Ok(out);
     }
     let vrf = observe::vrf(host, domain, vpc)?;
-    let mut present = observe::interfaces(host, domain, vrf.as_ref(), &live)?;
+    let mut present = observe::interfaces(host, domain, vrf.as_ref(), live)?;
     let node = Members {
         host,
         domain,
@@ -366,17 +368,25 @@ fn report(domain: &Domain, by: &str, out: &Outcome) {
     }
 }
 
+/// What GC read of the node once for all the domains it converges.
+pub struct Listed<'a> {
+    /// The node's attachment records, listed once ([`Records::list`]).
+    pub records: &'a Listing,
+    /// The node's policy rules of both families (a rule another convergence adds or removes
+    /// meanwhile is that VPC's own, which this one neither lists nor touches).
+    pub rules: &'a [RuleSpec],
+}
+
 /// GC's convergence of one recorded domain whose VPC has records: under the VPC's lock, the
 /// domain repaired (under the routing lock), then its attachments; nothing when the VPC's last
-/// record went since GC listed them. `rules` are the node's policy rules as GC listed them once
-/// for all its domains (a rule another convergence adds or removes meanwhile is the VPC's own,
-/// which this one neither lists nor touches).
+/// record went since GC listed them. The VPC's records are the ones GC listed, read again
+/// under the lock (`retire::current`).
 pub fn recorded_domain(
     host: &Netlink,
     state_dir: &Path,
     domains: &Domains,
     recorded: &Domain,
-    rules: &[RuleSpec],
+    listed: &Listed<'_>,
 ) -> Result<Outcome, NetError> {
     let vpc = VpcId::parse(&recorded.vpc)
         .map_err(|e| NetError::Conflict(format!("recorded VPC id {}: {e}", recorded.vpc)))?;
@@ -387,7 +397,8 @@ pub fn recorded_domain(
     // GC listed the VPC's records before it took the lock: a DEL of the VPC's last attachment
     // may have removed the domain since (`retire.rs`), and ensuring it would recreate a domain
     // no attachment uses.
-    if !crate::retire::in_use(&records, &vpc, None)? {
+    let now = crate::retire::current(&records, listed.records, &vpc)?;
+    if now.is_empty() {
         return Ok(Outcome::default());
     }
     let ensured = {
@@ -405,8 +416,8 @@ pub fn recorded_domain(
         state_dir,
         &ensured.domain,
         &vpc,
-        None,
+        &live_attachments(&now, &vpc, None),
         "GC",
-        Some(rules),
+        Some(listed.rules),
     )
 }

@@ -7,6 +7,9 @@
 //! attachment without a record it removes is the upstream chain's of this network, once no listed
 //! attachment can be it ([`super::legacy::collect`]). Last, every VPC that still has attachments
 //! is converged (`converge.rs`): its domain repaired, its live attachments' host side restored.
+//! Past the stale attachments' removal, GC lists the attachment records once: the sweeps, the
+//! unused domains' removal and the convergences all work from that listing, each VPC's records
+//! read again by their files where a decision is taken under the VPC's lock (`retire.rs`).
 //! Without a valid-attachments list GC removes nothing (`docs/decisions/0002`).
 
 use super::conf::MasterConf;
@@ -16,7 +19,7 @@ use crate::delegate::Delegate;
 use crate::device::Device;
 use crate::error::MasterError;
 use crate::retire::{self, Retired};
-use galactic_core::attachment::Records;
+use galactic_core::attachment::{Listing, Records};
 use galactic_core::cni::{Command, Request};
 use galactic_core::ident::VpcId;
 use galactic_core::ip::Family;
@@ -24,6 +27,7 @@ use galactic_core::log;
 use galactic_core::net::domain::table::ATTACH_PRIORITY;
 use galactic_core::net::domain::{marks, Domains};
 use galactic_core::net::netlink::Netlink;
+use galactic_core::net::nftables::map::Element;
 use galactic_core::net::{firewall, NetError};
 use serde_json::json;
 use std::collections::HashSet;
@@ -47,22 +51,40 @@ pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
     if let Err(e) = super::legacy::collect::<D>(req, &records, &valid) {
         failures.push(e.part("the upstream chain's attachment"));
     }
-    failures.extend(sweep_published::<D>(req, &records));
     // 2. What no record owns any more, IPAM's allocations, then the routing domains no
-    //    attachment uses and temporary state files of writers that died.
-    if let Err(e) = sweep_datapath(&req.node.state_dir, &records) {
-        failures.push(e);
-    }
-    if let Err(e) = sweep_orphans(&host, &domains, &records) {
-        failures.push(MasterError::node("sweep orphaned rules")(e));
+    //    attachment uses. Every phase from here on works from one listing of the records (a
+    //    listing per phase and three per recorded domain made GC cost the node's records times
+    //    its VPCs); each VPC's own records are read again under its lock, by their files.
+    let elements = marks::elements();
+    let listing = records.list();
+    let listed = listing.as_ref().ok();
+    if let Some(listing) = listed {
+        failures.extend(sweep_unowned::<D>(req, &host, &domains, elements, listing));
     }
     if let Err(e) = delegate_gc::<D>(req) {
         failures.push(e.part("IPAM GC"));
     }
-    failures.extend(remove_unused_domains(&host, &req.node.state_dir, &domains));
+    failures.extend(remove_unused_domains(
+        &host,
+        &req.node.state_dir,
+        &domains,
+        listed,
+    ));
     // 3. The VPCs that still have attachments, each converged: its domain as recorded, then
     //    its live attachments on it (`converge.rs`).
-    failures.extend(converge_domains(req, &host, &domains, &records));
+    match listing {
+        Ok(listing) => failures.extend(converge_domains(req, &host, &domains, &listing)),
+        Err(e) => failures.push(MasterError::node("list attachment records")(e)),
+    }
+    finish(&records, &domains, failures)
+}
+
+/// Sweeps the temporary state files of writers that died; GC's answer with every failure.
+fn finish(
+    records: &Records,
+    domains: &Domains,
+    mut failures: Vec<MasterError>,
+) -> Result<(), MasterError> {
     for swept in [
         records.sweep_temporaries().map_err(NetError::from),
         domains.sweep_temporaries(),
@@ -129,15 +151,30 @@ fn remove_stale<D: Device>(
     Ok(failures)
 }
 
-/// The kind's published state of attachments that are gone ([`Device::sweep`]).
-fn sweep_published<D: Device>(req: &Request, records: &Records) -> Vec<MasterError> {
-    match records.all() {
-        Ok(all) => {
-            let live: HashSet<String> = all.into_iter().map(|r| r.host_ifname).collect();
-            D::sweep(&req.node, &live)
-        }
-        Err(e) => vec![MasterError::node("list attachment records")(e)],
+/// What no record of `listing` owns: the kind's published state ([`Device::sweep`]), the eBPF
+/// datapath rows, then the orphaned rules and elements ([`sweep_orphans`]). `elements` were
+/// listed before the records, the published state and the rows are listed after them (each
+/// sweep's order against an ADD in flight, which writes its record first).
+fn sweep_unowned<D: Device>(
+    req: &Request,
+    host: &Netlink,
+    domains: &Domains,
+    elements: Result<Vec<Element>, NetError>,
+    listing: &Listing,
+) -> Vec<MasterError> {
+    let owned: HashSet<String> = listing
+        .records()
+        .iter()
+        .map(|r| r.host_ifname.clone())
+        .collect();
+    let mut failures = D::sweep(&req.node, &owned);
+    if let Err(e) = galactic_core::bpf::sweep_attachments(&req.node.state_dir, &owned) {
+        failures.push(MasterError::Datapath { source: e });
     }
+    if let Err(e) = elements.and_then(|elements| sweep_orphans(host, domains, &elements, &owned)) {
+        failures.push(MasterError::node("sweep orphaned rules")(e));
+    }
+    failures
 }
 
 fn delegate_gc<D: Device>(req: &Request) -> Result<(), MasterError> {
@@ -151,18 +188,17 @@ fn delegate_gc<D: Device>(req: &Request) -> Result<(), MasterError> {
 }
 
 /// Removes policy rules, VPC-mark map elements and forward-accept rules of host interfaces no
-/// record owns: they outlive their interface (a crash between the link deletion and their
-/// deletion leaves them "detached"). Ours are recognised by their table (one of our domains'),
-/// our map or our comment tag.
+/// record owns (`owned`): they outlive their interface (a crash between the link deletion and
+/// their deletion leaves them "detached"). Ours are recognised by their table (one of our
+/// domains'), our map or our comment tag. The elements were listed before the records: an ADD
+/// writes its record before its element, so every element listed of an attachment in flight
+/// has its record among `owned`.
 fn sweep_orphans(
     host: &Netlink,
     domains: &Domains,
-    records: &Records,
+    elements: &[Element],
+    owned: &HashSet<String>,
 ) -> Result<(), galactic_core::net::NetError> {
-    // The elements before the records: an ADD writes its record before its element, so every
-    // element listed here of an attachment in flight has its record in the listing below.
-    let elements = marks::elements()?;
-    let owned: HashSet<String> = records.all()?.into_iter().map(|r| r.host_ifname).collect();
     let tables: HashSet<u32> = domains.all()?.into_iter().map(|d| d.table).collect();
     for family in Family::ALL {
         for rule in host.rules(family)? {
@@ -179,7 +215,7 @@ fn sweep_orphans(
         .filter(|e| !owned.contains(&e.ifname))
         .map(|e| e.ifname.clone())
         .collect();
-    marks::deselect_all(&elements, &unowned)?;
+    marks::deselect_all(elements, &unowned)?;
     for ifname in firewall::owned_interfaces()?
         .into_iter()
         .filter(|i| !owned.contains(i))
@@ -189,32 +225,20 @@ fn sweep_orphans(
     Ok(())
 }
 
-/// Removes the eBPF datapath rows of every registration whose attachment has no record left.
-fn sweep_datapath(state_dir: &std::path::Path, records: &Records) -> Result<(), MasterError> {
-    let live: HashSet<String> = records
-        .all()
-        .map_err(MasterError::node("list attachment records"))?
-        .into_iter()
-        .map(|r| r.host_ifname)
-        .collect();
-    galactic_core::bpf::sweep_attachments(state_dir, &live)
-        .map(|_| ())
-        .map_err(|source| MasterError::Datapath { source })
-}
-
-/// Converges every recorded domain whose VPC has attachment records; the failures, by VPC.
+/// Converges every recorded domain whose VPC has attachment records in `listing`; the
+/// failures, by VPC.
 fn converge_domains(
     req: &Request,
     host: &Netlink,
     domains: &Domains,
-    records: &Records,
+    listing: &Listing,
 ) -> Vec<MasterError> {
-    let (all, recorded) = match (records.all(), domains.all()) {
-        (Ok(all), Ok(recorded)) => (all, recorded),
-        (Err(e), _) => return vec![MasterError::node("list attachment records")(e)],
-        (_, Err(e)) => return vec![MasterError::node("list routing domains")(e)],
+    let recorded = match domains.all() {
+        Ok(recorded) => recorded,
+        Err(e) => return vec![MasterError::node("list routing domains")(e)],
     };
-    let in_use: HashSet<String> = all
+    let in_use: HashSet<String> = listing
+        .records()
         .iter()
         .filter_map(|r| VpcId::parse(&r.vpc).ok().map(|v| v.hex()))
         .collect();
@@ -232,13 +256,17 @@ fn converge_domains(
         Ok(rules) => rules.concat(),
         Err(e) => return vec![MasterError::node("list the node's policy rules")(e)],
     };
+    let listed = converge::Listed {
+        records: listing,
+        rules: &rules,
+    };
     let mut failures = Vec::new();
     for d in recorded {
         if !VpcId::parse(&d.vpc).is_ok_and(|v| in_use.contains(&v.hex())) {
             continue;
         }
         let part = format!("VPC {}", d.vpc);
-        match converge::recorded_domain(host, &req.node.state_dir, domains, &d, &rules) {
+        match converge::recorded_domain(host, &req.node.state_dir, domains, &d, &listed) {
             Ok(out) if out.failed.is_empty() => {}
             Ok(out) => failures.push(MasterError::Converge {
                 vpc: d.vpc.clone(),
@@ -252,8 +280,14 @@ fn converge_domains(
 
 /// Removes every recorded domain whose VPC has no attachment record left ([`retire::if_unused`],
 /// the decision DEL makes for its VPC: GC is the safety net for a DEL that could not, or an
-/// older release's domains).
-fn remove_unused_domains(host: &Netlink, state_dir: &Path, domains: &Domains) -> Vec<MasterError> {
+/// older release's domains); with GC's `listing` when it has one
+/// ([`retire::if_unused_listed`]).
+fn remove_unused_domains(
+    host: &Netlink,
+    state_dir: &Path,
+    domains: &Domains,
+    listing: Option<&Listing>,
+) -> Vec<MasterError> {
     let recorded = match domains.all() {
         Ok(recorded) => recorded,
         Err(e) => return vec![MasterError::node("list routing domains")(e)],
@@ -263,7 +297,11 @@ fn remove_unused_domains(host: &Netlink, state_dir: &Path, domains: &Domains) ->
         let Ok(vpc) = VpcId::parse(&d.vpc) else {
             continue;
         };
-        match retire::if_unused(host, state_dir, &vpc, None) {
+        let retired = match listing {
+            Some(listing) => retire::if_unused_listed(host, state_dir, &vpc, listing),
+            None => retire::if_unused(host, state_dir, &vpc, None),
+        };
+        match retired {
             Ok(Retired::InUse | Retired::NotRecorded) => {}
             Ok(Retired::Removed { table }) => log::info(
                 "GC: removed unused routing domain",

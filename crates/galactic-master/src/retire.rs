@@ -12,9 +12,12 @@
 //!   after the removal and creates the domain again. No ADD ever ends joined to a removed domain;
 //! - a `removing` record is a teardown still running: it decides after its record is gone;
 //! - GC's convergence of a VPC looks at the VPC's records again under the VPC's lock
-//!   (`converge::recorded_domain`), so it never recreates a domain this removed.
+//!   (`converge::recorded_domain`), so it never recreates a domain this removed;
+//! - GC lists the node's records once for all its VPCs ([`if_unused_listed`]): a listed record
+//!   still on the node keeps the domain (no lock is needed to keep it), and a VPC with none left
+//!   is decided here as for DEL, under the locks with a fresh look.
 
-use galactic_core::attachment::Records;
+use galactic_core::attachment::{Listing, Record, Records};
 use galactic_core::failpoint;
 use galactic_core::ident::VpcId;
 use galactic_core::net::domain::{Domains, Removal};
@@ -86,10 +89,39 @@ pub fn if_unused(
     })
 }
 
+/// [`if_unused`] for GC, which listed the node's records once for all its VPCs (`listing`): a
+/// record of the VPC the listing names that is still on the node answers that the domain stays,
+/// with no lock and no new listing (it is there, so every look under the locks would see it
+/// too); only a VPC none of whose listed records is left is decided as [`if_unused`] decides.
+pub fn if_unused_listed(
+    host: &Netlink,
+    state_dir: &Path,
+    vpc: &VpcId,
+    listing: &Listing,
+) -> Result<Retired, NetError> {
+    if !Records::new(state_dir).reread(listing, vpc).is_empty() {
+        return Ok(Retired::InUse);
+    }
+    if_unused(host, state_dir, vpc, None)
+}
+
 /// Whether an attachment record of the VPC other than `except`'s is on the node, in any stage.
 pub fn in_use(records: &Records, vpc: &VpcId, except: Option<&str>) -> Result<bool, NetError> {
     Ok(records
         .of_vpc(vpc)?
         .iter()
         .any(|r| Some(r.host_ifname.as_str()) != except))
+}
+
+/// The VPC's records on the node now, in any stage, for a caller holding the VPC's lock with
+/// GC's `listing`: those the listing names, read again by their files; when none of them is
+/// left, the directory listed again (a record written since the listing then counts too, as
+/// [`in_use`] would count it). A record written since the listing beside listed ones that are
+/// still there is not among them: it is an ADD's, which converges its VPC itself.
+pub fn current(records: &Records, listing: &Listing, vpc: &VpcId) -> Result<Vec<Record>, NetError> {
+    let again = records.reread(listing, vpc);
+    if !again.is_empty() {
+        return Ok(again);
+    }
+    Ok(records.of_vpc(vpc)?)
 }

@@ -3,7 +3,8 @@
 //! deterministic where times are not. An ADD's convergence reads only its own VPC's objects, so
 //! other VPCs' attachments do not change what it receives; a GC's convergences read the node
 //! once, not once per VPC, so spreading the same attachments over more VPCs adds only those
-//! VPCs' few rules and routes.
+//! VPCs' few rules and routes. Its listings of state files (`filesListed`) do not grow with the
+//! VPCs either: the attachment records' directory is listed once per GC, not once per VPC.
 
 use crate::*;
 use galactic_testkit::host::{Host, Pod};
@@ -27,14 +28,19 @@ fn list(vpc: u32, att: u32) -> Conflist {
 
 /// `netlinkReceived` of galactic-cni's last "`<verb>`: done" line.
 fn received(host: &Host, verb: &str) -> u64 {
+    counted(host, verb, "netlinkReceived")
+}
+
+/// `field` of galactic-cni's last "`<verb>`: done" line.
+fn counted(host: &Host, verb: &str, field: &str) -> u64 {
     let done = format!("{verb}: done");
     host.node
         .log_lines()
         .iter()
         .rev()
         .find(|l| l["plugin"] == "galactic-cni" && l["msg"] == done.as_str())
-        .and_then(|l| l["netlinkReceived"].as_u64())
-        .unwrap_or_else(|| panic!("no {done} line with netlinkReceived"))
+        .and_then(|l| l[field].as_u64())
+        .unwrap_or_else(|| panic!("no {done} line with {field}"))
 }
 
 /// What the ADD of attachment `att` of VPC 0 receives; the attachment is removed again.
@@ -74,12 +80,13 @@ fn fill(rt: &Runtime<'_>, vpcs: std::ops::Range<u32>, per_vpc: u32) -> Vec<(Conf
     live
 }
 
-/// What a GC that keeps every attachment of `live` receives.
-fn gc(host: &Host, rt: &Runtime<'_>, live: &[(Conflist, Pod)]) -> u64 {
+/// What a GC that keeps every attachment of `live` receives over netlink, and the directory
+/// entries its listings of state files meet (`filesListed`).
+fn gc(host: &Host, rt: &Runtime<'_>, live: &[(Conflist, Pod)]) -> (u64, u64) {
     let atts: Vec<_> = live.iter().map(|(_, p)| p.attachment()).collect();
     let valid: Vec<_> = atts.iter().collect();
     rt.gc(&live[0].0, &valid).unwrap();
-    received(host, "GC")
+    (received(host, "GC"), counted(host, "GC", "filesListed"))
 }
 
 #[test]
@@ -120,15 +127,27 @@ fn an_add_reads_its_own_vpc_and_a_gc_the_node_once() {
     );
 
     // The same 15 attachments in one VPC, on a node of its own.
-    let spread = gc(&host, &rt, &live);
+    let (spread, spread_listed) = gc(&host, &rt, &live);
     let one = crate::host("vcost1");
     let rt1 = runtime(&one);
     let together = fill(&rt1, 0..1, 15);
-    let single = gc(&one, &rt1, &together);
+    let (single, single_listed) = gc(&one, &rt1, &together);
     eprintln!("GC of 15 attachments: {single} objects received in one VPC, {spread} over 7");
     assert!(
         spread < 2 * single,
         "GC over 7 VPCs reads the node once, plus each VPC's rules and routes: {spread} against \
          {single} in one VPC"
+    );
+    // The records' directory holds the node's 15 records whatever their VPCs: GC lists it
+    // once for all its VPCs (each VPC's records read again by their files), so the 6 more VPCs
+    // add only their domains' records to its listings, never a listing of the 15 records each.
+    eprintln!(
+        "GC of 15 attachments: {single_listed} state file names listed in one VPC, \
+         {spread_listed} over 7"
+    );
+    assert!(
+        spread_listed < single_listed + 6 * 15,
+        "GC over 7 VPCs lists the attachment records as often as GC in one VPC: \
+         {spread_listed} names listed against {single_listed} in one VPC"
     );
 }

@@ -177,12 +177,12 @@ pub fn run_step<E: ErrorCode>(
     })
 }
 
-/// The fields of an operation's closing log line: its own time (`durationMs`), the kernel
-/// objects it received over netlink (`netlinkReceived`, `net::netlink::received`: what it read
-/// of the node, which cost guards and the node-fill bench compare across node sizes), then
-/// `extra`.
+/// The fields of an operation's closing log line: its own time (`durationMs`), the directory
+/// entries its listings of state files met (`filesListed`, `state::listed`), the kernel objects
+/// it received over netlink (`netlinkReceived`, `net::netlink::received`: what it read of the
+/// node, which cost guards and the node-fill bench compare across node sizes), then `extra`.
 fn closing(elapsed_ms: f64, extra: serde_json::Value) -> serde_json::Value {
-    let mut fields = json!({"durationMs": elapsed_ms});
+    let mut fields = json!({"durationMs": elapsed_ms, "filesListed": crate::state::listed()});
     #[cfg(feature = "net")]
     {
         fields["netlinkReceived"] = json!(crate::net::netlink::received());
