@@ -261,19 +261,53 @@ fn row(binary: &Path, latency: Duration, runs: usize) -> Result<Row> {
         measure(Op::Add, &probe, "ADD", &cid, (&pod, &uid))?;
         measure(Op::Del, &probe, "DEL", &cid, (&pod, &uid))?;
     }
+    let together = firsts_together(&server, &node, binary, runs)?;
+    samples.insert(Op::FirstAddTogether, together);
+    let mut versions: Vec<String> = fixture.requests().into_iter().map(|s| s.version).collect();
+    versions.sort();
+    versions.dedup();
+    Ok(Row {
+        latency,
+        ops: samples
+            .into_iter()
+            .map(|(op, s)| (op, s.figures()))
+            .collect(),
+        versions,
+    })
+}
+
+impl Samples {
+    /// The summaries of these samples.
+    fn figures(mut self) -> Figures {
+        Figures {
+            wall: Summary::of(&mut self.wall),
+            requests: self.requests.unwrap_or_default(),
+            setup: Summary::of(&mut self.setup),
+        }
+    }
+}
+
+/// [`Op::FirstAddTogether`]'s samples: `runs` rounds of [`together`], each followed by the
+/// rounds' DELs (unmeasured); the requests are the first round's, a call's mean share.
+fn firsts_together(
+    server: &ApiServer,
+    node: &TestNode,
+    binary: &Path,
+    runs: usize,
+) -> Result<Samples> {
+    let fixture = server.fixture();
     let probes = (0..TOGETHER)
         .map(|k| {
             let vpc = format!("{:010x}", 0x100 + k);
             let v6 = format!("fd20:11:{:x}::10/64", 0x100 + k);
-            Probe::new(&node, binary, (&vpc, ATT), &v6)
+            Probe::new(node, binary, (&vpc, ATT), &v6)
         })
         .collect::<Result<Vec<_>>>()?;
-    let sample = samples.entry(Op::FirstAddTogether).or_default();
+    let mut sample = Samples::default();
     for i in 0..runs {
         let before = fixture.request_count();
-        let (walls, calls) = together(&server, &probes, i)?;
+        let (walls, calls) = together(server, &probes, i)?;
         if sample.requests.is_none() {
-            // The round's requests by verb and resource, a call's mean share (integer).
             let mut counts = count_requests(&fixture.requests()[before..]);
             counts.values_mut().for_each(|n| *n /= TOGETHER);
             sample.requests = Some(counts);
@@ -283,25 +317,7 @@ fn row(binary: &Path, latency: Duration, runs: usize) -> Result<Row> {
             probe.call("DEL", cid, (pod, uid))?;
         }
     }
-    let mut versions: Vec<String> = fixture.requests().into_iter().map(|s| s.version).collect();
-    versions.sort();
-    versions.dedup();
-    let ops = samples
-        .into_iter()
-        .map(|(op, mut s)| {
-            let figures = Figures {
-                wall: Summary::of(&mut s.wall),
-                requests: s.requests.unwrap_or_default(),
-                setup: Summary::of(&mut s.setup),
-            };
-            (op, figures)
-        })
-        .collect();
-    Ok(Row {
-        latency,
-        ops,
-        versions,
-    })
+    Ok(sample)
 }
 
 /// A call's container id, pod name and pod uid.
