@@ -260,6 +260,38 @@ impl Records {
         Ok(records)
     }
 
+    /// The host interfaces of VPC `vpc`'s records, by their file names alone, in order (no
+    /// record is read): what a caller that reads a few of them, or only needs to know whether
+    /// one exists, starts from.
+    pub fn names_of_vpc(&self, vpc: &VpcId) -> Result<Vec<String>, StateError> {
+        let mut names: Vec<String> = state::json_files(&self.dir, &format!("G{}", vpc.padded()))?
+            .iter()
+            .filter_map(|p| p.file_stem())
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        names.sort_unstable();
+        Ok(names)
+    }
+
+    /// Whether a record of VPC `vpc` in any stage is on the node other than `except`'s: the
+    /// VPC's files by name, read until one is the VPC's. A DEL asking whether its attachment
+    /// was the VPC's last reads one record, not every one of the VPC's.
+    pub fn any_of_vpc(&self, vpc: &VpcId, except: Option<&str>) -> Result<bool, StateError> {
+        for name in self.names_of_vpc(vpc)? {
+            if Some(name.as_str()) == except {
+                continue;
+            }
+            let found = read_files([self.path(&name)]);
+            if found
+                .iter()
+                .any(|(_, r)| VpcId::parse(&r.vpc).is_ok_and(|v| v.value() == vpc.value()))
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// The records whose file name starts with `prefix`, unreadable ones skipped with a warning.
     fn read_all(&self, prefix: &str) -> Result<Vec<Record>, StateError> {
         Ok(read_files(state::json_files(&self.dir, prefix)?)

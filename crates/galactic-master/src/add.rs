@@ -367,7 +367,7 @@ impl<'a, D: Device> Add<'a, D> {
         host: &Link,
         rb: &mut Rollback<'a>,
     ) -> Result<Domain, MasterError> {
-        let domain = self.ensure_domain(choice)?;
+        let (domain, changed) = self.ensure_domain(choice)?;
         failpoint::hit("after-domain")?;
         domain::attach(&self.host, &domain, &self.conf.ids.vpc, host)
             .map_err(MasterError::node("join the routing domain"))?;
@@ -379,7 +379,7 @@ impl<'a, D: Device> Add<'a, D> {
             .set_up(host.index)
             .map_err(MasterError::node("set the host interface up"))?;
         failpoint::hit("after-attach")?;
-        self.converge_others(&domain);
+        self.converge_others(&domain, changed);
         Ok(domain)
     }
 

@@ -37,6 +37,7 @@
 //! the VPC's lock, then the routing lock for the domain's repair, and no attachment lock.
 
 mod observe;
+pub mod rotation;
 
 use crate::gateway;
 use galactic_core::attachment::{Configured, Listing, Record, Records, Stage};
@@ -47,6 +48,7 @@ use galactic_core::net::domain::{table, Backend, Domain, Domains};
 use galactic_core::net::netlink::{Link, Netlink, RuleSpec};
 use galactic_core::net::NetError;
 use observe::{Gateways, Interface};
+use rotation::Identity;
 use serde_json::json;
 use std::path::Path;
 
@@ -61,9 +63,32 @@ pub struct Outcome {
     pub retired: Vec<String>,
 }
 
-/// The node's policy rules of both families as GC listed them once for every domain it
-/// converges; an ADD's convergence dumps them itself.
-type NodeRules<'a> = Option<&'a [RuleSpec]>;
+/// Whether a convergence retires the `iif` rules of a previous release (table mode), and from
+/// what listing of the node's rules. They exist only on a node upgraded from a release before
+/// the VPC marks, whose domains' first repair allocates their marks: an ADD retires them when
+/// it repaired its domain, GC always (from its one listing), and no other ADD pays a dump of
+/// the node's rules, which grow with its VPCs.
+#[derive(Clone, Copy)]
+enum Legacy<'a> {
+    /// Not in this convergence.
+    Kept,
+    /// Retired, from a dump of the node's rules made here.
+    Dumped,
+    /// Retired, from the node's rules as GC listed them once for every domain it converges.
+    Listed(&'a [RuleSpec]),
+}
+
+/// What one convergence reads and retires.
+struct Scope<'a> {
+    /// The VPC's VRF device as the kernel has it (VRF mode).
+    vrf: Option<Link>,
+    /// Whether the attachments are every live one of the VPC: the VRF's members and the VPC
+    /// table are then read in one dump each, else each attachment's by its interface.
+    whole: bool,
+    legacy: Legacy<'a>,
+    /// What the attachments are of the VPC, for the log (`converge::rotation::Whole`).
+    covered: &'static str,
+}
 
 /// The live attachments of `vpc` other than `except`, by their records.
 pub fn live_attachments(records: &[Record], vpc: &VpcId, except: Option<&str>) -> Vec<Record> {
@@ -75,22 +100,47 @@ pub fn live_attachments(records: &[Record], vpc: &VpcId, except: Option<&str>) -
         .collect()
 }
 
-/// Brings every live attachment of `vpc` (but `except`) back on `domain`, the VPC's domain as
-/// now recorded and ensured. Call with the VPC's lock held. `by` names the caller in the log.
-pub fn attachments(
+/// An ADD's convergence of the VPC's attachments other than its own (`except`) on `domain`, the
+/// VPC's domain as now recorded and ensured: the whole VPC, or the next [`rotation::WINDOW`]
+/// of them
+/// ([`rotation`]); `changed` when the ADD created, adopted or repaired the domain. Call with
+/// the VPC's lock held.
+pub fn others(
     host: &Netlink,
     state_dir: &Path,
     domain: &Domain,
     vpc: &VpcId,
-    except: Option<&str>,
-    by: &str,
+    except: &str,
+    changed: bool,
 ) -> Result<Outcome, NetError> {
-    let live = live_attachments(&Records::new(state_dir).of_vpc(vpc)?, vpc, except);
-    converge(host, state_dir, domain, vpc, &live, by, None)
+    let records = Records::new(state_dir);
+    let mut names = records.names_of_vpc(vpc)?;
+    names.retain(|n| n != except);
+    let vrf = observe::vrf(host, domain, vpc)?;
+    let identity = Identity::of(domain, vrf.as_ref());
+    let (plan, why) = rotation::plan(state_dir, vpc, names, &identity, changed);
+    let read: Vec<Record> = plan
+        .names
+        .iter()
+        .filter_map(|n| records.get(n).ok().flatten())
+        .collect();
+    let live = live_attachments(&read, vpc, Some(except));
+    let scope = Scope {
+        vrf,
+        whole: plan.whole,
+        legacy: if changed {
+            Legacy::Dumped
+        } else {
+            Legacy::Kept
+        },
+        covered: why.map_or("the next window of the VPC", rotation::Whole::label),
+    };
+    let out = converge(host, state_dir, domain, vpc, &live, "ADD", scope)?;
+    plan.record(state_dir, vpc);
+    Ok(out)
 }
 
-/// [`attachments`] of the VPC's `live` attachments, with the node's rules as `rules` lists them
-/// when given.
+/// Converges the VPC's `live` attachments within `scope`.
 fn converge(
     host: &Netlink,
     state_dir: &Path,
@@ -98,19 +148,19 @@ fn converge(
     vpc: &VpcId,
     live: &[Record],
     by: &str,
-    rules: NodeRules<'_>,
+    scope: Scope<'_>,
 ) -> Result<Outcome, NetError> {
     let mut out = Outcome::default();
     if live.is_empty() {
         return Ok(out);
     }
-    let vrf = observe::vrf(host, domain, vpc)?;
-    let mut present = observe::interfaces(host, domain, vrf.as_ref(), live)?;
+    let vrf = scope.vrf.as_ref();
+    let mut present = observe::interfaces(host, domain, vrf, live, scope.whole)?;
     let node = Members {
         host,
         domain,
         vpc,
-        vrf: vrf.as_ref(),
+        vrf,
     };
     let mut selected = Vec::new();
     for interface in &mut present {
@@ -118,18 +168,18 @@ fn converge(
             selected.push(interface.link.name.clone());
         }
     }
-    if domain.backend == Backend::Table {
+    if domain.backend == Backend::Table && !matches!(scope.legacy, Legacy::Kept) {
         // Between the new selection and the old one's removal: a test holds the convergence
         // here to see the traffic flow with both.
         if let Err(e) = galactic_core::failpoint::hit("converge-before-retire") {
             out.failed.push(e.to_string());
         } else {
-            retire_legacy_rules(host, domain, &selected, rules, &mut out)?;
+            retire_legacy_rules(host, domain, &selected, scope.legacy, &mut out)?;
         }
     }
     // Enslaving a device cycles it down and up, which flushes its IPv6 addresses and its
     // neighbours: those are read after the memberships are restored.
-    let gateways = Gateways::read(host, domain, &present)?;
+    let gateways = Gateways::read(host, domain, &present, scope.whole)?;
     for Interface { record, link, .. } in &present {
         match &record.configured {
             Some(configured) => host_gateway(host, domain, &gateways, link, configured, &mut out),
@@ -140,7 +190,7 @@ fn converge(
         }
         datapath(state_dir, domain, record, &mut out);
     }
-    report(domain, by, &out);
+    report(domain, by, scope.covered, &out);
     Ok(out)
 }
 
@@ -159,13 +209,14 @@ fn retire_legacy_rules(
     host: &Netlink,
     domain: &Domain,
     selected: &[String],
-    rules: NodeRules<'_>,
+    legacy: Legacy<'_>,
     out: &mut Outcome,
 ) -> Result<(), NetError> {
     let dumped;
-    let rules = match rules {
-        Some(rules) => rules,
-        None => {
+    let rules = match legacy {
+        Legacy::Kept => return Ok(()),
+        Legacy::Listed(rules) => rules,
+        Legacy::Dumped => {
             dumped = [host.rules(Family::V4)?, host.rules(Family::V6)?].concat();
             &dumped
         }
@@ -347,11 +398,12 @@ fn attempt(
 }
 
 /// One info line when something was restored, one warning when something could not be.
-fn report(domain: &Domain, by: &str, out: &Outcome) {
+fn report(domain: &Domain, by: &str, covered: &str, out: &Outcome) {
     if !out.restored.is_empty() {
         log::info(
             "converge: restored the VPC's attachments' state removed behind their records",
-            json!({"vpc": domain.vpc, "table": domain.table, "by": by, "restored": out.restored}),
+            json!({"vpc": domain.vpc, "table": domain.table, "by": by, "covered": covered,
+                   "restored": out.restored}),
         );
     }
     if !out.retired.is_empty() {
@@ -363,7 +415,8 @@ fn report(domain: &Domain, by: &str, out: &Outcome) {
     if !out.failed.is_empty() {
         log::warn(
             "converge: could not restore some of the VPC's attachments' state; the next ADD of the VPC or CNI GC retries",
-            json!({"vpc": domain.vpc, "table": domain.table, "by": by, "failed": out.failed}),
+            json!({"vpc": domain.vpc, "table": domain.table, "by": by, "covered": covered,
+                   "failed": out.failed}),
         );
     }
 }
@@ -411,13 +464,17 @@ pub fn recorded_domain(
             json!({"vpc": ensured.domain.vpc, "table": ensured.domain.table, "restored": restored}),
         );
     }
-    converge(
-        host,
-        state_dir,
-        &ensured.domain,
-        &vpc,
-        &live_attachments(&now, &vpc, None),
-        "GC",
-        Some(listed.rules),
-    )
+    let domain = &ensured.domain;
+    let vrf = observe::vrf(host, domain, &vpc)?;
+    let identity = Identity::of(domain, vrf.as_ref());
+    let live = live_attachments(&now, &vpc, None);
+    let scope = Scope {
+        vrf,
+        whole: true,
+        legacy: Legacy::Listed(listed.rules),
+        covered: "the whole VPC",
+    };
+    let out = converge(host, state_dir, domain, &vpc, &live, "GC", scope)?;
+    rotation::converged_whole(state_dir, &vpc, &identity, live.len());
+    Ok(out)
 }

@@ -76,11 +76,13 @@ pub fn gc<D: Device>(req: &Request) -> Result<(), MasterError> {
         Ok(listing) => failures.extend(converge_domains(req, &host, &domains, &listing)),
         Err(e) => failures.push(MasterError::node("list attachment records")(e)),
     }
-    finish(&records, &domains, failures)
+    finish(&req.node.state_dir, &records, &domains, failures)
 }
 
-/// Sweeps the temporary state files of writers that died; GC's answer with every failure.
+/// Sweeps the temporary state files of writers that died, and the convergence rotations of
+/// VPCs without a domain; GC's answer with every failure.
 fn finish(
+    state_dir: &Path,
     records: &Records,
     domains: &Domains,
     mut failures: Vec<MasterError>,
@@ -88,6 +90,7 @@ fn finish(
     for swept in [
         records.sweep_temporaries().map_err(NetError::from),
         domains.sweep_temporaries(),
+        sweep_rotations(state_dir, domains),
     ] {
         if let Err(e) = swept {
             failures.push(MasterError::node("sweep temporary state files")(e));
@@ -100,6 +103,18 @@ fn finish(
             failures,
         }),
     }
+}
+
+/// Removes the rotations of VPCs with no recorded domain (`converge::rotation`). A rotation an
+/// ADD records after the domains are listed here is of a domain created meanwhile: removing it
+/// only costs that VPC's next ADD a whole convergence.
+fn sweep_rotations(state_dir: &Path, domains: &Domains) -> Result<usize, NetError> {
+    let kept: HashSet<String> = domains
+        .all()?
+        .iter()
+        .filter_map(|d| VpcId::parse(&d.vpc).ok().map(|v| v.hex()))
+        .collect();
+    Ok(converge::rotation::sweep(state_dir, &kept)?)
 }
 
 /// Tears down every attachment of this network whose (container, ifname) is not in `valid`;

@@ -25,6 +25,9 @@ mod nad;
 mod retire;
 mod status;
 
+/// The other attachments an ADD converges in a VPC that has more (`converge::rotation`).
+pub use converge::rotation::WINDOW as CONVERGENCE_WINDOW;
+
 pub use device::{Attached, Container, Device, NewInterface};
 pub use error::{MasterError, NotReady};
 use galactic_core::cni::{CniResult, Plugin, Request};

@@ -78,6 +78,9 @@ pub fn if_unused(
     // Only ever armed as `:pause`: holds the removal after its decision, so a test can show an
     // ADD of the VPC waits for it (and creates the domain again) instead of joining it.
     let _ = failpoint::hit("retire-before-remove");
+    // Before the domain: a teardown killed between the two leaves a domain without a rotation
+    // (its next ADD converges it whole), never a rotation without a domain.
+    crate::converge::rotation::remove(state_dir, vpc)?;
     Ok(match domains.remove(host, vpc)? {
         Removal::Removed => Retired::Removed {
             table: domain.table,
@@ -107,10 +110,7 @@ pub fn if_unused_listed(
 
 /// Whether an attachment record of the VPC other than `except`'s is on the node, in any stage.
 pub fn in_use(records: &Records, vpc: &VpcId, except: Option<&str>) -> Result<bool, NetError> {
-    Ok(records
-        .of_vpc(vpc)?
-        .iter()
-        .any(|r| Some(r.host_ifname.as_str()) != except))
+    Ok(records.any_of_vpc(vpc, except)?)
 }
 
 /// The VPC's records on the node now, in any stage, for a caller holding the VPC's lock with

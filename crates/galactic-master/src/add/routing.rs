@@ -50,8 +50,9 @@ impl<'a, D: Device> Add<'a, D> {
 
     /// The VPC's domain, created, adopted or repaired under the node-wide lock; what this call
     /// created or adopted is undone by [`Add::push_domain_undo`]'s undo (a repair stays: the
-    /// record says it belongs).
-    pub(super) fn ensure_domain(&'a self, choice: Choice) -> Result<Domain, MasterError> {
+    /// record says it belongs). Returns it, and whether this call created, adopted or repaired
+    /// it (the VPC's convergence then covers every attachment: `converge::rotation`).
+    pub(super) fn ensure_domain(&'a self, choice: Choice) -> Result<(Domain, bool), MasterError> {
         let _lock = self
             .domains
             .lock()
@@ -67,6 +68,7 @@ impl<'a, D: Device> Add<'a, D> {
                 json!({"err": e.to_string()}),
             );
         }
+        let changed = change != Change::Unchanged;
         match change {
             Change::Unchanged => {}
             Change::Healed(restored) => log::warn(
@@ -89,27 +91,27 @@ impl<'a, D: Device> Add<'a, D> {
                 *self.made.borrow_mut() = Some(Change::Adopted { opened, found });
             }
         }
-        Ok(domain)
+        Ok((domain, changed))
     }
 
     /// The VPC's other live attachments brought back on `domain` ([`converge`]), under the
     /// VPC's lock (this ADD holds its attachment's lock: the order is the documented one). A
     /// failure there is another attachment's and does not fail this ADD: it is logged, and the
     /// next ADD of the VPC or CNI GC tries again.
-    pub(super) fn converge_others(&self, domain: &Domain) {
+    pub(super) fn converge_others(&self, domain: &Domain, changed: bool) {
         let vpc = &self.conf.ids.vpc;
         let converged = self
             .records
             .lock_vpc(vpc)
             .map_err(|e| NetError::Busy(e.to_string()))
             .and_then(|_lock| {
-                converge::attachments(
+                converge::others(
                     &self.host,
                     &self.req.node.state_dir,
                     domain,
                     vpc,
-                    Some(&self.host_ifname),
-                    "ADD",
+                    &self.host_ifname,
+                    changed,
                 )
             });
         if let Err(e) = converged {

@@ -46,14 +46,17 @@ pub(super) fn vrf(host: &Netlink, domain: &Domain, vpc: &VpcId) -> Result<Option
 }
 
 /// The live attachments whose host interface exists, with it (an attachment whose interface is
-/// gone is its DEL's or GC's).
+/// gone is its DEL's or GC's). `whole` when `live` is every live attachment of the VPC: a
+/// VRF's members are then read in one dump, else each interface by its name (a window of a
+/// few attachments costs a few lookups, not the VRF's every member).
 pub(super) fn interfaces<'r>(
     host: &Netlink,
     domain: &Domain,
     vrf: Option<&Link>,
     live: &'r [Record],
+    whole: bool,
 ) -> Result<Vec<Interface<'r>>, NetError> {
-    let members: HashMap<String, Link> = match vrf {
+    let members: HashMap<String, Link> = match vrf.filter(|_| whole) {
         Some(vrf) => host
             .controller_links(vrf.index)?
             .into_iter()
@@ -97,19 +100,26 @@ pub(super) struct Gateways {
 
 impl Gateways {
     /// Reads them for `present`, the interfaces that exist: the VPC table's routes in one dump
-    /// per family, each interface's addresses in one dump the kernel filters, and each expected
-    /// permanent neighbour by one lookup (a neighbour dump, filtered or not, walks every entry
-    /// of the node in the kernel).
+    /// per family when `present` is the whole VPC (else each interface's routes in the table,
+    /// by a dump the kernel filters by device), each interface's addresses in one dump the
+    /// kernel filters, and each expected permanent neighbour by one lookup (a neighbour dump,
+    /// filtered or not, walks every entry of the node in the kernel).
     pub(super) fn read(
         host: &Netlink,
         domain: &Domain,
         present: &[Interface<'_>],
+        whole: bool,
     ) -> Result<Self, NetError> {
-        let routes = [
-            host.routes(Family::V4, domain.table)?,
-            host.routes(Family::V6, domain.table)?,
-        ]
-        .concat();
+        let mut routes = Vec::new();
+        for family in Family::ALL {
+            if whole {
+                routes.extend(host.routes(family, domain.table)?);
+                continue;
+            }
+            for Interface { link, .. } in present {
+                routes.extend(host.routes_via(family, domain.table, link.index)?);
+            }
+        }
         let mut addresses = HashSet::new();
         let mut neighbours = HashSet::new();
         for Interface { record, link, .. } in present {

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use crate::common::{cni, domain, hname};
 
 const VPC: &str = "C";
-const REMEDY: &str = "the next ADD of VPC C on this node or CNI GC restores it";
+const REMEDY: &str = "CNI GC or the next ADDs of VPC C on this node restore it";
 const DOMAIN_REMEDY: &str = "the next ADD of VPC C on this node restores it, or CNI GC";
 
 fn runtime(host: &Host) -> Runtime<'_> {

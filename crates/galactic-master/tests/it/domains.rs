@@ -125,8 +125,8 @@ fn table_state_removed_behind_the_record_is_reported_by_check_and_restored_by_th
         ),
         format!(
             "element '{h1} : {mark:#x}' is missing from nftables map 'inet galactic vpc_marks' \
-             (its packets do not reach table {table}); the next ADD of VPC T on this node or CNI \
-             GC restores it"
+             (its packets do not reach table {table}); CNI GC or the next ADDs of VPC T on this \
+             node restore it"
         ),
     ] {
         assert!(msg.contains(&want), "CHECK names {want:?}: {msg}");

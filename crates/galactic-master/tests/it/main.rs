@@ -21,6 +21,7 @@ mod mark_mask;
 mod overlap;
 mod protocol;
 mod requests;
+mod rotation;
 mod router_gc;
 mod upgrade;
 mod vrf;

@@ -352,7 +352,7 @@ fn a_vrf_removed_behind_the_record_is_recreated_by_gc_with_every_attachment_rejo
     rt.add(&ct, &vm.attachment()).unwrap();
 
     host.netns.ip(&["link", "del", &vrf("G")]);
-    let remedy = "the next ADD of VPC G on this node or CNI GC restores it";
+    let remedy = "CNI GC or the next ADDs of VPC G on this node restore it";
     for (c, pod) in [(&c1, &g1), (&c2, &g2), (&ct, &vm)] {
         let msg = rt
             .check(c, &pod.attachment())

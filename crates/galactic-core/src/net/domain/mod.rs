@@ -344,7 +344,9 @@ pub fn check(
 }
 
 /// What restores an attachment's host side removed behind its record: the VPC's convergence,
-/// which every ADD of the VPC and every CNI GC run (galactic-master's `converge.rs`).
+/// which every CNI GC runs over the whole VPC and every ADD of the VPC over the whole VPC or
+/// over the next few of its attachments (galactic-master's `converge/rotation.rs`): "the next
+/// ADDs", since in a large VPC it may take more than one.
 pub fn restored_by(vpc: &VpcId) -> String {
-    format!("the next ADD of VPC {vpc} on this node or CNI GC restores it")
+    format!("CNI GC or the next ADDs of VPC {vpc} on this node restore it")
 }

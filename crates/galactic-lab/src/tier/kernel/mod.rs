@@ -66,6 +66,7 @@ pub const SUITES: &[Suite] = &[
     Suite::module("galactic-master", "chain"),
     Suite::module("galactic-master", "vrf"),
     Suite::module("galactic-master", "vrf_domains"),
+    Suite::module("galactic-master", "rotation"),
     Suite::module("galactic-master", "domains"),
     Suite::module("galactic-master", "bad_input"),
     Suite::module("galactic-route", "terminations"),
