@@ -217,7 +217,7 @@ impl Publications {
     pub fn remove(&self, vpc: &VpcId, p: &Publication) -> Result<(), BgpError> {
         state::remove(&self.path(vpc, &p.host_ifname, &p.container_id)).map_err(state_err)?;
         // Not empty (another record, a temporary) or gone already: either way nothing to do.
-        let _ = std::fs::remove_dir(self.vpc_dir(vpc));
+        let _ = state::remove_dir_if_empty(&self.vpc_dir(vpc));
         Ok(())
     }
 
@@ -272,6 +272,7 @@ impl Publications {
         };
         Ok(entries
             .flatten()
+            .filter(|e| e.file_name() != state::STAGING)
             .map(|e| e.path())
             .filter(|p| p.is_dir())
             .collect())

@@ -1,8 +1,13 @@
 //! Node-local state files: one reader and one atomic writer for every plugin's records.
 //!
-//! A file is replaced through a temporary file in the same directory and a rename, so a reader
-//! sees the old or the new content, never a torn one, even when the writer is SIGKILLed. The
-//! temporary is `<stem>.tmp.<pid>`. No temporary outlives the recovery of its writer (the
+//! A file is replaced through a temporary file and a rename, so a reader sees the old or the new
+//! content, never a torn one, even when the writer is SIGKILLed. The temporary of
+//! `<dir>/<stem>.json` is `<dir>/.staging/<stem>.tmp.<pid>`: staged apart, so that finding a
+//! file's temporaries lists the few writes in flight, not the directory's every file (a
+//! directory of 1 000 attachment records cost each write, and each read of a missing file, a
+//! listing of 1 000 names: ≈ 0.5–1 ms on ext4). Releases before this one left temporaries beside
+//! the file; listings of the directory ([`json_files`]) and GC's [`sweep_temporaries`] still
+//! remove those. No temporary outlives the recovery of its writer (the
 //! runtime's DEL of the attachment, or its next ADD), whether or not the file it was for ever
 //! came to exist:
 //! - every writer of a file holds the lock that owns that file (each record kind has one), so a
@@ -104,7 +109,7 @@ const WRITE_ATTEMPTS: usize = 3;
 /// [`write_json`] for bytes already encoded.
 pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(StateError::io("write", path))?;
+        std::fs::create_dir_all(staging(dir)).map_err(StateError::io("write", path))?;
     }
     remove_temporaries(path)?;
     let tmp = temporary(path, std::process::id());
@@ -158,9 +163,21 @@ pub fn before_rename(path: &Path, tmp: &Path) -> Result<(), StateError> {
     Ok(())
 }
 
-/// The temporary a writer with `pid` uses for `path`: `<stem>.tmp.<pid>`.
+/// The directory of the temporaries of `dir`'s files.
+pub fn staging(dir: &Path) -> PathBuf {
+    dir.join(STAGING)
+}
+
+/// The name of [`staging`].
+pub const STAGING: &str = ".staging";
+
+/// The temporary a writer with `pid` uses for `path`: `.staging/<stem>.tmp.<pid>` beside it.
 fn temporary(path: &Path, pid: u32) -> PathBuf {
-    path.with_extension(format!("tmp.{pid}"))
+    let name = path.with_extension(format!("tmp.{pid}"));
+    match (path.parent(), name.file_name()) {
+        (Some(dir), Some(name)) => staging(dir).join(name),
+        _ => name,
+    }
 }
 
 /// The pid of a temporary's writer, when `name` is a temporary of the file with `stem` (any
@@ -180,7 +197,20 @@ pub fn remove_temporaries(path: &Path) -> Result<usize, StateError> {
         return Ok(0);
     };
     let stem = stem.to_string_lossy();
-    remove_matching(dir, |name| temporary_pid(name, Some(&stem)).is_some())
+    remove_matching(&staging(dir), |name| {
+        temporary_pid(name, Some(&stem)).is_some()
+    })
+}
+
+/// [`remove_temporaries`], and those a release before the staging directory left beside
+/// `path`: for GC, which met them listing the directory (a listing every other caller avoids).
+pub fn remove_all_temporaries(path: &Path) -> Result<usize, StateError> {
+    let (Some(dir), Some(stem)) = (path.parent(), path.file_stem()) else {
+        return Ok(0);
+    };
+    let stem = stem.to_string_lossy();
+    let beside = remove_matching(dir, |name| temporary_pid(name, Some(&stem)).is_some())?;
+    Ok(remove_temporaries(path)? + beside)
 }
 
 /// Removes the temporaries of `path` whose writer is gone ([`writer_gone`]), whether or not
@@ -190,7 +220,7 @@ pub fn remove_dead_temporaries(path: &Path) -> Result<usize, StateError> {
     let (Some(dir), Some(stem)) = (path.parent(), path.file_stem()) else {
         return Ok(0);
     };
-    remove_dead_temporaries_named(dir, &stem.to_string_lossy())
+    remove_dead_temporaries_named(&staging(dir), &stem.to_string_lossy())
 }
 
 /// Removes the temporaries `<name>.tmp.<pid>` in `dir` whose writer is gone: for writers that
@@ -204,7 +234,16 @@ pub fn remove_dead_temporaries_named(dir: &Path, name: &str) -> Result<usize, St
 /// Removes the temporaries in `dir` whose writer is gone (GC: it holds no file's lock, so a
 /// live writer's temporary stays). Returns how many went.
 pub fn sweep_temporaries(dir: &Path) -> Result<usize, StateError> {
-    remove_matching(dir, |name| {
+    let dead = |name: &str| temporary_pid(name, None).is_some_and(writer_gone);
+    // Beside the files too: where a release before the staging directory left them.
+    Ok(remove_matching(&staging(dir), dead)? + remove_matching(dir, dead)?)
+}
+
+/// [`sweep_temporaries`] of the staging directory alone: the writes in flight in `dir`, not its
+/// files (for a caller on an operation's path, which must not list a directory of the node's
+/// every record; GC's sweep also takes those earlier releases left beside the files).
+pub fn sweep_staged(dir: &Path) -> Result<usize, StateError> {
+    remove_matching(&staging(dir), |name| {
         temporary_pid(name, None).is_some_and(writer_gone)
     })
 }
@@ -235,6 +274,7 @@ fn remove_matching(dir: &Path, stale: impl Fn(&str) -> bool) -> Result<usize, St
     };
     let mut removed = 0;
     for entry in entries.flatten() {
+        LISTED.with(|n| n.set(n.get() + 1));
         if stale(&entry.file_name().to_string_lossy()) {
             unlink(&entry.path())?;
             removed += 1;
@@ -261,6 +301,22 @@ pub fn remove(path: &Path) -> Result<(), StateError> {
     unlink(path)
 }
 
+/// Removes `dir` when it holds nothing but an empty staging directory (a missing one is
+/// success); a directory still holding a file or a temporary stays. For a holder of the lock
+/// that owns every file of `dir`.
+pub fn remove_dir_if_empty(dir: &Path) -> Result<(), StateError> {
+    for d in [staging(dir), dir.to_owned()] {
+        match std::fs::remove_dir(&d) {
+            Err(e) if e.kind() == ErrorKind::DirectoryNotEmpty => return Ok(()),
+            Err(e) if e.kind() != ErrorKind::NotFound => {
+                return Err(StateError::io("remove", &d)(e))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Removes one file; a missing file is success.
 fn unlink(path: &Path) -> Result<(), StateError> {
     match std::fs::remove_file(path) {
@@ -273,8 +329,9 @@ thread_local! {
     static LISTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// How many directory entries this thread's listings of state files ([`json_files`]) have met
-/// so far: a listing costs every name of its directory, whatever its prefix keeps, so this is
+/// How many directory entries this thread's listings of state files ([`json_files`], and the
+/// searches for temporaries: staging directories, GC's sweeps) have met so far: a listing
+/// costs every name of its directory, whatever its prefix keeps, so this is
 /// what cost guards compare across node layouts (a listing per VPC of a directory that holds
 /// the whole node's records grows with VPCs times attachments). Every operation's closing log
 /// line carries it as `filesListed`.
@@ -326,28 +383,35 @@ mod tests {
         left
     }
 
+    /// `name` created in `dir`'s staging directory (where a writer's temporary is).
+    fn stage(dir: &Path, name: &str) {
+        std::fs::create_dir_all(staging(dir)).unwrap();
+        std::fs::write(staging(dir).join(name), b"{").unwrap();
+    }
+
     /// A DEL after an ADD killed while it created the record finds no record: looking for it
     /// removes what the killed writer left, and never a live writer's temporary.
     #[test]
     fn reading_a_missing_file_removes_what_its_dead_writers_left() {
         let dir = tempfile::tempdir().unwrap();
-        let touch = |name: &str| std::fs::write(dir.path().join(name), b"{").unwrap();
-        touch(&format!("G1H.tmp.{DEAD}"));
-        touch("G1H.tmp.1"); // pid 1 is alive: a writer of this file right now
-        touch(&format!("G1H.tmp.{}", std::process::id()));
-        touch(&format!("G2H.tmp.{DEAD}"));
+        stage(dir.path(), &format!("G1H.tmp.{DEAD}"));
+        stage(dir.path(), "G1H.tmp.1"); // pid 1 is alive: a writer of this file right now
+        stage(dir.path(), &format!("G1H.tmp.{}", std::process::id()));
+        stage(dir.path(), &format!("G2H.tmp.{DEAD}"));
         let missing = read_json::<serde_json::Value>(&dir.path().join("G1H.json")).unwrap();
         assert!(missing.is_none());
         let ours = format!("G1H.tmp.{}", std::process::id());
         let mut expected = vec!["G1H.tmp.1".to_owned(), ours, format!("G2H.tmp.{DEAD}")];
         expected.sort();
         assert_eq!(
-            names(dir.path()),
+            names(&staging(dir.path())),
             expected,
             "another file's and live ones stay"
         );
     }
 
+    /// Temporaries a release before the staging directory left beside the files go with a
+    /// listing of the directory.
     #[test]
     fn a_listing_removes_the_dead_temporaries_of_the_files_it_lists() {
         let dir = tempfile::tempdir().unwrap();
@@ -368,13 +432,34 @@ mod tests {
             "other prefixes and live writers' stay"
         );
         std::fs::remove_file(dir.path().join("vpc-1.json")).unwrap();
-        touch(&format!("vpc-4.tmp.{DEAD}"));
+        stage(dir.path(), &format!("vpc-4.tmp.{DEAD}"));
         assert!(remove_dead_temporaries(&dir.path().join("vpc-4.json")).unwrap() == 1);
+        stage(dir.path(), "vpc-3.tmp.1");
         assert_eq!(
-            remove_dead_temporaries_named(dir.path(), "vpc-3").unwrap(),
+            remove_dead_temporaries_named(&staging(dir.path()), "vpc-3").unwrap(),
             0,
             "pid 1 lives"
         );
+    }
+
+    /// Finding a file's temporaries lists the writes in flight, not the directory's files: a
+    /// directory of many records made every write list them all.
+    #[test]
+    fn a_write_and_a_read_of_a_missing_file_list_only_the_staging_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..100 {
+            std::fs::write(dir.path().join(format!("G{i}H.json")), b"{}").unwrap();
+        }
+        let before = listed();
+        write_json(&dir.path().join("G1000H.json"), &serde_json::json!({})).unwrap();
+        remove(&dir.path().join("G1000H.json")).unwrap();
+        assert!(
+            read_json::<serde_json::Value>(&dir.path().join("G1001H.json"))
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(listed() - before, 0, "no name of the directory met");
+        assert_eq!(names(&staging(dir.path())), Vec::<String>::new());
     }
 
     /// A SIGKILLed writer stays a zombie until its parent reaps it: it writes nothing more.
@@ -401,13 +486,21 @@ mod tests {
     fn only_temporaries_of_dead_writers_are_swept() {
         let dir = tempfile::tempdir().unwrap();
         let touch = |name: &str| std::fs::write(dir.path().join(name), b"{}").unwrap();
-        // No process has this pid (above the kernel's pid_max limit).
+        // No process has this pid (above the kernel's pid_max limit). Beside the files (where
+        // earlier releases wrote them) and staged.
         touch("vpc-1.tmp.4294967295");
         touch("G1H.json.tmp.4294967295");
+        stage(dir.path(), "vpc-3.tmp.4294967295");
+        stage(dir.path(), &format!("vpc-4.tmp.{}", std::process::id()));
         touch(&format!("vpc-2.tmp.{}", std::process::id()));
         touch("vpc-1.json");
         touch("notes.tmp.txt");
-        assert_eq!(sweep_temporaries(dir.path()).unwrap(), 2);
+        assert_eq!(sweep_temporaries(dir.path()).unwrap(), 3);
+        assert_eq!(
+            names(&staging(dir.path())),
+            [format!("vpc-4.tmp.{}", std::process::id())]
+        );
+        std::fs::remove_dir_all(staging(dir.path())).unwrap();
         let mut left: Vec<String> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -431,15 +524,16 @@ mod tests {
         write_json(&path, &serde_json::json!({"a": 1})).unwrap();
         // A killed writer of this file (pid 1 is alive: liveness does not matter under the
         // lock), and one of another file, which this write leaves alone.
-        std::fs::write(dir.path().join("sub/G1H.tmp.1"), b"{").unwrap();
-        std::fs::write(dir.path().join("sub/G2H.tmp.1"), b"{").unwrap();
+        let sub = dir.path().join("sub");
+        stage(&sub, "G1H.tmp.1");
+        stage(&sub, "G2H.tmp.1");
         write_json(&path, &serde_json::json!({"a": 2})).unwrap();
         assert_eq!(
             read_json::<serde_json::Value>(&path).unwrap(),
             Some(serde_json::json!({"a": 2}))
         );
-        assert!(!dir.path().join("sub/G1H.tmp.1").exists());
-        assert!(dir.path().join("sub/G2H.tmp.1").exists());
+        assert_eq!(names(&staging(&sub)), ["G2H.tmp.1"]);
+        assert_eq!(names(&sub), [".staging", "G1H.json"]);
         assert!(
             read_json::<serde_json::Value>(&dir.path().join("absent.json"))
                 .unwrap()
@@ -452,13 +546,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("G1H.json");
         // A record whose writer was killed before its rename: the file itself never appeared.
-        std::fs::write(dir.path().join("G1H.tmp.77"), b"{").unwrap();
-        std::fs::write(dir.path().join("G2H.tmp.77"), b"{").unwrap();
+        stage(dir.path(), "G1H.tmp.77");
+        stage(dir.path(), "G2H.tmp.77");
         remove(&path).unwrap();
-        assert!(!dir.path().join("G1H.tmp.77").exists());
-        assert!(
-            dir.path().join("G2H.tmp.77").exists(),
+        assert_eq!(
+            names(&staging(dir.path())),
+            ["G2H.tmp.77"],
             "another file's stays"
         );
+    }
+
+    #[test]
+    fn a_directory_goes_with_its_empty_staging_directory_and_stays_with_a_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let vpc = dir.path().join("vpc-1");
+        write_json(&vpc.join("G1H.json"), &serde_json::json!({})).unwrap();
+        remove_dir_if_empty(&vpc).unwrap();
+        assert!(vpc.exists(), "a file is left");
+        remove(&vpc.join("G1H.json")).unwrap();
+        stage(&vpc, "G2H.tmp.1");
+        remove_dir_if_empty(&vpc).unwrap();
+        assert!(vpc.exists(), "a temporary is left");
+        remove(&vpc.join("G2H.json")).unwrap();
+        remove_dir_if_empty(&vpc).unwrap();
+        assert!(!vpc.exists());
+        remove_dir_if_empty(&vpc).unwrap();
     }
 }

@@ -177,11 +177,12 @@ impl Ledger {
         }
     }
 
-    /// [`sweep_stale_temp`](Self::sweep_stale_temp) for the VPCs of a listing already made.
+    /// [`sweep_stale_temp`](Self::sweep_stale_temp) for the VPCs of a listing already made,
+    /// the temporaries releases before the staging directory left beside the records too.
     pub fn sweep_listed_temp(&self, vpcs: &[VpcId]) {
         for vpc in vpcs {
             if let Ok(_lock) = self.lock(vpc) {
-                self.remove_stale_temp(vpc);
+                let _ = state::remove_all_temporaries(&self.path(vpc));
             }
         }
     }
@@ -206,6 +207,14 @@ impl Ledger {
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
+        // The writes' temporaries, staged apart (`galactic_core::state`).
+        if let Ok(staged) = std::fs::read_dir(state::staging(&self.dir)) {
+            names.extend(
+                staged
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned()),
+            );
+        }
         names.sort();
         for name in names {
             let Some(rest) = name.strip_prefix("vpc-") else {
@@ -383,7 +392,10 @@ mod tests {
         let ledger = Ledger::new(dir.path());
         let routes = dir.path().join("routes");
         std::fs::create_dir_all(&routes).unwrap();
-        std::fs::write(routes.join("vpc-2.tmp.4242"), b"{\"vpc\":").unwrap();
+        // Staged (where writers put them) and beside the records (where a release before the
+        // staging directory did).
+        std::fs::create_dir_all(state::staging(&routes)).unwrap();
+        std::fs::write(state::staging(&routes).join("vpc-2.tmp.4242"), b"{\"vpc\":").unwrap();
         std::fs::write(routes.join("vpc-3.tmp.4243"), b"").unwrap();
         std::fs::write(routes.join("vpc-3.lock"), b"").unwrap();
         ledger.sweep_stale_temp();
@@ -392,10 +404,18 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         left.sort();
-        assert_eq!(left, ["vpc-2.lock", "vpc-3.lock"], "only the locks stay");
+        assert_eq!(
+            left,
+            [".staging", "vpc-2.lock", "vpc-3.lock"],
+            "only the locks stay"
+        );
+        assert_eq!(
+            std::fs::read_dir(state::staging(&routes)).unwrap().count(),
+            0
+        );
         // A write removes its VPC's leftovers too.
         let vpc = VpcId::parse("A").unwrap();
-        let leftover = routes.join(format!("vpc-{}.tmp.1", vpc.hex()));
+        let leftover = state::staging(&routes).join(format!("vpc-{}.tmp.1", vpc.hex()));
         std::fs::write(&leftover, b"x").unwrap();
         let _lock = ledger.lock(&vpc).unwrap();
         ledger

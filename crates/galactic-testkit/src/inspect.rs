@@ -78,9 +78,7 @@ pub fn table_routes(host: &Host, table: &str) -> Vec<String> {
 
 /// How many attachment records the master holds.
 pub fn record_count(host: &Host) -> usize {
-    std::fs::read_dir(host.path("state").join("attachments"))
-        .map(|d| d.count())
-        .unwrap_or(0)
+    state_entries(&host.path("state").join("attachments")).len()
 }
 
 /// IPAM's own CHECK for the attachment, given the master's stanza as the master delegates it:
@@ -118,4 +116,29 @@ pub fn host_traces(host: &Host, ifname: &str) -> Vec<String> {
             .map(|l| format!("nft {}", l.trim())),
     );
     traces
+}
+
+/// The names in state directory `dir` (none when it is missing), sorted, with what its staging
+/// directory holds as `.staging/<name>`: the empty staging directory an atomic write leaves
+/// is no state (`galactic_core::state`), a temporary in it is.
+pub fn state_entries(dir: &std::path::Path) -> Vec<String> {
+    let names = |d: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(d)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let staging = galactic_core::state::STAGING;
+    let mut out: Vec<String> = names(dir).into_iter().filter(|n| n != staging).collect();
+    out.extend(
+        names(&dir.join(staging))
+            .into_iter()
+            .map(|n| format!("{staging}/{n}")),
+    );
+    out.sort();
+    out
 }

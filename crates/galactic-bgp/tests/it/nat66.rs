@@ -117,13 +117,7 @@ impl Nat66Rows for Node {
     }
 
     fn state_files(&self, sub: &str) -> Vec<String> {
-        std::fs::read_dir(self.host.path("state").join("bpf").join(sub))
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
+        galactic_testkit::inspect::state_entries(&self.host.path("state").join("bpf").join(sub))
     }
 }
 

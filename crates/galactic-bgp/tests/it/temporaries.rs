@@ -78,7 +78,8 @@ fn a_del_after_an_add_killed_before_its_rename_leaves_no_temporary() {
 }
 
 /// The VPC's shared files outlive the DEL of one of its attachments, which reads them but does
-/// not rewrite them: what a killed rewrite left beside them goes with that DEL all the same.
+/// not rewrite them: what a killed rewrite left goes with that DEL all the same (staged apart,
+/// `galactic_core::state`; the local store's document, beside it: that directory's listing).
 #[test]
 fn a_del_removes_what_a_killed_writer_left_beside_the_vpcs_shared_files() {
     galactic_testkit::privileged!();
@@ -90,8 +91,8 @@ fn a_del_removes_what_a_killed_writer_left_beside_the_vpcs_shared_files() {
     let vrf = bgp_vrf_instance_name("jU", "node-a");
     let planted = [
         state.join(format!("bgp/{NS}/bgpvrfinstances/{vrf}.tmp.{DEAD}")),
-        state.join(format!("bpf/nat66/{}.tmp.{DEAD}", node.table())),
-        state.join(format!("routing/vpc-{}.tmp.{DEAD}", hex("jU"))),
+        state.join(format!("bpf/nat66/.staging/{}.tmp.{DEAD}", node.table())),
+        state.join(format!("routing/.staging/vpc-{}.tmp.{DEAD}", hex("jU"))),
     ];
     for path in &planted {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -54,13 +54,7 @@ pub fn conf(version: &str, vpc: &str, att: &str, ipam: Value) -> Conflist {
 }
 
 pub fn records(host: &Host) -> Vec<String> {
-    std::fs::read_dir(host.path("state").join("attachments"))
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+    galactic_testkit::inspect::state_entries(&host.path("state").join("attachments"))
 }
 
 /// Runs the master's IPAM delegate on its own for `att` (as the master would delegate to it).

@@ -319,12 +319,9 @@ fn a_delegates_try_again_later_reaches_the_runtime_unchanged() {
         !after[1].contains("iif G") && !after[2].contains("iif G"),
         "no attachment rule left"
     );
-    assert!(
-        !host
-            .path("state")
-            .join("attachments")
-            .read_dir()
-            .is_ok_and(|mut d| d.next().is_some()),
+    assert_eq!(
+        galactic_testkit::inspect::state_entries(&host.path("state").join("attachments")),
+        Vec::<String>::new(),
         "no record left"
     );
 }

@@ -169,12 +169,9 @@ fn a_large_vpcs_adds_converge_it_window_by_window_and_whole_once_its_domain_was_
         .unwrap();
     assert_eq!(pods.broken(), Vec::<String>::new());
     pods.down();
-    assert!(
-        !host
-            .path("state")
-            .join("converged")
-            .read_dir()
-            .is_ok_and(|mut d| d.next().is_some()),
+    assert_eq!(
+        galactic_testkit::inspect::state_entries(&host.path("state").join("converged")),
+        Vec::<String>::new(),
         "the VPC's rotation goes with its domain"
     );
 }

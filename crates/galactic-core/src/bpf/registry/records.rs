@@ -215,13 +215,16 @@ fn vpc_prefix(host_ifname: &str) -> Option<&str> {
 /// VRF's records), the keys of its table shared with another attachment, whether its table's
 /// egress rows still serve one. On a node of many attachments reading every record made each
 /// registration cost the node's size (a file open per attachment), and GC's sweep its square.
-/// The VPC's dead temporaries go with the listing ([`state::json_files`]); another VPC's with
-/// that VPC's next registration or removal, or GC. A name of another form gets every record.
+/// The registry's dead temporaries go with the sweep of its staging directories
+/// ([`state::sweep_staged`]: the writes in flight, not the records); those of a release before
+/// them, beside the records, with GC. A name of another form gets every record.
 pub fn vpc_records(state_dir: &Path, host_ifname: &str) -> Result<Vec<AttachmentRecord>, BpfError> {
     let Some(prefix) = vpc_prefix(host_ifname) else {
         return all_records(state_dir);
     };
-    let _ = state::sweep_temporaries(&nat66_dir(state_dir));
+    // Best effort: GC sweeps what cannot be removed now.
+    let _ = state::sweep_staged(&records_dir(state_dir));
+    let _ = state::sweep_staged(&nat66_dir(state_dir));
     let files = state::json_files(&records_dir(state_dir), prefix)?;
     let mut out = Vec::new();
     for file in files {
