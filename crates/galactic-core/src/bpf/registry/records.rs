@@ -146,10 +146,22 @@ pub fn read_nat66_record(state_dir: &Path, table_id: u32) -> Result<Option<Nat66
     read_json(&nat66_path(state_dir, table_id, DEFAULT_ROUTE))
 }
 
-/// The records of every egress row of `table_id`.
+/// The records of every egress row of `table_id`, found by their file names
+/// (`{table}.json`, `{table}-…`: [`nat66_path`]), so no other table's record is opened. Every
+/// ADD of a VPC with egress asks (for the rows it no longer writes): reading every table's
+/// record made that ADD cost the node's VPCs.
 pub fn egress_records(state_dir: &Path, table_id: u32) -> Result<Vec<Nat66Record>, BpfError> {
-    Ok(all_nat66_records(state_dir)?
-        .into_iter()
+    let table = table_id.to_string();
+    let files = state::json_files(&nat66_dir(state_dir), &table)?;
+    Ok(files
+        .iter()
+        .filter(|f| {
+            f.file_stem()
+                .and_then(|s| s.to_str())
+                .and_then(|s| s.strip_prefix(table.as_str()))
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+        })
+        .filter_map(|f| read_json::<Nat66Record>(f).ok().flatten())
         .filter(|r| r.vrf_table_id == table_id)
         .collect())
 }
@@ -248,4 +260,51 @@ pub fn all_nat66_records(state_dir: &Path) -> Result<Vec<Nat66Record>, BpfError>
         .filter(|entry| entry.file_name().to_string_lossy().ends_with(".json"))
         .filter_map(|entry| read_json(&entry.path()).ok().flatten())
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nat66(table: u32, prefix: &str) -> Nat66Record {
+        Nat66Record {
+            vrf_table_id: table,
+            prefix: prefix.parse().unwrap(),
+            pin_dir: PathBuf::from("/sys/fs/bpf/galactic"),
+            row: Nat66Row {
+                sid: "2001:db8::1".parse().unwrap(),
+                link_ifindex: 2,
+                dmac: "02:00:00:00:00:01".into(),
+                smac: "02:00:00:00:00:02".into(),
+            },
+            replaces: None,
+        }
+    }
+
+    #[test]
+    fn a_tables_egress_records_are_its_own_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        for (table, prefix) in [
+            (100, "::/0"),
+            (100, "64:ff9b::/96"),
+            (1000, "::/0"),
+            (10, "::/0"),
+        ] {
+            let r = nat66(table, prefix);
+            write_json(&nat66_path(dir.path(), table, r.prefix), &r).unwrap();
+        }
+        let before = state::listed();
+        let mut got: Vec<String> = egress_records(dir.path(), 100)
+            .unwrap()
+            .iter()
+            .map(|r| format!("{} {}", r.vrf_table_id, r.prefix))
+            .collect();
+        got.sort();
+        assert_eq!(got, ["100 64:ff9b::/96", "100 ::/0"]);
+        assert_eq!(
+            state::listed() - before,
+            5,
+            "one listing, its names only read by prefix"
+        );
+    }
 }
