@@ -305,16 +305,26 @@ pub fn remove(path: &Path) -> Result<(), StateError> {
 /// success); a directory still holding a file or a temporary stays. For a holder of the lock
 /// that owns every file of `dir`.
 pub fn remove_dir_if_empty(dir: &Path) -> Result<(), StateError> {
-    for d in [staging(dir), dir.to_owned()] {
-        match std::fs::remove_dir(&d) {
-            Err(e) if e.kind() == ErrorKind::DirectoryNotEmpty => return Ok(()),
-            Err(e) if e.kind() != ErrorKind::NotFound => {
-                return Err(StateError::io("remove", &d)(e))
-            }
-            _ => {}
-        }
+    if remove_empty(&staging(dir))? {
+        remove_empty(dir)?;
     }
     Ok(())
+}
+
+/// Removes `dir`'s staging directory when it is empty: for a writer into a directory another
+/// program owns (the Go allocator's pool directories), which must find nothing of ours there.
+pub fn remove_staging_if_empty(dir: &Path) -> Result<(), StateError> {
+    remove_empty(&staging(dir)).map(|_| ())
+}
+
+/// Removes the directory `dir` when it is empty; whether it is gone (missing counts as gone).
+fn remove_empty(dir: &Path) -> Result<bool, StateError> {
+    match std::fs::remove_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(true),
+        Err(e) if e.kind() == ErrorKind::DirectoryNotEmpty => Ok(false),
+        Err(e) => Err(StateError::io("remove", dir)(e)),
+    }
 }
 
 /// Removes one file; a missing file is success.

@@ -192,6 +192,8 @@ pub fn write(root: &Path, markers: &[Marker], report: &mut Report) -> Result<(),
         for marker in markers {
             write_marker(&dir, marker, report)?;
         }
+        // The directory is the Go allocator's: the shared writer's staging goes with the write.
+        galactic_core::state::remove_staging_if_empty(&dir)?;
     }
     Ok(())
 }

@@ -116,6 +116,15 @@ fn after_write_markers_the_go_allocator_never_hands_out_a_live_address() {
     assert!(complete, "{report}");
     // A /96 slot of a /64 pool holds 256 of the Go allocator's candidates; an IPv4 address one.
     assert_eq!(report["written"], 2 * 256 + 2, "{report}");
+    // The pool directories are the Go allocator's: nothing of ours but its markers and lock.
+    for (pool, markers) in [("fd00:10:ff01::-64", 512), ("10.1.0.0-24", 2)] {
+        let entries = fs::read_dir(net.legacy_dir().join(pool)).unwrap().count();
+        assert_eq!(
+            entries,
+            markers + 1,
+            "{pool} holds more than markers and lock"
+        );
+    }
     let (complete, again) = write_markers(&net);
     assert!(complete);
     assert_eq!(

@@ -87,10 +87,13 @@ fn output(program: &str, args: &[&str]) -> Result<String> {
 
 /// Everything under `dir` whose top-level name starts with `prefix`: each path with its size
 /// and modification time (a Podman of the machine run once touches its lock files and event
-/// log even when it creates nothing), sorted; `absent` when there is no such directory.
+/// log even when it creates nothing), sorted; `absent` when there is no such directory. With a
+/// prefix the directory is shared (the tiers' own namespaces live in `/run/netns`, and
+/// creating the first one creates it): only those names matter, and a missing directory has
+/// none.
 fn listing(dir: &Path, prefix: &str) -> String {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return "absent".to_owned();
+        return if prefix.is_empty() { "absent" } else { "" }.to_owned();
     };
     let mut found = Vec::new();
     let mut stack: Vec<_> = entries
