@@ -335,9 +335,10 @@ impl<'a> Scene<'a> {
                 let leftover_links = links.lines().filter(|l| l.contains(": G")).count();
                 let (_, rules) = self.host.netns.try_ip(&["rule", "show"]);
                 let leftover_rules = rules.lines().filter(|l| l.contains("iif G")).count();
-                let records = std::fs::read_dir(self.state().join("attachments"))
-                    .map(|d| d.count())
-                    .unwrap_or(0);
+                // Records and any temporary a write left (its empty staging directory is none).
+                let records =
+                    galactic_testkit::inspect::state_entries(&self.state().join("attachments"))
+                        .len();
                 let verify = Command::new(self.host.bin_dir.join("galactic-ipam"))
                     .args(["verify", "--data-dir"])
                     .arg(self.host.node.ipam_dir())
