@@ -1,7 +1,8 @@
-// Shared by the plugin crates' build scripts (`#[path]`-included): links each release plugin
-// with its hot-code layout, `layout/<binary>.ld` (docs/performance.md, decision 0063), and has
-// the linker write a map of where every input section went, `<binary>.map` next to the binary,
-// which `cargo xtask check-layout` reads to tell whether the script still matches the code.
+// Shared by the plugin crates' build scripts (`#[path]`-included): links each static musl
+// plugin with galactic-core's `memcpy`, and each release plugin with its hot-code layout,
+// `layout/<binary>.ld` (docs/performance.md, decision 0063), and has the linker write a map of
+// where every input section went, `<binary>.map` next to the binary, which `cargo xtask
+// check-layout` reads to tell whether the script still matches the code.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,7 @@ pub fn link(bins: &[&str]) {
     let dir = manifest.join("../../layout");
     println!("cargo:rerun-if-changed={}", dir.display());
     println!("cargo:rerun-if-env-changed={SWITCH}");
+    wrap_memcpy(bins);
     if std::env::var("PROFILE").as_deref() != Ok("release") {
         return;
     }
@@ -31,6 +33,26 @@ pub fn link(bins: &[&str]) {
         // (fat LTO) build.
         let map = maps.join(format!("{bin}.map"));
         println!("cargo:rustc-link-arg-bin={bin}=-Wl,-Map={}", map.display());
+    }
+}
+
+/// Set to `musl` to link the static musl plugins with musl's own `memcpy` (to measure what
+/// galactic-core's buys).
+const MEMCPY_SWITCH: &str = "GALACTIC_MEMCPY";
+
+/// Static musl builds on x86_64 call galactic-core's `__wrap_memcpy` wherever they call
+/// `memcpy`, musl's own code included (`galactic-core/src/memcpy.rs`, decision 0085).
+fn wrap_memcpy(bins: &[&str]) {
+    println!("cargo:rerun-if-env-changed={MEMCPY_SWITCH}");
+    let target = |key: &str| std::env::var(key).unwrap_or_default();
+    let ours = std::env::var(MEMCPY_SWITCH).as_deref() != Ok("musl");
+    if ours
+        && target("CARGO_CFG_TARGET_ENV") == "musl"
+        && target("CARGO_CFG_TARGET_ARCH") == "x86_64"
+    {
+        for bin in bins {
+            println!("cargo:rustc-link-arg-bin={bin}=-Wl,--wrap=memcpy");
+        }
     }
 }
 

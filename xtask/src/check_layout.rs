@@ -6,7 +6,9 @@
 //! script's functions landed in `.text.hot`, how many match nothing in the link (stale) and how
 //! many exist but were garbage-collected, and fails when a script is stale beyond
 //! `--max-stale`, places less than `--min-hot`, or was generated with another compiler or
-//! dependency set than the current ones. Needs neither root nor valgrind.
+//! dependency set than the current ones. Needs neither root nor valgrind. The same maps tell
+//! whether each plugin was linked with galactic-core's `memcpy` (decision 0085); one without it
+//! fails too.
 
 use crate::layout::{check, map, provenance::Provenance};
 use anyhow::{Context, Result};
@@ -57,6 +59,12 @@ pub fn run(args: &Args) -> Result<()> {
             Ok(v) => {
                 v.print(plugin, now);
                 failures.extend(v.failures(plugin, now, args));
+                if !v.wrapped_memcpy && cfg!(target_arch = "x86_64") {
+                    failures.push(format!(
+                        "{plugin}: the link has no __wrap_memcpy: musl's memcpy serves its \
+                         copies (layout/link.rs passes --wrap=memcpy, decision 0085)"
+                    ));
+                }
                 if !v.stale.is_empty() {
                     stale_lists.push((plugin, v.stale));
                 }
@@ -102,6 +110,8 @@ struct Verdict {
     stale: Vec<String>,
     hot_bytes: u64,
     recorded: Option<Provenance>,
+    /// Whether galactic-core's `memcpy` was linked in place of musl's (decision 0085).
+    wrapped_memcpy: bool,
 }
 
 fn verdict(plugin: &str, bins: &Path) -> Result<Verdict> {
@@ -142,6 +152,10 @@ fn verdict(plugin: &str, bins: &Path) -> Result<Verdict> {
         stale,
         hot_bytes: map.hot.map_or(0, |(_, size)| size),
         recorded,
+        // Placed, not among the discarded input sections listed before the placements.
+        wrapped_memcpy: map_text
+            .split_once("Linker script and memory map")
+            .is_some_and(|(_, placed)| placed.contains(".text.__wrap_memcpy")),
     })
 }
 

@@ -12,6 +12,7 @@
 //! - [`log`]: JSON-lines logging to the node's log file.
 //! - [`rollback`]: the undo stack every ADD uses.
 //! - [`lockfile`]: node-wide locks with a bounded wait.
+//! - `memcpy`: the release plugins' `memcpy` (static musl builds link it in place of musl's).
 //! - `net` (feature `net`): links, addresses, routes, rules, namespaces, routing domains.
 //! - `bpf` (feature `bpf`): the eBPF uSID datapath's pinned-map ABI, uSID codec, registration.
 
@@ -25,6 +26,7 @@ pub mod ident;
 pub mod ip;
 pub mod lockfile;
 pub mod log;
+mod memcpy;
 pub mod plugins;
 pub mod rollback;
 pub mod state;
