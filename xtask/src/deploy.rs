@@ -29,7 +29,8 @@ pub fn run(args: &Args) -> Result<()> {
 }
 
 /// Root, and setup's parts for the tier (the demo's tools: its host checks list the nftables
-/// ruleset; Podman's tools, mmdebstrap, the release toolchain), before anything is built. A missing capability fails here, under CI=true as everywhere.
+/// ruleset; Podman's tools, mmdebstrap, the release toolchain), before anything is built. A
+/// missing capability fails here, under CI=true as everywhere.
 pub fn preflight() -> Result<()> {
     crate::podman::require_root().context("the deployment tier runs the Podman tier's engine")?;
     crate::setup::ensure(&[
