@@ -5,3 +5,5 @@
 mod prev_result_floats;
 #[cfg(feature = "bpf")]
 mod retable;
+#[cfg(feature = "bpf")]
+mod vrf_rows;

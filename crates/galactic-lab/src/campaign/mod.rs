@@ -386,11 +386,15 @@ fn bpf(what: &'static str) -> impl FnOnce(galactic_core::bpf::BpfError) -> Error
     move |e| Error::Precondition(format!("{what}: {e}"))
 }
 
-/// A private bpffs with every map of the datapath pinned empty in its pin directory, as
-/// `cargo xtask bpf-pin-maps` pins them on a node before its plugins run.
+/// A private bpffs with every map of upstream's newest datapath pinned empty in its pin
+/// directory: those `cargo xtask bpf-pin-maps` pins on a node before its plugins run, and the
+/// three only the newest datapath pins ([`maps::NEWEST_MAP_DEFS`]), whose rows the plugins
+/// write only while they are pinned.
 fn pinned_bpffs() -> Result<PrivateBpffs> {
     let bpffs = PrivateBpffs::mount();
     maps::pin_empty_maps(&bpffs.pin_dir()).map_err(bpf("pin the datapath's maps"))?;
+    maps::pin_maps(&bpffs.pin_dir(), &maps::NEWEST_MAP_DEFS)
+        .map_err(bpf("pin the newest datapath's maps"))?;
     Ok(bpffs)
 }
 

@@ -9,6 +9,7 @@
 //! off. (Upstream's newest datapath reads a per-interface `ifindex_egress_kind_table` and
 //! keeps the row's kind only for older datapaths; this choice serves both.)
 
+use super::peers::Peers;
 use super::records::*;
 use super::*;
 
@@ -32,6 +33,28 @@ pub(super) fn vpc_egress_kind(
         EGRESS_KIND_TAP
     } else {
         EGRESS_KIND_VETH
+    }
+}
+
+/// The kind a registration writes into its VRF's row, `old` (absent when the VRF has none):
+/// what [`vpc_egress_kind`] would find in the VPC's records, read only when the row cannot tell
+/// (`peers.rs`). The row holds the VPC's kind before this registration (every registration and
+/// removal writes it under the lock), so a tap makes it tap and a veth leaves a veth row veth;
+/// a tap row meeting a veth, or no row, asks the records.
+pub(super) fn registered_kind(
+    r: &Registration<'_>,
+    old: Option<&VrfValue>,
+    peers: &mut Peers<'_>,
+) -> Result<u32, BpfError> {
+    match old {
+        _ if r.egress_kind == EGRESS_KIND_TAP => Ok(EGRESS_KIND_TAP),
+        Some(row) if row.egress_kind == EGRESS_KIND_VETH => Ok(EGRESS_KIND_VETH),
+        _ => Ok(vpc_egress_kind(
+            peers.all()?,
+            r.usid.block.value(),
+            r.usid.argument.get(),
+            old.map_or(EGRESS_KIND_VETH, |row| row.egress_kind),
+        )),
     }
 }
 

@@ -41,6 +41,7 @@
 mod deferred;
 mod kind;
 mod newest;
+mod peers;
 mod records;
 mod removal;
 mod retable;
@@ -151,11 +152,15 @@ pub(super) fn map_err(map: &'static str, op: &'static str) -> impl FnOnce(MapErr
     }
 }
 
-/// `Ok(None)` for an absent key.
+/// `Ok(None)` for an absent key: a lookup reports it as `KeyNotFound`, a deletion as the
+/// system call's `ENOENT` (aya maps only the lookup's).
 pub(super) fn absent_ok<V>(r: Result<V, MapError>) -> Result<Option<V>, MapError> {
     match r {
         Ok(v) => Ok(Some(v)),
         Err(MapError::KeyNotFound) => Ok(None),
+        Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => {
+            Ok(None)
+        }
         Err(e) => Err(e),
     }
 }
@@ -238,9 +243,10 @@ pub(super) fn write_rows(
             0,
         )
         .map_err(map_err(maps::FUNCTION_TABLE, "insert"))?;
-    // The VRF's records decide its row's kind and attribution: its VPC's, by name.
-    let records = vpc_records(r.state_dir, r.host_ifname)?;
-    register_vrf(&mut m.vrf, r, &records, now)?;
+    // The VRF's rows hold its VPC's kind and attribution before this registration; its
+    // VPC's records are read only when they cannot tell what this one changes (`peers.rs`).
+    let mut peers = peers::Peers::of(r);
+    register_vrf(&mut m.vrf, r, &mut peers, now)?;
     let row = IfindexVrfValue {
         block: record.block,
         argument: record.argument,
@@ -258,7 +264,7 @@ pub(super) fn write_rows(
             )
             .map_err(map_err(maps::EGRESS_ROUTE_TABLE, "insert"))?;
     }
-    newest::write_newest(&mut m.newest, r, &records, now)
+    newest::write_newest(&mut m.newest, r, &mut peers, now)
 }
 
 /// The VPC's egress rows. Per VPC, not per attachment: each is recorded before the write (with
@@ -293,30 +299,23 @@ fn write_egress(m: &mut NodeMaps, r: &Registration<'_>) -> Result<(), BpfError> 
     Ok(())
 }
 
-/// `vrf_table` read-modify-write: table set, kind the VPC's (tap while any of its `records` is,
-/// [`kind::vpc_egress_kind`]), generation stamped, counters kept.
+/// `vrf_table` read-modify-write: table set, kind the VPC's (tap while any of its attachments
+/// is, [`kind::registered_kind`]), generation stamped, counters kept.
 // The datapath may bump counters between our read and write; that window loses at most those
 // increments (upstream has the same window; the map has no compare-and-swap).
-pub(super) fn register_vrf(
+fn register_vrf(
     vrf: &mut VrfTable,
     r: &Registration<'_>,
-    records: &[AttachmentRecord],
+    peers: &mut peers::Peers<'_>,
     now: u64,
 ) -> Result<(), BpfError> {
     let key = r.usid.vrf_key();
-    let old = absent_ok(vrf.get(&key, 0))
-        .map_err(map_err(maps::VRF_TABLE, "read"))?
-        .unwrap_or_default();
+    let old = absent_ok(vrf.get(&key, 0)).map_err(map_err(maps::VRF_TABLE, "read"))?;
     let value = VrfValue {
         vrf_table_id: r.vrf_table_id,
-        egress_kind: kind::vpc_egress_kind(
-            records,
-            r.usid.block.value(),
-            r.usid.argument.get(),
-            old.egress_kind,
-        ),
+        egress_kind: kind::registered_kind(r, old.as_ref(), peers)?,
         generation_ns: now,
-        ..old
+        ..old.unwrap_or_default()
     };
     vrf.insert(key, value, 0)
         .map_err(map_err(maps::VRF_TABLE, "insert"))

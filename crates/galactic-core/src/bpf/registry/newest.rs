@@ -10,10 +10,11 @@
 //! repair pass agree on it whatever the order of ADDs. No new record is needed: the
 //! attachment's record (interface name, ifindex, Block, Argument) is what they go by.
 
+use super::peers::Peers;
 use super::records::*;
 use super::*;
 use crate::bpf::maps::{EgressKindTable, TenantGwTable, VpcAttributionTable};
-use crate::ident::base62_to_hex;
+use crate::ident::{base62_encode, base62_to_hex};
 
 /// The newest datapath's maps that are pinned.
 pub(super) struct NewestMaps {
@@ -63,12 +64,57 @@ fn attribution(
     })
 }
 
+/// The host interface name `G{vpc:9}{att:3}H` of upstream's numbers: the inverse of
+/// [`attachment_identity`] (names are written with padded base62 digits, one name per value).
+fn host_ifname_of(vpc: u64, vpc_attachment: u32) -> String {
+    format!(
+        "G{:0>9}{:0>3}H",
+        base62_encode(vpc),
+        base62_encode(u64::from(vpc_attachment))
+    )
+}
+
+/// The attribution row a registration writes into `table`: the lower ifindex of this
+/// attachment and the one the row names, which before this registration is the lowest of the
+/// VPC's others (every registration and removal writes it so, under the lock). The VPC's
+/// records are read when the row cannot tell (`peers.rs`): no row, a row naming this
+/// attachment (its ifindex may be new) or one without a record of this VRF.
+fn registered_attribution(
+    table: &VpcAttributionTable,
+    r: &Registration<'_>,
+    peers: &mut Peers<'_>,
+    now: u64,
+) -> Result<Option<VpcAttributionValue>, BpfError> {
+    let (block, argument) = (r.usid.block.value(), r.usid.argument.get());
+    let row = absent_ok(table.get(&r.usid.vrf_key(), 0))
+        .map_err(map_err(maps::VPC_ATTRIBUTION_TABLE, "read"))?;
+    let named = row.map(|v| (v, host_ifname_of(v.vpc, v.vpc_attachment)));
+    if let Some((value, name)) = named.filter(|(_, name)| name != r.host_ifname) {
+        let holder = peers.record(&name)?;
+        if let Some(holder) = holder.filter(|h| h.block == block && h.argument == argument) {
+            let lower = match attachment_identity(r.host_ifname) {
+                Some((vpc, vpc_attachment)) if r.host_ifindex < holder.ifindex => {
+                    (vpc, vpc_attachment)
+                }
+                _ => (value.vpc, value.vpc_attachment),
+            };
+            return Ok(Some(VpcAttributionValue {
+                vpc: lower.0,
+                vpc_attachment: lower.1,
+                _pad: [0; 4],
+                generation_ns: now,
+            }));
+        }
+    }
+    Ok(attribution(peers.all()?, block, argument, now))
+}
+
 /// ADD: the interface's kind and gateways (no IPAM result: no gateway row, and a row a reused
-/// ifindex kept is removed), and the VRF's attribution from `records` (this one's included).
+/// ifindex kept is removed), and the VRF's attribution ([`registered_attribution`]).
 pub(super) fn write_newest(
     m: &mut NewestMaps,
     r: &Registration<'_>,
-    records: &[AttachmentRecord],
+    peers: &mut Peers<'_>,
     now: u64,
 ) -> Result<(), BpfError> {
     if let Some(kind) = m.kind.as_mut() {
@@ -82,15 +128,14 @@ pub(super) fn write_newest(
         }
         .map_err(map_err(maps::TENANT_GW_TABLE, "write"))?;
     }
-    let (block, argument) = (r.usid.block.value(), r.usid.argument.get());
-    match (
-        m.attribution.as_mut(),
-        attribution(records, block, argument, now),
-    ) {
-        (Some(table), Some(value)) => table
+    let Some(table) = m.attribution.as_mut() else {
+        return Ok(());
+    };
+    match registered_attribution(table, r, peers, now)? {
+        Some(value) => table
             .insert(r.usid.vrf_key(), value, 0)
             .map_err(map_err(maps::VPC_ATTRIBUTION_TABLE, "insert")),
-        _ => Ok(()),
+        None => Ok(()),
     }
 }
 

@@ -114,10 +114,7 @@ pub(super) fn remove_if_ours(
     if !found.as_ref().is_some_and(ours) {
         return Ok(());
     }
-    match egress.remove(key) {
-        Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-        other => ignore_absent(other).map_err(map_err(maps::EGRESS_ROUTE_TABLE, "delete")),
-    }
+    ignore_absent(egress.remove(key)).map_err(map_err(maps::EGRESS_ROUTE_TABLE, "delete"))
 }
 
 pub(super) fn remove_rows(
