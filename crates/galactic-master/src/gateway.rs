@@ -79,8 +79,11 @@ pub fn differences(
     }
     for a in assigned {
         let want = pod_route(table, host, a);
+        // The pod route goes out of the host interface: the kernel's dump filtered by that
+        // device holds it if the table does, and is as long as the interface's routes, where
+        // the table's whole dump is as long as the VPC's.
         let present = nl
-            .routes(a.family(), table)?
+            .routes_via(a.family(), table, host.index)?
             .iter()
             .any(|r| r.dst == want.dst && r.dev == want.dev);
         if !present {

@@ -151,3 +151,47 @@ fn an_add_reads_its_own_vpc_and_a_gc_the_node_once() {
          {spread_listed} names listed against {single_listed} in one VPC"
     );
 }
+
+/// What the CHECK of attachment `att` of VPC 0 receives.
+fn check_received(host: &Host, rt: &Runtime<'_>, pod: &Pod, att: u32) -> u64 {
+    rt.check(&list(0, att), &pod.attachment()).unwrap();
+    received(host, "CHECK")
+}
+
+/// [`check_received`] once it is the same twice in a row (link-local addresses arrive late).
+fn check_settled(host: &Host, rt: &Runtime<'_>, pod: &Pod, att: u32) -> u64 {
+    let mut last = check_received(host, rt, pod, att);
+    for _ in 0..10 {
+        let now = check_received(host, rt, pod, att);
+        if now == last {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        last = now;
+    }
+    panic!("the CHECK's count does not settle: {last}");
+}
+
+#[test]
+fn a_check_reads_its_own_attachment_whatever_its_vpc_holds() {
+    galactic_testkit::privileged!();
+    let host = host("vcostc");
+    let rt = runtime(&host);
+    let probe = Pod::new("vcostcp");
+    rt.add(&list(0, 0xa), &probe.attachment()).unwrap();
+    let alone = check_settled(&host, &rt, &probe, 0xa);
+    assert!(alone > 0, "the counter counts");
+    // Eight more attachments of the same VPC: eight more host interfaces' pod routes (both
+    // families) and gateway routes in the VPC table the CHECK looks its own up in.
+    let live = fill(&rt, 0..1, 8);
+    let beside = check_settled(&host, &rt, &probe, 0xa);
+    eprintln!("CHECK: {alone} objects received alone in its VPC, {beside} beside 8 more");
+    assert_eq!(
+        beside, alone,
+        "a CHECK beside 8 more attachments of its VPC receives what it received alone"
+    );
+    for (list, pod) in live.iter().rev() {
+        rt.del(list, &pod.attachment()).unwrap();
+    }
+    rt.del(&list(0, 0xa), &probe.attachment()).unwrap();
+}
