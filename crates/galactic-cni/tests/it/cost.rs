@@ -52,19 +52,24 @@ fn probe(host: &Host, rt: &Runtime<'_>, att: u32) -> u64 {
     n
 }
 
-/// [`probe`] once its count is the same twice in a row: the VPC's interfaces get their IPv6
-/// link-local address a moment after they come up, and one not there yet is one object less.
+/// [`probe`] once its count is the same twice in a row ([`settled_count`]).
 fn settled(host: &Host, rt: &Runtime<'_>) -> u64 {
-    let mut last = probe(host, rt, 0xa);
+    settled_count("ADD", || probe(host, rt, 0xa))
+}
+
+/// `count()` once it gives the same twice in a row: the VPC's interfaces get their IPv6
+/// link-local address a moment after they come up, and one not there yet is one object less.
+fn settled_count(verb: &str, mut count: impl FnMut() -> u64) -> u64 {
+    let mut last = count();
     for _ in 0..10 {
-        let now = probe(host, rt, 0xa);
+        let now = count();
         if now == last {
             return now;
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
         last = now;
     }
-    panic!("the ADD's count does not settle: {last}");
+    panic!("the {verb}'s count does not settle: {last}");
 }
 
 /// Attaches `per_vpc` pods to each of `vpcs`; returns them with their networks.
@@ -158,18 +163,9 @@ fn check_received(host: &Host, rt: &Runtime<'_>, pod: &Pod, att: u32) -> u64 {
     received(host, "CHECK")
 }
 
-/// [`check_received`] once it is the same twice in a row (link-local addresses arrive late).
+/// [`check_received`] once it is the same twice in a row ([`settled_count`]).
 fn check_settled(host: &Host, rt: &Runtime<'_>, pod: &Pod, att: u32) -> u64 {
-    let mut last = check_received(host, rt, pod, att);
-    for _ in 0..10 {
-        let now = check_received(host, rt, pod, att);
-        if now == last {
-            return now;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        last = now;
-    }
-    panic!("the CHECK's count does not settle: {last}");
+    settled_count("CHECK", || check_received(host, rt, pod, att))
 }
 
 #[test]
