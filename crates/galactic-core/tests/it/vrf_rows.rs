@@ -35,10 +35,14 @@ fn name(n: u32) -> String {
 }
 
 fn register(pin: &Path, state: &Path, host: &str, ifindex: u32, kind: u32) {
+    register_vpc(pin, state, host, ifindex, kind, usid());
+}
+
+fn register_vpc(pin: &Path, state: &Path, host: &str, ifindex: u32, kind: u32, usid: Usid) {
     register_attachment(&Registration {
         pin_dir: pin,
         state_dir: state,
-        usid: usid(),
+        usid,
         vrf_table_id: 1000,
         egress_kind: kind,
         host_ifname: host,
@@ -168,4 +172,64 @@ fn a_registration_in_a_large_vpc_lists_none_of_its_records() {
         small, large,
         "entries listed by one registration beside 2 and 40 of its VPC's attachments"
     );
+}
+
+#[test]
+fn a_row_naming_another_vpc_that_held_the_vrf_id_is_not_kept() {
+    galactic_testns::privileged!();
+    let bpffs = PrivateBpffs::mount();
+    let pin = bpffs.pin_dir();
+    pin_empty_maps(&pin).unwrap();
+    pin_maps(&pin, &NEWEST_MAP_DEFS).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    // VPC kV released the VRF id (its galactic-bgp DEL ran) and VPC jU claimed it before kV's
+    // last registration was removed (its master's DEL runs after): both on one VRF key.
+    let released = host_ifname(
+        &VpcId::parse("kV").unwrap(),
+        &AttachmentId::parse("1").unwrap(),
+    );
+    register_vpc(&pin, state.path(), &released, 5, EGRESS_KIND_VETH, usid());
+    register(&pin, state.path(), &name(1), 9, EGRESS_KIND_VETH);
+    assert_eq!(
+        rows(&pin).1,
+        Some(name(1)),
+        "the attribution names jU's own"
+    );
+    unregister_attachment(state.path(), &released).unwrap();
+    assert_eq!(
+        rows(&pin),
+        (Some(EGRESS_KIND_VETH), Some(name(1))),
+        "kV's removal leaves jU's rows"
+    );
+}
+
+#[test]
+fn the_last_removal_of_a_vpc_on_a_shared_vrf_key_names_the_vpc_still_there() {
+    galactic_testns::privileged!();
+    let bpffs = PrivateBpffs::mount();
+    let pin = bpffs.pin_dir();
+    pin_empty_maps(&pin).unwrap();
+    pin_maps(&pin, &NEWEST_MAP_DEFS).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    // jU holds the VRF key; kV registered on it after claiming the id jU's last DEL released
+    // (galactic-bgp's DEL runs before the master's) while a jU attachment was still added.
+    let claimer = host_ifname(
+        &VpcId::parse("kV").unwrap(),
+        &AttachmentId::parse("1").unwrap(),
+    );
+    register(&pin, state.path(), &name(1), 9, EGRESS_KIND_VETH);
+    register_vpc(&pin, state.path(), &claimer, 5, EGRESS_KIND_VETH, usid());
+    assert_eq!(
+        rows(&pin).1,
+        Some(claimer.clone()),
+        "the last writer's VPC is named"
+    );
+    unregister_attachment(state.path(), &claimer).unwrap();
+    assert_eq!(
+        rows(&pin).1,
+        Some(name(1)),
+        "kV's last removal names jU's attachment on the key, not none"
+    );
+    unregister_attachment(state.path(), &name(1)).unwrap();
+    assert_eq!(rows(&pin).1, None, "the key's last removal takes the row");
 }

@@ -78,7 +78,7 @@ fn host_ifname_of(vpc: u64, vpc_attachment: u32) -> String {
 /// attachment and the one the row names, which before this registration is the lowest of the
 /// VPC's others (every registration and removal writes it so, under the lock). The VPC's
 /// records are read when the row cannot tell (`peers.rs`): no row, a row naming this
-/// attachment (its ifindex may be new) or one without a record of this VRF.
+/// attachment (its ifindex may be new), another VPC's or one without a record of this VRF.
 fn registered_attribution(
     table: &VpcAttributionTable,
     r: &Registration<'_>,
@@ -88,7 +88,13 @@ fn registered_attribution(
     let (block, argument) = (r.usid.block.value(), r.usid.argument.get());
     let row = absent_ok(table.get(&r.usid.vrf_key(), 0))
         .map_err(map_err(maps::VPC_ATTRIBUTION_TABLE, "read"))?;
-    let named = row.map(|v| (v, host_ifname_of(v.vpc, v.vpc_attachment)));
+    // Only a row naming another attachment of this VPC: a VPC's VRF id can be claimed again
+    // while the last registration of the VPC that released it is still to be removed (its
+    // galactic-bgp DEL runs before its master's), and that removal takes a row naming it.
+    let own_vpc = attachment_identity(r.host_ifname).map(|(vpc, _)| vpc);
+    let named = row
+        .filter(|v| Some(v.vpc) == own_vpc)
+        .map(|v| (v, host_ifname_of(v.vpc, v.vpc_attachment)));
     if let Some((value, name)) = named.filter(|(_, name)| name != r.host_ifname) {
         let holder = peers.record(&name)?;
         if let Some(holder) = holder.filter(|h| h.block == block && h.argument == argument) {
@@ -159,9 +165,14 @@ pub(super) fn remove_interface_rows(
     Ok(())
 }
 
-/// After `removed` left: the VRF's attribution names its lowest remaining attachment, or, with
-/// none left, goes (only while it still names `removed`: a row another writer put is left).
+/// After `removed` left: the VRF's attribution names its lowest remaining attachment. With none
+/// of its VPC left on the VRF's key, a row naming `removed` goes, unless another VPC's
+/// registration holds the key: a VPC's VRF id can be claimed by another VPC while the last
+/// registration of the VPC that released it is still to be removed (its galactic-bgp DEL runs
+/// before its master's), and that VPC's attachments are then named instead. Only that last
+/// removal reads the node's records (a row another writer put is left).
 pub(super) fn settle_attribution(
+    state_dir: &Path,
     removed: &AttachmentRecord,
     others: &[AttachmentRecord],
 ) -> Result<(), BpfError> {
@@ -178,11 +189,20 @@ pub(super) fn settle_attribution(
     let row =
         absent_ok(table.get(&key, 0)).map_err(map_err(maps::VPC_ATTRIBUTION_TABLE, "read"))?;
     let named = row.map(|v| (v.vpc, v.vpc_attachment));
-    if named.is_some() && named == attachment_identity(&removed.host_ifname) {
-        ignore_absent(table.remove(&key))
-            .map_err(map_err(maps::VPC_ATTRIBUTION_TABLE, "delete"))?;
+    if named.is_none() || named != attachment_identity(&removed.host_ifname) {
+        return Ok(());
     }
-    Ok(())
+    let node: Vec<AttachmentRecord> = all_records(state_dir)?
+        .into_iter()
+        .filter(|r| r.host_ifname != removed.host_ifname)
+        .collect();
+    match attribution(&node, removed.block, removed.argument, monotonic_ns()) {
+        Some(value) => table
+            .insert(key, value, 0)
+            .map_err(map_err(maps::VPC_ATTRIBUTION_TABLE, "insert")),
+        None => ignore_absent(table.remove(&key))
+            .map_err(map_err(maps::VPC_ATTRIBUTION_TABLE, "delete")),
+    }
 }
 
 /// CHECK: the interface's kind and gateways as registered, and an attribution row of the VRF

@@ -38,7 +38,7 @@ pub(super) fn unregister_locked(state_dir: &Path, host_ifname: &str) -> Result<b
     }
     newest::remove_interface_rows(&record, reused)?;
     remove_record(state_dir, host_ifname)?;
-    newest::settle_attribution(&record, &others)?;
+    newest::settle_attribution(state_dir, &record, &others)?;
     // A VPC whose last tap went serves its veth attachments with the veth redirect again.
     match kind::settle_after_removal(&record, &others) {
         Err(BpfError::NotLoaded { .. }) => {}
