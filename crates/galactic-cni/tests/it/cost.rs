@@ -182,10 +182,21 @@ fn a_check_reads_its_own_attachment_whatever_its_vpc_holds() {
     let live = fill(&rt, 0..1, 8);
     let beside = check_settled(&host, &rt, &probe, 0xa);
     eprintln!("CHECK: {alone} objects received alone in its VPC, {beside} beside 8 more");
-    assert_eq!(
-        beside, alone,
-        "a CHECK beside 8 more attachments of its VPC receives what it received alone"
-    );
+    match domain(&host, "a0").unwrap()["backend"].as_str() {
+        Some("table") => assert_eq!(
+            beside, alone,
+            "a CHECK beside 8 more attachments of its VPC receives what it received alone"
+        ),
+        // In a VRF's table the kernel adds a local route per address of each member (gateways
+        // and link-local, both families), which the domain check reads by type: those, and
+        // nothing else of the other attachments (their pod routes were 2 more each, and every
+        // local route twice, while the pod routes were found in the table's whole dumps).
+        _ => assert!(
+            beside - alone <= 8 * 7,
+            "a CHECK beside 8 more attachments of its VPC receives their local routes only: \
+             {beside} against {alone} alone"
+        ),
+    }
     for (list, pod) in live.iter().rev() {
         rt.del(list, &pod.attachment()).unwrap();
     }
