@@ -16,7 +16,7 @@ use galactic_core::ident::{host_ifname, AttachmentId, VpcId};
 use galactic_core::state;
 use galactic_testns::bpffs::PrivateBpffs;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The VPC under test and its VRF's uSID.
 const VPC: &str = "jU";
@@ -34,15 +34,21 @@ fn name(n: u32) -> String {
     )
 }
 
-fn register(pin: &Path, state: &Path, host: &str, ifindex: u32, kind: u32) {
-    register_vpc(pin, state, host, ifindex, kind, usid());
+/// A private bpffs with the newest datapath's maps pinned, and a node state directory.
+fn node() -> (PrivateBpffs, PathBuf, tempfile::TempDir) {
+    let bpffs = PrivateBpffs::mount();
+    let pin = bpffs.pin_dir();
+    pin_empty_maps(&pin).unwrap();
+    pin_maps(&pin, &NEWEST_MAP_DEFS).unwrap();
+    (bpffs, pin, tempfile::tempdir().unwrap())
 }
 
-fn register_vpc(pin: &Path, state: &Path, host: &str, ifindex: u32, kind: u32, usid: Usid) {
+/// Registers `host` (of whichever VPC its name says) on the VRF key of [`usid`].
+fn register(pin: &Path, state: &Path, host: &str, ifindex: u32, kind: u32) {
     register_attachment(&Registration {
         pin_dir: pin,
         state_dir: state,
-        usid,
+        usid: usid(),
         vrf_table_id: 1000,
         egress_kind: kind,
         host_ifname: host,
@@ -87,11 +93,7 @@ impl Dice {
 #[test]
 fn the_vrfs_rows_follow_its_live_attachments_in_any_order() {
     galactic_testns::privileged!();
-    let bpffs = PrivateBpffs::mount();
-    let pin = bpffs.pin_dir();
-    pin_empty_maps(&pin).unwrap();
-    pin_maps(&pin, &NEWEST_MAP_DEFS).unwrap();
-    let state = tempfile::tempdir().unwrap();
+    let (_bpffs, pin, state) = node();
     // Live attachments: name → (ifindex, kind).
     let mut live: BTreeMap<String, (u32, u32)> = BTreeMap::new();
     let mut dice = Dice(0x9e37_79b9_7f4a_7c15);
@@ -147,11 +149,7 @@ fn the_vrfs_rows_follow_its_live_attachments_in_any_order() {
 /// Entries listed by one registration of a veth attachment into [`VPC`] holding `others`
 /// veth attachments already.
 fn listed_by_a_registration_among(others: u32) -> u64 {
-    let bpffs = PrivateBpffs::mount();
-    let pin = bpffs.pin_dir();
-    pin_empty_maps(&pin).unwrap();
-    pin_maps(&pin, &NEWEST_MAP_DEFS).unwrap();
-    let state = tempfile::tempdir().unwrap();
+    let (_bpffs, pin, state) = node();
     // Descending ifindexes: each new one is the VPC's lowest and takes the attribution.
     for n in 1..=others {
         register(&pin, state.path(), &name(n), 1000 - n, EGRESS_KIND_VETH);
@@ -177,18 +175,14 @@ fn a_registration_in_a_large_vpc_lists_none_of_its_records() {
 #[test]
 fn a_row_naming_another_vpc_that_held_the_vrf_id_is_not_kept() {
     galactic_testns::privileged!();
-    let bpffs = PrivateBpffs::mount();
-    let pin = bpffs.pin_dir();
-    pin_empty_maps(&pin).unwrap();
-    pin_maps(&pin, &NEWEST_MAP_DEFS).unwrap();
-    let state = tempfile::tempdir().unwrap();
+    let (_bpffs, pin, state) = node();
     // VPC kV released the VRF id (its galactic-bgp DEL ran) and VPC jU claimed it before kV's
     // last registration was removed (its master's DEL runs after): both on one VRF key.
     let released = host_ifname(
         &VpcId::parse("kV").unwrap(),
         &AttachmentId::parse("1").unwrap(),
     );
-    register_vpc(&pin, state.path(), &released, 5, EGRESS_KIND_VETH, usid());
+    register(&pin, state.path(), &released, 5, EGRESS_KIND_VETH);
     register(&pin, state.path(), &name(1), 9, EGRESS_KIND_VETH);
     assert_eq!(
         rows(&pin).1,
@@ -206,11 +200,7 @@ fn a_row_naming_another_vpc_that_held_the_vrf_id_is_not_kept() {
 #[test]
 fn the_last_removal_of_a_vpc_on_a_shared_vrf_key_names_the_vpc_still_there() {
     galactic_testns::privileged!();
-    let bpffs = PrivateBpffs::mount();
-    let pin = bpffs.pin_dir();
-    pin_empty_maps(&pin).unwrap();
-    pin_maps(&pin, &NEWEST_MAP_DEFS).unwrap();
-    let state = tempfile::tempdir().unwrap();
+    let (_bpffs, pin, state) = node();
     // jU holds the VRF key; kV registered on it after claiming the id jU's last DEL released
     // (galactic-bgp's DEL runs before the master's) while a jU attachment was still added.
     let claimer = host_ifname(
@@ -218,7 +208,7 @@ fn the_last_removal_of_a_vpc_on_a_shared_vrf_key_names_the_vpc_still_there() {
         &AttachmentId::parse("1").unwrap(),
     );
     register(&pin, state.path(), &name(1), 9, EGRESS_KIND_VETH);
-    register_vpc(&pin, state.path(), &claimer, 5, EGRESS_KIND_VETH, usid());
+    register(&pin, state.path(), &claimer, 5, EGRESS_KIND_VETH);
     assert_eq!(
         rows(&pin).1,
         Some(claimer.clone()),

@@ -14,7 +14,7 @@ use super::peers::Peers;
 use super::records::*;
 use super::*;
 use crate::bpf::maps::{EgressKindTable, TenantGwTable, VpcAttributionTable};
-use crate::ident::{base62_encode, base62_to_hex};
+use crate::ident::{base62_encode, base62_to_hex, host_ifname, AttachmentId, VpcId};
 
 /// The newest datapath's maps that are pinned.
 pub(super) struct NewestMaps {
@@ -64,14 +64,12 @@ fn attribution(
     })
 }
 
-/// The host interface name `G{vpc:9}{att:3}H` of upstream's numbers: the inverse of
-/// [`attachment_identity`] (names are written with padded base62 digits, one name per value).
-fn host_ifname_of(vpc: u64, vpc_attachment: u32) -> String {
-    format!(
-        "G{:0>9}{:0>3}H",
-        base62_encode(vpc),
-        base62_encode(u64::from(vpc_attachment))
-    )
+/// The host interface name of upstream's numbers: the inverse of [`attachment_identity`]
+/// (`None` for numbers no VPC or attachment id has).
+fn host_ifname_of(vpc: u64, vpc_attachment: u32) -> Option<String> {
+    let vpc = VpcId::parse(&base62_encode(vpc)).ok()?;
+    let att = AttachmentId::parse(&base62_encode(u64::from(vpc_attachment))).ok()?;
+    Some(host_ifname(&vpc, &att))
 }
 
 /// The attribution row a registration writes into `table`: the lower ifindex of this
@@ -91,22 +89,20 @@ fn registered_attribution(
     // Only a row naming another attachment of this VPC: a VPC's VRF id can be claimed again
     // while the last registration of the VPC that released it is still to be removed (its
     // galactic-bgp DEL runs before its master's), and that removal takes a row naming it.
-    let own_vpc = attachment_identity(r.host_ifname).map(|(vpc, _)| vpc);
+    let own = attachment_identity(r.host_ifname);
     let named = row
-        .filter(|v| Some(v.vpc) == own_vpc)
-        .map(|v| (v, host_ifname_of(v.vpc, v.vpc_attachment)));
+        .filter(|v| own.is_some_and(|(vpc, _)| vpc == v.vpc))
+        .and_then(|v| Some((v, host_ifname_of(v.vpc, v.vpc_attachment)?)));
     if let Some((value, name)) = named.filter(|(_, name)| name != r.host_ifname) {
         let holder = peers.record(&name)?;
         if let Some(holder) = holder.filter(|h| h.block == block && h.argument == argument) {
-            let lower = match attachment_identity(r.host_ifname) {
-                Some((vpc, vpc_attachment)) if r.host_ifindex < holder.ifindex => {
-                    (vpc, vpc_attachment)
-                }
+            let (vpc, vpc_attachment) = match own {
+                Some(ours) if r.host_ifindex < holder.ifindex => ours,
                 _ => (value.vpc, value.vpc_attachment),
             };
             return Ok(Some(VpcAttributionValue {
-                vpc: lower.0,
-                vpc_attachment: lower.1,
+                vpc,
+                vpc_attachment,
                 _pad: [0; 4],
                 generation_ns: now,
             }));
